@@ -1,0 +1,953 @@
+/**
+ * Table tests for config.ts: every bad config is one small edit of a good base config, and
+ * asserts the exact key path, a distinctive part of the message, the rendered line, and that
+ * no secret's plaintext shows up anywhere in the error.
+ */
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { inspect } from "node:util";
+import {
+    ConfigError,
+    ConfigIssue,
+    DEFAULT_VLLM_IMAGE,
+    ParsedNode,
+    SecretString,
+    checkAddressesInSubnets,
+    checkExactlyOneHead,
+    checkInterfaceNames,
+    checkNodeKinds,
+    checkParallelismFitsGpus,
+    checkPorts,
+    checkSecretsAreSecret,
+    checkSshKeySource,
+    checkTopology,
+    checkTransport,
+    checkTwinSubnets,
+    checkUniqueAddresses,
+    checkUniqueNodeNames,
+    checkUniqueSshEndpoints,
+    defaultServedName,
+    extraArgProblem,
+    interfaceAddressProblem,
+    isHostOrIpv4,
+    parseConfig,
+    renderIssue,
+    resolveParallelism,
+    resolveTransport,
+} from "../config";
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures
+// ---------------------------------------------------------------------------------------------
+
+const API_KEY = "sk-SECRET-apikey-0123456789abcdef";
+const SHORT_API_KEY = "tiny-SECRET";
+const HF_TOKEN = "hf_SECRETtoken0123456789";
+const SSH_KEY = [
+    "-----BEGIN OPENSSH PRIVATE KEY-----",
+    "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW",
+    "SECRETMATERIALSECRETMATERIAL",
+    "-----END OPENSSH PRIVATE KEY-----",
+    "",
+].join("\n");
+const SECRET_KEY_PATH_VALUE = "/home/you/.ssh/SECRET_id_ed25519";
+const SECRET_LOOKING_VALUE = "tok-SECRET-looking-value";
+/** Plaintexts that must never appear in an error. */
+const PLAINTEXTS = [API_KEY, SHORT_API_KEY, HF_TOKEN, "SECRETMATERIAL", SECRET_KEY_PATH_VALUE, SECRET_LOOKING_VALUE];
+
+const ALL_SECRET_KEYS = ["apiKey", "sshPrivateKey", "hfToken"];
+
+/** Two Sparks with both twins cabled: a good config. */
+function base(): Record<string, unknown> {
+    return {
+        nodes: [
+            {
+                name: "spark-a",
+                kind: "spark",
+                head: true,
+                ssh: { host: "10.0.0.11" },
+                interconnect: [
+                    { name: "enp1s0f1np1", address: "192.168.100.11/24" },
+                    { name: "enP2p1s0f1np1", address: "192.168.101.11/24" },
+                ],
+            },
+            {
+                name: "spark-b",
+                kind: "spark",
+                ssh: { host: "10.0.0.12" },
+                interconnect: [
+                    { name: "enp1s0f1np1", address: "192.168.100.12/24" },
+                    { name: "enP2p1s0f1np1", address: "192.168.101.12/24" },
+                ],
+            },
+        ],
+        model: { source: "Qwen/Qwen2.5-7B-Instruct" },
+        apiKey: API_KEY,
+        sshPrivateKey: SSH_KEY,
+    };
+}
+
+/** The first node of the base config, alone. */
+function firstNode(): unknown {
+    const nodes = base().nodes;
+    assert.ok(Array.isArray(nodes));
+    return nodes[0];
+}
+
+const REMOVE = Symbol("remove");
+type Edit = readonly [path: string, value: unknown];
+
+function segments(path: string): (string | number)[] {
+    return path
+        .replace(/\[(\d+)\]/g, ".$1")
+        .split(".")
+        .filter((s) => s !== "")
+        .map((s) => (/^\d+$/.test(s) ? Number(s) : s));
+}
+
+function isObject(value: unknown): value is Record<string | number, unknown> {
+    return typeof value === "object" && value !== null;
+}
+
+/** Applies edits like `["nodes[1].ssh.port", "22"]`; REMOVE deletes the key. */
+function edited(edits: readonly Edit[]): Record<string, unknown> {
+    const values = base();
+    for (const [path, value] of edits) {
+        const keys = segments(path);
+        let parent: unknown = values;
+        for (const key of keys.slice(0, -1)) {
+            assert.ok(isObject(parent), `fixture path ${path} does not exist`);
+            parent = parent[key];
+        }
+        assert.ok(isObject(parent), `fixture path ${path} does not exist`);
+        const last = keys[keys.length - 1];
+        if (value === REMOVE) {
+            delete parent[last];
+        } else {
+            parent[last] = structuredClone(value);
+        }
+    }
+    return values;
+}
+
+function parse(values: Record<string, unknown>, secretKeys: readonly string[] = ALL_SECRET_KEYS) {
+    return parseConfig({ values, secretKeys: new Set(secretKeys) });
+}
+
+function parseError(values: Record<string, unknown>, secretKeys: readonly string[] = ALL_SECRET_KEYS): ConfigError {
+    try {
+        parse(values, secretKeys);
+    } catch (err) {
+        assert.ok(err instanceof ConfigError, `expected a ConfigError, got ${String(err)}`);
+        return err;
+    }
+    assert.fail("expected parseConfig to throw a ConfigError");
+}
+
+function assertNoPlaintext(err: ConfigError): void {
+    const everything = `${err.message}\n${JSON.stringify(err.issues)}\n${inspect(err)}`;
+    for (const plaintext of PLAINTEXTS) {
+        assert.ok(!everything.includes(plaintext), `a secret's plaintext leaked into the error:\n${err.message}`);
+    }
+}
+
+/** Node 1 becomes a Thor (venv runtime, one interface); node 0 keeps one interface. */
+const THOR_B: readonly Edit[] = [
+    ["nodes[0].interconnect", [{ name: "enp1s0f1np1", address: "192.168.100.11/24" }]],
+    [
+        "nodes[1]",
+        {
+            name: "thor-b",
+            kind: "thor",
+            ssh: { host: "10.0.0.12" },
+            runtime: { kind: "venv", path: "/opt/vllm-venv" },
+            interconnect: [{ address: "192.168.100.12/24" }],
+        },
+    ],
+];
+
+const THIRD_NODE = {
+    name: "ws-c",
+    kind: "workstation",
+    ssh: { host: "10.0.0.13" },
+    interconnect: [{ address: "192.168.100.13/24" }],
+};
+
+// ---------------------------------------------------------------------------------------------
+// The table of bad configs
+// ---------------------------------------------------------------------------------------------
+
+interface BadCase {
+    name: string;
+    edits: readonly Edit[];
+    /** Keys held as secrets; defaults to apiKey, sshPrivateKey, hfToken. */
+    secretKeys?: readonly string[];
+    /** The exact path of the issue this case is about. */
+    path: string;
+    /** A distinctive part of its message. */
+    message: string;
+    /** The exact `got` text, where it matters. */
+    got?: string;
+    /** A part of its example, where it matters. */
+    example?: string;
+    /** How many issues the config has in all. Defaults to 1. */
+    count?: number;
+}
+
+const BAD_CONFIGS: readonly BadCase[] = [
+    // unknown keys
+    { name: "unknown top-level key", edits: [["modelSource", "x"]], path: "modelSource", message: "is not a known key", example: "the keys here are nodes, interconnect" },
+    {
+        name: "misspelled top-level key is suggested",
+        edits: [["modle", { source: "Qwen/Qwen2.5-7B-Instruct" }], ["model", REMOVE]],
+        path: "modle",
+        message: 'did you mean "model"?',
+        count: 2,
+    },
+    { name: "unknown nested key with a suggestion", edits: [["nodes[1].ssh.prot", 2222]], path: "nodes[1].ssh.prot", message: 'did you mean "port"?', example: "port: 22" },
+    { name: "unknown key in a docker runtime", edits: [["nodes[0].runtime", { kind: "docker", shm: "16g" }]], path: "nodes[0].runtime.shm", message: "is not a known key", example: "shmSize" },
+    { name: "unknown key in model", edits: [["model.tp", 2]], path: "model.tp", message: "is not a known key" },
+    {
+        name: "unknown secret-looking key hides its value",
+        edits: [["model.apiToken", SECRET_LOOKING_VALUE]],
+        path: "model.apiToken",
+        message: "is not a known key",
+        got: `a value of ${SECRET_LOOKING_VALUE.length} characters`,
+    },
+    // wrong types
+    { name: "string for a number", edits: [["nodes[1].ssh.port", "22"]], path: "nodes[1].ssh.port", message: "must be a number", got: '"22"', example: "22" },
+    { name: "number for a string", edits: [["nodes[0].name", 7]], path: "nodes[0].name", message: "must be a string", got: "7" },
+    { name: "string for a boolean", edits: [["nodes[0].head", "yes"]], path: "nodes[0].head", message: "must be true or false" },
+    { name: "fraction for a whole number", edits: [["nodes[0].gpus", 1.5]], path: "nodes[0].gpus", message: "must be a whole number" },
+    { name: "string for a mapping", edits: [["interconnect", "switch"]], path: "interconnect", message: "must be a mapping" },
+    { name: "string for a list", edits: [["nodes", "spark-a,spark-b"]], path: "nodes", message: "must be a list" },
+    // missing required keys
+    { name: "missing model.source", edits: [["model.source", REMOVE]], path: "model.source", message: "is required", got: "nothing" },
+    { name: "missing model", edits: [["model", REMOVE]], path: "model", message: "is required", example: "source: Qwen/" },
+    { name: "missing ssh host", edits: [["nodes[0].ssh.host", REMOVE]], path: "nodes[0].ssh.host", message: "is required", example: "10.0.0.11" },
+    { name: "missing interconnect of a node", edits: [["nodes[1].interconnect", REMOVE]], path: "nodes[1].interconnect", message: "is required" },
+    // secrets
+    {
+        name: "missing apiKey",
+        edits: [["apiKey", REMOVE]],
+        path: "apiKey",
+        message: "is required",
+        example: "pulumi config set --secret spark-cluster:apiKey",
+    },
+    {
+        name: "apiKey set in plaintext",
+        edits: [],
+        secretKeys: ["sshPrivateKey"],
+        path: "apiKey",
+        message: "was set without --secret",
+        got: `a value of ${API_KEY.length} characters`,
+        example: "pulumi config set --secret spark-cluster:apiKey",
+    },
+    { name: "sshPrivateKey set in plaintext", edits: [], secretKeys: ["apiKey"], path: "sshPrivateKey", message: "was set without --secret" },
+    {
+        name: "hfToken set in plaintext",
+        edits: [["hfToken", HF_TOKEN]],
+        secretKeys: ["apiKey", "sshPrivateKey"],
+        path: "hfToken",
+        message: "was set without --secret",
+        got: `a value of ${HF_TOKEN.length} characters`,
+    },
+    {
+        name: "apiKey too short",
+        edits: [["apiKey", SHORT_API_KEY]],
+        path: "apiKey",
+        message: "must be at least 16 characters long",
+        got: `a value of ${SHORT_API_KEY.length} characters`,
+    },
+    { name: "apiKey of the wrong type", edits: [["apiKey", 12345678901234567890]], path: "apiKey", message: "must be a string", got: "a number" },
+    {
+        name: "no SSH key at all",
+        edits: [["sshPrivateKey", REMOVE]],
+        path: "sshPrivateKey",
+        message: "set exactly one of spark-cluster:sshPrivateKey (the key text, as a secret) or spark-cluster:sshPrivateKeyPath",
+        example: 'pulumi config set --secret spark-cluster:sshPrivateKey "$(cat ~/.ssh/id_ed25519)"',
+    },
+    {
+        name: "both SSH key sources",
+        edits: [["sshPrivateKeyPath", "/home/you/.ssh/id_ed25519"]],
+        path: "sshPrivateKeyPath",
+        message: "and spark-cluster:sshPrivateKey are both set",
+    },
+    {
+        name: "sshPrivateKey holding a path instead of the key",
+        edits: [["sshPrivateKey", SECRET_KEY_PATH_VALUE]],
+        path: "sshPrivateKey",
+        message: "must be the text of a private key",
+        got: `a value of ${SECRET_KEY_PATH_VALUE.length} characters`,
+    },
+    {
+        name: "sshPrivateKeyPath with a tilde",
+        edits: [["sshPrivateKey", REMOVE], ["sshPrivateKeyPath", "~/.ssh/id_ed25519"]],
+        path: "sshPrivateKeyPath",
+        message: "is not expanded",
+    },
+    {
+        name: "key text pasted into sshPrivateKeyPath is not shown",
+        edits: [["sshPrivateKey", REMOVE], ["sshPrivateKeyPath", SSH_KEY]],
+        path: "sshPrivateKeyPath",
+        message: "holds key text, not a path",
+        got: `a value of ${SSH_KEY.length} characters`,
+    },
+    { name: "node privateKeyPath with a tilde", edits: [["nodes[1].ssh.privateKeyPath", "~/.ssh/b"]], path: "nodes[1].ssh.privateKeyPath", message: "is not expanded" },
+    // node fields
+    { name: "node name not a DNS label", edits: [["nodes[0].name", "Spark_A"]], path: "nodes[0].name", message: "must be a DNS label", got: '"Spark_A"' },
+    { name: "unknown node kind", edits: [["nodes[1].kind", "jetson"]], path: "nodes[1].kind", message: "must be one of spark, thor, workstation" },
+    { name: "unknown runtime kind", edits: [["nodes[0].runtime", { kind: "podman" }]], path: "nodes[0].runtime.kind", message: "must be one of docker, venv", got: '"podman"' },
+    { name: "relative venv path", edits: [["nodes[0].runtime", { kind: "venv", path: "opt/venv" }]], path: "nodes[0].runtime.path", message: "must be an absolute path" },
+    { name: "bad shm size", edits: [["nodes[0].runtime", { kind: "docker", shmSize: "16 GB" }]], path: "nodes[0].runtime.shmSize", message: "must be a size like 16g" },
+    { name: "user@ in ssh host", edits: [["nodes[0].ssh.host", "root@10.0.0.11"]], path: "nodes[0].ssh.host", message: "must be an IPv4 address or a hostname" },
+    { name: "octet out of range in ssh host", edits: [["nodes[1].ssh.host", "10.0.0.256"]], path: "nodes[1].ssh.host", message: "must be an IPv4 address or a hostname" },
+    { name: "ssh port out of range", edits: [["nodes[1].ssh.port", 70000]], path: "nodes[1].ssh.port", message: "must be at most 65535" },
+    { name: "a single node", edits: [["nodes", [firstNode()]]], path: "nodes", message: "must list at least 2 items" },
+    { name: "zero GPUs", edits: [["nodes[0].gpus", 0]], path: "nodes[0].gpus", message: "must be at least 1" },
+    {
+        name: "three interfaces on one node",
+        edits: [["nodes[0].interconnect[2]", { address: "192.168.102.11/24" }]],
+        path: "nodes[0].interconnect",
+        message: "must list at most 2 items",
+    },
+    {
+        name: "interface name too long",
+        edits: [["nodes[0].interconnect[0].name", "enp1s0f1np1-too-long"]],
+        path: "nodes[0].interconnect[0].name",
+        message: "must be a Linux interface name",
+    },
+    { name: "address without prefix", edits: [["nodes[0].interconnect[0].address", "192.168.100.11"]], path: "nodes[0].interconnect[0].address", message: "with its prefix length" },
+    {
+        name: "network address",
+        edits: [["nodes[1].interconnect[0].address", "192.168.100.0/24"]],
+        path: "nodes[1].interconnect[0].address",
+        message: "is the network address of 192.168.100.0/24",
+    },
+    {
+        name: "broadcast address",
+        edits: [["nodes[1].interconnect[1].address", "192.168.101.255/24"]],
+        path: "nodes[1].interconnect[1].address",
+        message: "is the broadcast address of 192.168.101.0/24",
+    },
+    { name: "a /32", edits: [["nodes[1].interconnect[0].address", "192.168.100.12/32"]], path: "nodes[1].interconnect[0].address", message: "no room for a peer" },
+    { name: "loopback address", edits: [["nodes[1].interconnect[0].address", "127.0.0.2/8"]], path: "nodes[1].interconnect[0].address", message: "loopback" },
+    // cluster-wide fields
+    { name: "MTU too large", edits: [["interconnect", { mtu: 9500 }]], path: "interconnect.mtu", message: "must be at most 9216", got: "9500" },
+    { name: "MTU too small", edits: [["interconnect", { mtu: 1000 }]], path: "interconnect.mtu", message: "must be at least 1280" },
+    { name: "unknown topology", edits: [["interconnect", { topology: "ring" }]], path: "interconnect.topology", message: "must be one of pair, switch" },
+    { name: "PFC priority out of range", edits: [["roce", { priority: 8 }]], path: "roce.priority", message: "must be at most 7" },
+    { name: "unknown NCCL debug level", edits: [["nccl", { debug: "VERBOSE" }]], path: "nccl.debug", message: "must be one of WARN, INFO, TRACE" },
+    {
+        name: "pinned GID index",
+        edits: [["nccl", { overrides: { NCCL_IB_GID_INDEX: "3" } }]],
+        path: "nccl.overrides.NCCL_IB_GID_INDEX",
+        message: "the RoCE GID index moves at run time",
+        got: '"NCCL_IB_GID_INDEX"',
+    },
+    { name: "override key not an NCCL variable", edits: [["nccl", { overrides: { nccl_debug: "INFO" } }]], path: "nccl.overrides.nccl_debug", message: "is not an NCCL variable" },
+    {
+        name: "override that has its own key",
+        edits: [["nccl", { overrides: { NCCL_SOCKET_IFNAME: "eth0" } }]],
+        path: "nccl.overrides.NCCL_SOCKET_IFNAME",
+        message: "is rendered from nccl.socketIfname",
+    },
+    {
+        name: "override value not a string",
+        edits: [["nccl", { overrides: { NCCL_IB_MERGE_NICS: 1 } }]],
+        path: "nccl.overrides.NCCL_IB_MERGE_NICS",
+        message: "must be a string",
+        example: 'NCCL_IB_MERGE_NICS: "1"',
+    },
+    { name: "unknown transport", edits: [["nccl", { transport: "ib" }]], path: "nccl.transport", message: "must be one of auto, roce, socket" },
+    // model fields
+    {
+        name: "extraArgs setting a rendered flag",
+        edits: [["model.extraArgs", ["--tensor-parallel-size=2"]]],
+        path: "model.extraArgs[0]",
+        message: "use model.tensorParallel instead",
+        example: "tensorParallel: 2",
+    },
+    {
+        name: "extraArgs passing the API key",
+        edits: [["model.extraArgs", ["--swap-space=16", "--api-key=abc"]]],
+        path: "model.extraArgs[1]",
+        message: "use the apiKey secret instead",
+        example: "pulumi config set --secret spark-cluster:apiKey",
+    },
+    { name: "extraArgs element without --", edits: [["model.extraArgs", ["swap-space=16"]]], path: "model.extraArgs[0]", message: "must be one token starting with --" },
+    { name: "extraArgs negated rendered flag", edits: [["model.extraArgs", ["--no-enforce-eager"]]], path: "model.extraArgs[0]", message: "use model.enforceEager instead" },
+    { name: "extraArgs rendered flag with underscores", edits: [["model.extraArgs", ["--max_model_len=4096"]]], path: "model.extraArgs[0]", message: "use model.maxModelLen instead" },
+    { name: "extraArgs as a string", edits: [["model.extraArgs", "--swap-space=16"]], path: "model.extraArgs", message: "must be a list" },
+    { name: "gpuMemoryUtilization zero", edits: [["model.gpuMemoryUtilization", 0]], path: "model.gpuMemoryUtilization", message: "must be greater than 0" },
+    { name: "gpuMemoryUtilization above 1", edits: [["model.gpuMemoryUtilization", 1.5]], path: "model.gpuMemoryUtilization", message: "must be at most 1" },
+    { name: "model source neither id nor path", edits: [["model.source", "qwen"]], path: "model.source", message: "Hugging Face model id (org/name) or an absolute path" },
+    { name: "unknown executor", edits: [["model.executor", "torchrun"]], path: "model.executor", message: "must be one of ray, mp" },
+    { name: "upper-case quantization", edits: [["model.quantization", "FP8"]], path: "model.quantization", message: "must be a vLLM quantization name" },
+    { name: "zero tensor parallelism", edits: [["model.tensorParallel", 0]], path: "model.tensorParallel", message: "must be at least 1" },
+    { name: "object store below 64 MiB", edits: [["ray", { objectStoreMemoryMb: 10 }]], path: "ray.objectStoreMemoryMb", message: "must be at least 64" },
+    // cross-field rules
+    {
+        name: "thor without a runtime",
+        edits: [...THOR_B, ["nodes[1].runtime", REMOVE]],
+        path: "nodes[1].runtime",
+        message: "is required on a thor",
+        example: "{ kind: venv, path: /opt/vllm-venv }",
+    },
+    {
+        name: "thor with the docker runtime",
+        edits: [...THOR_B, ["nodes[1].runtime", { kind: "docker" }]],
+        path: "nodes[1].runtime.kind",
+        message: "must be venv on a thor",
+    },
+    { name: "workstation with twin interfaces", edits: [["nodes[1].kind", "workstation"]], path: "nodes[1].interconnect", message: "only a spark has twin interfaces" },
+    {
+        name: "no head",
+        edits: [["nodes[0].head", false]],
+        path: "nodes",
+        message: "has no head",
+        example: "head: true on nodes[0] (spark-a)",
+    },
+    { name: "two heads", edits: [["nodes[1].head", true]], path: "nodes[1].head", message: "nodes[0] (spark-a) is already the head" },
+    { name: "duplicate node names", edits: [["nodes[1].name", "spark-a"]], path: "nodes[1].name", message: "repeats the name of nodes[0]" },
+    {
+        name: "duplicate SSH endpoint",
+        edits: [["nodes[1].ssh.host", "10.0.0.11"]],
+        path: "nodes[1].ssh.host",
+        message: "is also the SSH endpoint of nodes[0] (spark-a)",
+    },
+    {
+        name: "duplicate interconnect address",
+        edits: [["nodes[1].interconnect[0].address", "192.168.100.11/24"]],
+        path: "nodes[1].interconnect[0].address",
+        message: "which nodes[0].interconnect[0] (spark-a) already has",
+    },
+    {
+        name: "address outside the link's subnet",
+        edits: [["nodes[1].interconnect[0].address", "192.168.102.12/24"]],
+        path: "nodes[1].interconnect[0].address",
+        message: "is not inside 192.168.100.0/24, the subnet of nodes[0].interconnect[0] (spark-a)",
+        example: "192.168.100.12/24",
+    },
+    {
+        name: "prefix differs on one link",
+        edits: [["nodes[1].interconnect[0].address", "192.168.100.12/25"]],
+        path: "nodes[1].interconnect[0].address",
+        message: "has prefix /25, but nodes[0].interconnect[0] (spark-a) uses /24",
+    },
+    {
+        name: "twin without a peer",
+        edits: [["nodes[1].interconnect", [{ name: "enp1s0f1np1", address: "192.168.100.12/24" }]]],
+        path: "nodes[0].interconnect[1].address",
+        message: "has no peer on this link",
+    },
+    {
+        name: "twins sharing a subnet",
+        edits: [
+            ["nodes[0].interconnect[1].address", "192.168.100.21/24"],
+            ["nodes[1].interconnect[1].address", "192.168.100.22/24"],
+        ],
+        path: "nodes[0].interconnect[1].address",
+        message: "twin interfaces must never share a subnet",
+        count: 2,
+    },
+    {
+        name: "duplicate interface names on one node",
+        edits: [["nodes[0].interconnect[1].name", "enp1s0f1np1"]],
+        path: "nodes[0].interconnect[1].name",
+        message: "names the same interface",
+    },
+    {
+        name: "TP x PP above the GPUs",
+        edits: [["model.tensorParallel", 2], ["model.pipelineParallel", 2]],
+        path: "model.tensorParallel",
+        message: "2 x 2 = 4 GPUs, but the cluster has 2 GPUs",
+    },
+    { name: "PP alone above the GPUs", edits: [["model.pipelineParallel", 3]], path: "model.pipelineParallel", message: "1 x 3 = 3 GPUs, but the cluster has 2 GPUs" },
+    {
+        name: "RoCE forced with a Thor",
+        edits: [...THOR_B, ["nccl", { transport: "roce" }]],
+        path: "nccl.transport",
+        message: "Thor has no RoCE; NCCL fails with 'wrong type 3 != 4'",
+    },
+    { name: "API port on the Ray port", edits: [["model.apiPort", 6379]], path: "model.apiPort", message: "collides with ray.port", got: "6379" },
+    { name: "dashboard on the SSH port", edits: [["ray", { dashboardPort: 22 }]], path: "ray.dashboardPort", message: "collides with nodes[0].ssh.port (spark-a)" },
+    {
+        name: "pair topology with three nodes",
+        edits: [["nodes[2]", THIRD_NODE]],
+        path: "interconnect.topology",
+        message: "is pair (two nodes cabled back to back), but nodes lists 3",
+        example: "switch",
+    },
+];
+
+describe("parseConfig rejects bad configs with the exact path and an actionable message", () => {
+    test("the table is big enough", () => {
+        assert.ok(BAD_CONFIGS.length >= 30);
+        assert.equal(new Set(BAD_CONFIGS.map((c) => c.name)).size, BAD_CONFIGS.length, "case names are unique");
+    });
+
+    for (const c of BAD_CONFIGS) {
+        test(c.name, () => {
+            const err = parseError(edited(c.edits), c.secretKeys);
+            const issue = err.issues.find((i) => i.path === c.path && i.message.includes(c.message));
+            assert.ok(issue, `no issue at ${c.path} saying "${c.message}"; the error was:\n${err.message}`);
+            assert.equal(err.issues.length, c.count ?? 1, `unexpected issue count; the error was:\n${err.message}`);
+            const line = renderIssue(issue);
+            assert.ok(line.startsWith(`spark-cluster:${c.path}: `));
+            assert.match(line, / \(got .+\)\. Example: .+$/);
+            assert.ok(err.message.split("\n").includes(line), `message lacks the line ${line}`);
+            if (c.got !== undefined) {
+                assert.equal(issue.got, c.got);
+            }
+            if (c.example !== undefined) {
+                assert.ok(issue.example.includes(c.example), `example "${issue.example}" lacks "${c.example}"`);
+            }
+            assert.notEqual(issue.example, "");
+            assertNoPlaintext(err);
+        });
+    }
+});
+
+describe("all problems are reported at once", () => {
+    test("three field problems in one config", () => {
+        const err = parseError(edited([["nodes[1].ssh.port", "22"], ["model.foo", 1], ["apiKey", REMOVE]]));
+        assert.deepEqual(err.issues.map((i) => i.path).sort(), ["apiKey", "model.foo", "nodes[1].ssh.port"]);
+        assert.equal(err.message.split("\n").length, 3);
+        assert.deepEqual(err.message.split("\n"), err.issues.map(renderIssue));
+    });
+
+    test("three cross-field problems in one config", () => {
+        const err = parseError(edited([["nodes[1].name", "spark-a"], ["model.tensorParallel", 4], ["model.apiPort", 6379]]));
+        assert.deepEqual(err.issues.map((i) => i.path).sort(), ["model.apiPort", "model.tensorParallel", "nodes[1].name"]);
+    });
+
+    test("cross-field rules wait until every field is valid", () => {
+        const err = parseError(edited([["nodes[1].name", "spark-a"], ["nodes[1].ssh.port", "22"]]));
+        assert.deepEqual(err.issues.map((i) => i.path), ["nodes[1].ssh.port"]);
+    });
+
+    test("secret problems are reported with field problems", () => {
+        const err = parseError(edited([["interconnect", { mtu: 100 }], ["sshPrivateKey", REMOVE]]), ["apiKey"]);
+        assert.deepEqual(err.issues.map((i) => i.path).sort(), ["interconnect.mtu", "sshPrivateKey"]);
+    });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Defaults and resolution
+// ---------------------------------------------------------------------------------------------
+
+describe("a minimal config gets the documented defaults", () => {
+    const config = parse(base());
+
+    test("nodes", () => {
+        const [a, b] = config.nodes;
+        assert.deepEqual(
+            { host: a.ssh.host, port: a.ssh.port, user: a.ssh.user, keyKind: a.ssh.privateKey.kind },
+            { host: "10.0.0.11", port: 22, user: "root", keyKind: "secret" },
+        );
+        assert.equal(a.gpus, 1);
+        assert.equal(b.head, false);
+        assert.deepEqual(a.runtime, { kind: "docker", image: DEFAULT_VLLM_IMAGE, privileged: true, memlockUnlimited: true, shmSize: "16g" });
+        assert.deepEqual(b.interconnect[1], {
+            name: "enP2p1s0f1np1",
+            address: "192.168.101.12/24",
+            ip: "192.168.101.12",
+            prefixLength: 24,
+            subnet: "192.168.101.0/24",
+        });
+        assert.equal(config.headNode, "spark-a");
+        assert.equal(config.totalGpus, 2);
+    });
+
+    test("cluster sections", () => {
+        assert.deepEqual(config.interconnect, { topology: "pair", mtu: 9000 });
+        assert.deepEqual(config.roce, { enabled: true, priority: 3, trustDscp: true, peermem: true });
+        assert.deepEqual(config.nccl, { debug: "WARN", overrides: {} });
+        assert.deepEqual(config.ray, { port: 6379, dashboardHost: "127.0.0.1", dashboardPort: 8265 });
+        assert.equal(config.transport, "roce");
+    });
+
+    test("model", () => {
+        assert.deepEqual(config.model, {
+            source: "Qwen/Qwen2.5-7B-Instruct",
+            servedName: "Qwen2.5-7B-Instruct",
+            tensorParallel: 2,
+            pipelineParallel: 1,
+            executor: "ray",
+            gpuMemoryUtilization: 0.9,
+            enforceEager: false,
+            trustRemoteCode: false,
+            extraArgs: [],
+            apiPort: 8000,
+            apiHost: "0.0.0.0",
+            masterPort: 29500,
+        });
+    });
+
+    test("secrets are wrapped and never serialized", () => {
+        assert.ok(config.apiKey instanceof SecretString);
+        assert.equal(config.apiKey.reveal(), API_KEY);
+        assert.equal(config.hfToken, undefined);
+        const key = config.nodes[0].ssh.privateKey;
+        assert.equal(key.kind === "secret" ? key.text.reveal() : undefined, SSH_KEY);
+        const dumped = `${JSON.stringify(config)}\n${inspect(config, { depth: 10 })}\n${String(config.apiKey)}`;
+        assert.ok(!dumped.includes(API_KEY) && !dumped.includes("SECRETMATERIAL"));
+    });
+});
+
+describe("resolution", () => {
+    test("a Thor makes the transport socket and eager mode the default", () => {
+        const config = parse(edited(THOR_B));
+        assert.equal(config.transport, "socket");
+        assert.equal(config.model.enforceEager, true);
+        assert.deepEqual(config.nodes[1].runtime, { kind: "venv", path: "/opt/vllm-venv" });
+        assert.equal(config.nodes[1].interconnect[0].name, undefined);
+    });
+
+    test("an explicit enforceEager wins over the Thor default", () => {
+        assert.equal(parse(edited([...THOR_B, ["model.enforceEager", false]])).model.enforceEager, false);
+    });
+
+    test("explicit socket transport on Sparks is kept", () => {
+        assert.equal(parse(edited([["nccl", { transport: "socket" }]])).transport, "socket");
+    });
+
+    test("only tensorParallel given: pipelineParallel is 1", () => {
+        const { model } = parse(edited([["model.tensorParallel", 1]]));
+        assert.deepEqual([model.tensorParallel, model.pipelineParallel], [1, 1]);
+    });
+
+    test("only pipelineParallel given: tensorParallel is 1", () => {
+        const { model } = parse(edited([["model.pipelineParallel", 2]]));
+        assert.deepEqual([model.tensorParallel, model.pipelineParallel], [1, 2]);
+    });
+
+    test("a local model path names the served model by its last segment", () => {
+        assert.equal(parse(edited([["model.source", "/models/qwen2.5-72b/"]])).model.servedName, "qwen2.5-72b");
+        assert.equal(parse(edited([["model.servedName", "qwen"]])).model.servedName, "qwen");
+    });
+
+    test("a key path and per-node key paths", () => {
+        const config = parse(
+            edited([["sshPrivateKey", REMOVE], ["sshPrivateKeyPath", "/home/you/.ssh/id_ed25519"], ["nodes[1].ssh.privateKeyPath", "/home/you/.ssh/b"]]),
+            ["apiKey"],
+        );
+        assert.deepEqual(config.nodes[0].ssh.privateKey, { kind: "path", path: "/home/you/.ssh/id_ed25519" });
+        assert.deepEqual(config.nodes[1].ssh.privateKey, { kind: "path", path: "/home/you/.ssh/b" });
+    });
+
+    test("no cluster key is needed when every node names its own", () => {
+        const config = parse(
+            edited([["sshPrivateKey", REMOVE], ["nodes[0].ssh.privateKeyPath", "/keys/a"], ["nodes[1].ssh.privateKeyPath", "/keys/b"]]),
+            ["apiKey"],
+        );
+        assert.deepEqual(config.nodes.map((n) => n.ssh.privateKey), [
+            { kind: "path", path: "/keys/a" },
+            { kind: "path", path: "/keys/b" },
+        ]);
+    });
+
+    test("hfToken is wrapped", () => {
+        const config = parse(edited([["hfToken", HF_TOKEN]]));
+        assert.equal(config.hfToken?.reveal(), HF_TOKEN);
+    });
+
+    test("a switch of three nodes with one interface each is accepted", () => {
+        const config = parse(
+            edited([
+                ["interconnect", { topology: "switch" }],
+                ["nodes[0].interconnect", [{ address: "192.168.100.11/24" }]],
+                ["nodes[1].interconnect", [{ address: "192.168.100.12/24" }]],
+                ["nodes[2]", THIRD_NODE],
+            ]),
+        );
+        assert.equal(config.totalGpus, 3);
+        assert.equal(config.model.tensorParallel, 3);
+    });
+
+    test("same host on different SSH ports is two endpoints", () => {
+        assert.doesNotThrow(() => parse(edited([["nodes[1].ssh", { host: "10.0.0.11", port: 2222 }]])));
+    });
+});
+
+describe("SecretString", () => {
+    const secret = new SecretString("hunter2-hunter2-hunter2");
+    test("prints as [secret] everywhere", () => {
+        assert.equal(String(secret), "[secret]");
+        assert.equal(`${secret}`, "[secret]");
+        assert.equal(JSON.stringify({ secret }), '{"secret":"[secret]"}');
+        assert.equal(inspect(secret), "[secret]");
+        assert.equal(inspect({ nested: { secret } }, { depth: 5 }).includes("hunter2"), false);
+    });
+    test("reveals the plaintext on request", () => {
+        assert.equal(secret.reveal(), "hunter2-hunter2-hunter2");
+    });
+});
+
+// ---------------------------------------------------------------------------------------------
+// The cross-field rules, called directly
+// ---------------------------------------------------------------------------------------------
+
+function node(name: string, addresses: string[], extra: Partial<ParsedNode> = {}): ParsedNode {
+    return {
+        name,
+        kind: "spark",
+        head: false,
+        ssh: { host: `${name}.lan`, port: 22, user: "root" },
+        gpus: 1,
+        interconnect: addresses.map((address) => ({ address })),
+        ...extra,
+    };
+}
+
+function paths(issues: readonly ConfigIssue[]): string[] {
+    return issues.map((i) => i.path);
+}
+
+interface RuleCase {
+    name: string;
+    issues: () => ConfigIssue[];
+    paths: string[];
+    message?: string;
+}
+
+const RULE_CASES: readonly RuleCase[] = [
+    { name: "checkExactlyOneHead: one head", issues: () => checkExactlyOneHead([node("a", [], { head: true }), node("b", [])]), paths: [] },
+    { name: "checkExactlyOneHead: none", issues: () => checkExactlyOneHead([node("a", []), node("b", [])]), paths: ["nodes"], message: "has no head" },
+    {
+        name: "checkExactlyOneHead: three heads report each extra",
+        issues: () => checkExactlyOneHead([node("a", []), node("b", [], { head: true }), node("c", [], { head: true }), node("d", [], { head: true })]),
+        paths: ["nodes[2].head", "nodes[3].head"],
+        message: "nodes[1] (b) is already the head",
+    },
+    { name: "checkUniqueNodeNames: unique", issues: () => checkUniqueNodeNames([node("a", []), node("b", [])]), paths: [] },
+    {
+        name: "checkUniqueNodeNames: every repeat",
+        issues: () => checkUniqueNodeNames([node("a", []), node("a", []), node("b", []), node("a", [])]),
+        paths: ["nodes[1].name", "nodes[3].name"],
+    },
+    {
+        name: "checkUniqueSshEndpoints: host names compare case-insensitively",
+        issues: () => checkUniqueSshEndpoints([node("a", [], { ssh: { host: "Spark.lan", port: 22, user: "root" } }), node("b", [], { ssh: { host: "spark.lan", port: 22, user: "root" } })]),
+        paths: ["nodes[1].ssh.host"],
+    },
+    {
+        name: "checkUniqueSshEndpoints: other port is fine",
+        issues: () => checkUniqueSshEndpoints([node("a", [], { ssh: { host: "h", port: 22, user: "root" } }), node("b", [], { ssh: { host: "h", port: 2222, user: "root" } })]),
+        paths: [],
+    },
+    {
+        name: "checkUniqueAddresses: same IP with other prefix is still the same IP",
+        issues: () => checkUniqueAddresses([node("a", ["10.1.0.1/24"]), node("b", ["10.1.0.1/16"])]),
+        paths: ["nodes[1].interconnect[0].address"],
+    },
+    {
+        name: "checkUniqueAddresses: twins on one node with one IP",
+        issues: () => checkUniqueAddresses([node("a", ["10.1.0.1/24", "10.1.0.1/24"])]),
+        paths: ["nodes[0].interconnect[1].address"],
+    },
+    {
+        name: "checkAddressesInSubnets: a good pair with twins",
+        issues: () => checkAddressesInSubnets([node("a", ["192.168.100.1/24", "192.168.101.1/24"]), node("b", ["192.168.100.2/24", "192.168.101.2/24"])]),
+        paths: [],
+    },
+    {
+        name: "checkAddressesInSubnets: a /31 point-to-point link",
+        issues: () => checkAddressesInSubnets([node("a", ["10.9.0.0/31"]), node("b", ["10.9.0.1/31"])]),
+        paths: [],
+    },
+    {
+        name: "checkAddressesInSubnets: offenders are reported against the first node",
+        issues: () => checkAddressesInSubnets([node("a", ["192.168.100.1/24"]), node("b", ["192.168.100.2/24"]), node("c", ["192.168.200.3/24"])]),
+        paths: ["nodes[2].interconnect[0].address"],
+        message: "is not inside 192.168.100.0/24, the subnet of nodes[0].interconnect[0] (a)",
+    },
+    {
+        name: "checkAddressesInSubnets: the first node with an i-th interface is the reference",
+        issues: () =>
+            checkAddressesInSubnets([node("t", ["192.168.100.3/24"]), node("a", ["192.168.100.1/24", "192.168.101.1/24"]), node("b", ["192.168.100.2/24", "192.168.111.2/24"])]),
+        paths: ["nodes[2].interconnect[1].address"],
+        message: "the subnet of nodes[1].interconnect[1] (a)",
+    },
+    {
+        name: "checkAddressesInSubnets: prefix length differs",
+        issues: () => checkAddressesInSubnets([node("a", ["10.0.0.1/24"]), node("b", ["10.0.0.2/16"])]),
+        paths: ["nodes[1].interconnect[0].address"],
+        message: "has prefix /16",
+    },
+    {
+        name: "checkAddressesInSubnets: a lone interface has no peer",
+        issues: () => checkAddressesInSubnets([node("a", ["10.0.0.1/24", "10.0.1.1/24"]), node("b", ["10.0.0.2/24"])]),
+        paths: ["nodes[0].interconnect[1].address"],
+        message: "no peer on this link",
+    },
+    {
+        name: "checkTwinSubnets: overlapping /23 and /24",
+        issues: () => checkTwinSubnets([node("a", ["192.168.100.1/23", "192.168.101.1/24"])]),
+        paths: ["nodes[0].interconnect[1].address"],
+    },
+    { name: "checkTwinSubnets: separate subnets", issues: () => checkTwinSubnets([node("a", ["192.168.100.1/24", "192.168.101.1/24"])]), paths: [] },
+    {
+        name: "checkInterfaceNames: unnamed interfaces never clash",
+        issues: () => checkInterfaceNames([node("a", ["10.0.0.1/24", "10.0.1.1/24"])]),
+        paths: [],
+    },
+    {
+        name: "checkInterfaceNames: same name on two nodes is fine, twice on one is not",
+        issues: () =>
+            checkInterfaceNames([
+                { name: "a", interconnect: [{ name: "eth1", address: "10.0.0.1/24" }] },
+                { name: "b", interconnect: [{ name: "eth1", address: "10.0.0.2/24" }, { name: "eth1", address: "10.0.1.2/24" }] },
+            ]),
+        paths: ["nodes[1].interconnect[1].name"],
+    },
+    { name: "checkParallelismFitsGpus: defaults fit", issues: () => checkParallelismFitsGpus({}, 4), paths: [] },
+    { name: "checkParallelismFitsGpus: 2x2 on 4", issues: () => checkParallelismFitsGpus({ tensorParallel: 2, pipelineParallel: 2 }, 4), paths: [] },
+    { name: "checkParallelismFitsGpus: fewer than all GPUs is allowed", issues: () => checkParallelismFitsGpus({ tensorParallel: 1 }, 4), paths: [] },
+    {
+        name: "checkParallelismFitsGpus: 4x2 on 4",
+        issues: () => checkParallelismFitsGpus({ tensorParallel: 4, pipelineParallel: 2 }, 4),
+        paths: ["model.tensorParallel"],
+        message: "4 x 2 = 8 GPUs, but the cluster has 4 GPUs",
+    },
+    { name: "checkTransport: roce with a Thor", issues: () => checkTransport("roce", [node("a", []), node("t", [], { kind: "thor" })]), paths: ["nccl.transport"], message: "nodes[1] (t) is a thor" },
+    { name: "checkTransport: auto with a Thor", issues: () => checkTransport("auto", [node("t", [], { kind: "thor" })]), paths: [] },
+    { name: "checkTransport: roce without a Thor", issues: () => checkTransport("roce", [node("a", []), node("w", [], { kind: "workstation" })]), paths: [] },
+    {
+        name: "checkPorts: defaults",
+        issues: () => checkPorts({ port: 6379, dashboardPort: 8265 }, { apiPort: 8000, masterPort: 29500 }, [node("a", [])]),
+        paths: [],
+    },
+    {
+        name: "checkPorts: every collision, each on the later key",
+        issues: () =>
+            checkPorts({ port: 6379, dashboardPort: 6379 }, { apiPort: 2222, masterPort: 8000 }, [
+                node("a", []),
+                node("b", [], { ssh: { host: "b", port: 2222, user: "root" } }),
+            ]),
+        paths: ["ray.dashboardPort", "model.apiPort"],
+        message: "collides with",
+    },
+    { name: "checkTopology: pair of two", issues: () => checkTopology("pair", 2), paths: [] },
+    { name: "checkTopology: pair of four", issues: () => checkTopology("pair", 4), paths: ["interconnect.topology"], message: "nodes lists 4" },
+    { name: "checkTopology: switch of one", issues: () => checkTopology("switch", 1), paths: ["interconnect.topology"] },
+    { name: "checkTopology: switch of four", issues: () => checkTopology("switch", 4), paths: [] },
+    {
+        name: "checkNodeKinds: Thor with a venv and one interface",
+        issues: () => checkNodeKinds([node("t", ["10.0.0.1/24"], { kind: "thor", runtime: { kind: "venv", path: "/opt/v" } })]),
+        paths: [],
+    },
+    {
+        name: "checkNodeKinds: Thor without runtime and with two interfaces",
+        issues: () => checkNodeKinds([node("t", ["10.0.0.1/24", "10.0.1.1/24"], { kind: "thor" })]),
+        paths: ["nodes[0].runtime", "nodes[0].interconnect"],
+    },
+    {
+        name: "checkSecretsAreSecret: only plaintext secrets are reported",
+        issues: () => checkSecretsAreSecret({ apiKey: API_KEY, hfToken: HF_TOKEN, sshPrivateKeyPath: "/k" }, new Set(["apiKey"])),
+        paths: ["hfToken"],
+        message: "without --secret",
+    },
+    { name: "checkSshKeySource: the path alone", issues: () => checkSshKeySource({ sshPrivateKeyPath: "/k" }), paths: [] },
+    { name: "checkSshKeySource: neither", issues: () => checkSshKeySource({ nodes: [{ ssh: { host: "h" } }] }), paths: ["sshPrivateKey"] },
+    {
+        name: "checkSshKeySource: neither, but every node has its own",
+        issues: () => checkSshKeySource({ nodes: [{ ssh: { privateKeyPath: "/a" } }, { ssh: { privateKeyPath: "/b" } }] }),
+        paths: [],
+    },
+    { name: "checkSshKeySource: both", issues: () => checkSshKeySource({ sshPrivateKey: SSH_KEY, sshPrivateKeyPath: "/k" }), paths: ["sshPrivateKeyPath"] },
+];
+
+describe("cross-field rules", () => {
+    for (const c of RULE_CASES) {
+        test(c.name, () => {
+            const issues = c.issues();
+            assert.deepEqual(paths(issues), c.paths, issues.map(renderIssue).join("\n"));
+            if (c.message !== undefined) {
+                assert.ok(issues.every((i) => i.message.includes(c.message ?? "")), issues.map(renderIssue).join("\n"));
+            }
+            for (const issue of issues) {
+                assert.ok(issue.got !== "" && issue.example !== "");
+                assert.ok(!renderIssue(issue).includes(API_KEY) && !renderIssue(issue).includes(HF_TOKEN));
+            }
+        });
+    }
+
+    test("resolveParallelism", () => {
+        assert.deepEqual(resolveParallelism({}, 4), { tensorParallel: 4, pipelineParallel: 1 });
+        assert.deepEqual(resolveParallelism({ pipelineParallel: 4 }, 4), { tensorParallel: 1, pipelineParallel: 4 });
+        assert.deepEqual(resolveParallelism({ tensorParallel: 2 }, 4), { tensorParallel: 2, pipelineParallel: 1 });
+    });
+
+    test("resolveTransport", () => {
+        assert.equal(resolveTransport("auto", [node("a", [])]), "roce");
+        assert.equal(resolveTransport("auto", [node("a", []), node("t", [], { kind: "thor" })]), "socket");
+        assert.equal(resolveTransport("socket", [node("a", [])]), "socket");
+    });
+});
+
+describe("field formats", () => {
+    const addresses: [string, string | undefined][] = [
+        ["192.168.100.11/24", undefined],
+        ["10.9.0.0/31", undefined],
+        ["169.254.3.4/16", undefined],
+        ["192.168.100.11", "with its prefix length"],
+        ["192.168.100.011/24", "not an IPv4 address"],
+        ["192.168.100.11/33", "prefix length must be 1-31"],
+        ["192.168.100.11/0", "prefix length must be 1-31"],
+        ["192.168.100.11/32", "no room for a peer"],
+        ["224.0.0.5/24", "multicast"],
+        ["0.1.2.3/8", "'this network'"],
+        ["10.0.0.0/8", "network address of 10.0.0.0/8"],
+        ["10.0.0.3/30", "broadcast address of 10.0.0.0/30"],
+    ];
+    for (const [text, problem] of addresses) {
+        test(`interfaceAddressProblem(${text})`, () => {
+            const got = interfaceAddressProblem(text);
+            if (problem === undefined) {
+                assert.equal(got, undefined);
+            } else {
+                assert.ok(got?.includes(problem), `${String(got)} lacks ${problem}`);
+            }
+        });
+    }
+
+    test("extraArgProblem", () => {
+        assert.equal(extraArgProblem("--swap-space=16"), undefined);
+        assert.equal(extraArgProblem("--disable-custom-all-reduce"), undefined);
+        assert.equal(extraArgProblem('--compilation-config={"level":3}'), undefined);
+        for (const [arg, key] of [
+            ["--pipeline-parallel-size=2", "model.pipelineParallel"],
+            ["--distributed-executor-backend=mp", "model.executor"],
+            ["--gpu-memory-utilization=0.8", "model.gpuMemoryUtilization"],
+            ["--max-num-seqs=8", "model.maxNumSeqs"],
+            ["--quantization=fp8", "model.quantization"],
+            ["--kv-cache-dtype=fp8", "model.kvCacheDtype"],
+            ["--served-model-name=x", "model.servedName"],
+            ["--port=9000", "model.apiPort"],
+            ["--host=0.0.0.0", "model.apiHost"],
+            ["--enforce-eager", "model.enforceEager"],
+            ["--trust-remote-code", "model.trustRemoteCode"],
+            ["--attention-backend=TRITON_ATTN", "model.attentionBackend"],
+            ["--API-KEY=x", "apiKey"],
+        ] as const) {
+            assert.ok(extraArgProblem(arg)?.message.includes(key), `${arg} should point to ${key}`);
+        }
+        assert.ok(extraArgProblem("-tp=2")?.message.includes("starting with --"));
+    });
+
+    test("isHostOrIpv4", () => {
+        for (const good of ["10.0.0.11", "spark-a", "spark-a.lan", "SPARK-A.example.com", "0.0.0.0"]) {
+            assert.equal(isHostOrIpv4(good), true, good);
+        }
+        for (const bad of ["10.0.0.256", "10.0.0", "root@spark", "spark:22", "ssh://spark", "-spark", "", "spark a"]) {
+            assert.equal(isHostOrIpv4(bad), false, bad);
+        }
+    });
+
+    test("defaultServedName", () => {
+        assert.equal(defaultServedName("Qwen/Qwen2.5-7B-Instruct"), "Qwen2.5-7B-Instruct");
+        assert.equal(defaultServedName("/models/llama/"), "llama");
+    });
+});
