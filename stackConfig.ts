@@ -1,0 +1,39 @@
+// Reads this stack's `spark-cluster:*` configuration from the Pulumi runtime
+// into the plain form that config.ts validates. The only place that knows how
+// Pulumi hands configuration to a program.
+import * as pulumi from "@pulumi/pulumi";
+import { CONFIG_NAMESPACE, RawConfig } from "./config";
+
+// `isConfigSecret` is part of the SDK's runtime but missing from its typings.
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const runtimeConfig = require("@pulumi/pulumi/runtime/config") as { isConfigSecret(key: string): boolean };
+
+/** Every key under the project's namespace, structured values decoded, and which are secrets. */
+export function readStackConfig(): RawConfig {
+    const prefix = `${CONFIG_NAMESPACE}:`;
+    const values: Record<string, unknown> = {};
+    const secretKeys = new Set<string>();
+    for (const [fullKey, text] of Object.entries(pulumi.runtime.allConfig())) {
+        if (!fullKey.startsWith(prefix)) {
+            continue;
+        }
+        const key = fullKey.slice(prefix.length);
+        values[key] = decodeValue(text);
+        if (runtimeConfig.isConfigSecret(fullKey)) {
+            secretKeys.add(key);
+        }
+    }
+    return { values, secretKeys };
+}
+
+/** Structured config (objects, lists) arrives as JSON text; everything else stays a string. */
+function decodeValue(text: string): unknown {
+    if (/^\s*[[{]/.test(text)) {
+        try {
+            return JSON.parse(text);
+        } catch {
+            return text;
+        }
+    }
+    return text;
+}
