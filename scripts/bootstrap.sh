@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Installs everything this project needs, from the registries this machine can
+# reach, and caches it so the next run takes seconds:
+#   1. Node.js dependencies (npm ci, lockfile pinned; install scripts off, so no
+#      package tries to download a plugin);
+#   2. the Pulumi CLI, built from its Go module at the version of @pulumi/pulumi;
+#   3. the project-built Node.js language host and command provider plugins
+#      (toolchain/plugins, see toolchain/README.md).
+# Built binaries live in a per-user cache keyed by version (and, for the
+# project's own plugins, by a hash of their sources), outside the work tree, so
+# a fresh clone on the same machine reuses them. .tools/bin links to them.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+# shellcheck source=../toolchain/versions.env
+source toolchain/versions.env
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/spark-cluster/toolchain"
+TOOLS="$ROOT/.tools/bin"
+started=$(date +%s)
+
+say() { printf '[bootstrap] %s\n' "$*" >&2; }
+die() { printf '[bootstrap] error: %s\n' "$*" >&2; exit 1; }
+
+need_version() { # name have want
+  if ! printf '%s\n%s\n' "$3" "$2" | sort -V -C; then
+    die "$1 $2 is too old; this project needs $1 >= $3"
+  fi
+}
+
+# Runs a long command in the background, printing a heartbeat until it ends.
+with_progress() { # label logfile cmd...
+  local label=$1 log=$2; shift 2
+  local t0 pid rc
+  t0=$(date +%s)
+  "$@" >"$log" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 5
+    if kill -0 "$pid" 2>/dev/null && (( ($(date +%s) - t0) % 30 < 5 )); then
+      say "  ... $label: $(( $(date +%s) - t0 ))s, last: $(tail -n 1 "$log" | cut -c1-100)"
+    fi
+  done
+  rc=0; wait "$pid" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    tail -n 40 "$log" >&2
+    die "$label failed (exit $rc); full log: $log"
+  fi
+  say "  $label done in $(( $(date +%s) - t0 ))s"
+}
+
+# --- prerequisites -----------------------------------------------------------
+command -v go >/dev/null || die "Go is not installed (needs >= 1.25): it builds the Pulumi CLI"
+command -v node >/dev/null || die "Node.js is not installed (needs >= 20)"
+command -v npm >/dev/null || die "npm is not installed"
+need_version go "$(go env GOVERSION | sed 's/^go//')" 1.25
+need_version node "$(node --version | sed 's/^v//')" 20
+mkdir -p "$CACHE" "$TOOLS"
+
+# --- 1. Node.js dependencies -------------------------------------------------
+lock_hash=$(sha256sum package-lock.json | cut -d' ' -f1)
+if [ "$(cat node_modules/.spark-cluster-lock 2>/dev/null)" != "$lock_hash" ]; then
+  say "installing Node.js dependencies (npm ci)"
+  with_progress "npm ci" "$CACHE/npm-ci.log" npm ci --ignore-scripts --no-audit --no-fund
+  echo "$lock_hash" > node_modules/.spark-cluster-lock
+else
+  say "Node.js dependencies up to date"
+fi
+
+# --- 2. Pulumi CLI -------------------------------------------------------------
+cli_dir="$CACHE/pulumi-v$PULUMI_VERSION"
+if [ ! -x "$cli_dir/pulumi" ]; then
+  ambient=$(PATH="${PATH//$TOOLS:/}" command -v pulumi || true)
+  if [ -n "$ambient" ] && [ "$("$ambient" version 2>/dev/null)" = "v$PULUMI_VERSION" ]; then
+    say "using the Pulumi CLI on PATH: $ambient (v$PULUMI_VERSION)"
+    mkdir -p "$cli_dir"
+    ln -sfn "$ambient" "$cli_dir/pulumi"
+  else
+    say "building the Pulumi CLI v$PULUMI_VERSION from its Go module (first time only: about 10-20 minutes on 2 cores)"
+    mkdir -p "$cli_dir"
+    with_progress "go build pulumi" "$CACHE/pulumi-build.log" \
+      env -C toolchain/pulumi-cli go build -mod=readonly -trimpath -o "$cli_dir/pulumi.tmp" \
+        -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION" \
+        github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
+    mv "$cli_dir/pulumi.tmp" "$cli_dir/pulumi"
+  fi
+else
+  say "Pulumi CLI v$PULUMI_VERSION cached"
+fi
+
+# --- 3. Project-built plugins ------------------------------------------------
+plugins_key=$( { echo "$PULUMI_VERSION $COMMAND_PROVIDER_VERSION"; \
+  find toolchain/plugins -type f \( -name '*.go' -o -name 'go.mod' -o -name 'go.sum' \) ! -name '*_test.go' -print0 \
+  | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16)
+plugins_dir="$CACHE/plugins-$plugins_key"
+if [ ! -x "$plugins_dir/pulumi-resource-command" ] || [ ! -x "$plugins_dir/pulumi-language-nodejs" ]; then
+  say "building the language host and command provider plugins (toolchain/plugins)"
+  mkdir -p "$plugins_dir.tmp"
+  with_progress "go build plugins" "$CACHE/plugins-build.log" \
+    env -C toolchain/plugins go build -mod=readonly -trimpath -o "$plugins_dir.tmp/" \
+      -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION -X spark-cluster.local/toolchain/plugins/internal/commandprovider.Version=$COMMAND_PROVIDER_VERSION" \
+      ./cmd/pulumi-language-nodejs ./cmd/pulumi-resource-command
+  rm -rf "$plugins_dir"
+  mv "$plugins_dir.tmp" "$plugins_dir"
+else
+  say "plugins cached ($plugins_key)"
+fi
+
+# --- 4. Link into the project ------------------------------------------------
+ln -sfn "$cli_dir/pulumi" "$TOOLS/pulumi"
+ln -sfn "$plugins_dir/pulumi-language-nodejs" "$TOOLS/pulumi-language-nodejs"
+ln -sfn "$plugins_dir/pulumi-resource-command" "$TOOLS/pulumi-resource-command"
+have=$("$TOOLS/pulumi" version)
+[ "$have" = "v$PULUMI_VERSION" ] || die "built pulumi reports $have, expected v$PULUMI_VERSION"
+say "ready in $(( $(date +%s) - started ))s: pulumi $have, plugins in $TOOLS"

@@ -1,0 +1,15 @@
+# Sourced by every script that runs Pulumi: puts the project's toolchain first
+# on PATH and keeps Pulumi off the network and off Pulumi Cloud.
+# shellcheck shell=bash
+SPARK_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export SPARK_ROOT
+export PATH="$SPARK_ROOT/.tools/bin:$SPARK_ROOT/node_modules/.bin:$PATH"
+# Plugins come from .tools/bin (ambient plugins); never try to download one.
+export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
+export PULUMI_SKIP_UPDATE_CHECK=true
+# Local file backend inside the project unless the user chose another one.
+export PULUMI_BACKEND_URL="${PULUMI_BACKEND_URL:-file://$SPARK_ROOT/.pulumi-state}"
+# The lab stack's secrets use a fixed, documented passphrase (README, "The lab").
+# Real stacks use your own: set PULUMI_CONFIG_PASSPHRASE(_FILE) yourself.
+SPARK_LAB_PASSPHRASE="spark-cluster-lab-only"
+export SPARK_LAB_PASSPHRASE

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The project's whole test suite: the README's test command, and exactly what
+# .ci/run runs. Sets itself up first (scripts/bootstrap.sh), so it works on a
+# fresh clone of a fresh machine; a second run reuses the caches.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+./scripts/bootstrap.sh
+source scripts/env.sh
+
+echo "== typecheck (tsc, strict) and lint (eslint + @pulumi/eslint-plugin)"
+tsc -p tsconfig.json
+eslint --max-warnings 0 .
+
+echo "== Go tests of the project-built plugins (toolchain/plugins)"
+(cd toolchain/plugins && go test -count=1 ./...)
+
+echo "== Node tests: config, renderers, mocked graph, toolchain, lab and Pulumi integration"
+# One runner for all TypeScript tests; files run one at a time because the
+# integration tests share the lab. Its closing lines are the suite's result.
+node --test --test-concurrency=1 build/test/

@@ -1,0 +1,108 @@
+// The toolchain as the README promises it: pinned versions that agree with
+// each other, a project-local Pulumi CLI with its plugins, and a preview of the
+// lab stack that runs on the local backend without contacting any host.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+
+const root = path.resolve(__dirname, "..", "..");
+const tools = path.join(root, ".tools", "bin");
+
+function versionsEnv(): Record<string, string> {
+    const text = fs.readFileSync(path.join(root, "toolchain", "versions.env"), "utf8");
+    const entries = text
+        .split("\n")
+        .filter((line) => /^[A-Z_]+=/.test(line))
+        .map((line) => line.split("=", 2) as [string, string]);
+    return Object.fromEntries(entries);
+}
+
+describe("toolchain versions", () => {
+    const versions = versionsEnv();
+    const pkg = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8"));
+
+    it("@pulumi/pulumi in package.json matches the CLI version", () => {
+        assert.equal(pkg.dependencies["@pulumi/pulumi"], versions.PULUMI_VERSION);
+    });
+
+    it("@pulumi/command in package.json matches the command provider version", () => {
+        assert.equal(pkg.dependencies["@pulumi/command"], versions.COMMAND_PROVIDER_VERSION);
+    });
+
+    it("the CLI wrapper module and the plugins module build against the same Pulumi version", () => {
+        const cliMod = fs.readFileSync(path.join(root, "toolchain", "pulumi-cli", "go.mod"), "utf8");
+        const pluginsMod = fs.readFileSync(path.join(root, "toolchain", "plugins", "go.mod"), "utf8");
+        assert.match(cliMod, new RegExp(`github.com/pulumi/pulumi/pkg/v3 v${versions.PULUMI_VERSION}\\b`));
+        assert.match(cliMod, new RegExp(`github.com/pulumi/pulumi/sdk/v3 v${versions.PULUMI_VERSION}\\b`));
+        assert.match(pluginsMod, new RegExp(`github.com/pulumi/pulumi/sdk/v3 v${versions.PULUMI_VERSION}\\b`));
+    });
+});
+
+describe("project-local Pulumi toolchain", () => {
+    const versions = versionsEnv();
+
+    it("pulumi version prints the pinned version", () => {
+        const out = execFileSync(path.join(tools, "pulumi"), ["version"], { encoding: "utf8" });
+        assert.equal(out.trim(), `v${versions.PULUMI_VERSION}`);
+    });
+
+    it("the language host and the command provider are linked next to the CLI", () => {
+        for (const name of ["pulumi-language-nodejs", "pulumi-resource-command"]) {
+            const target = path.join(tools, name);
+            fs.accessSync(target, fs.constants.X_OK);
+        }
+    });
+
+    it("pulumi preview --stack dev runs on the local backend with no network but loopback", () => {
+        // A throwaway file backend, so the test never touches the user's stacks,
+        // and a fresh network namespace with only loopback up: if the preview
+        // tried to reach any host (Pulumi Cloud, a plugin download, a node),
+        // it would fail here.
+        const backend = fs.mkdtempSync(path.join(os.tmpdir(), "spark-cluster-backend-"));
+        try {
+            const script = [
+                "set -euo pipefail",
+                "ip link set lo up",
+                `export PULUMI_BACKEND_URL=file://${backend}`,
+                "./scripts/pulumi.sh --stack dev preview --non-interactive --diff",
+            ].join("\n");
+            const out = execFileSync("unshare", ["--net", "bash", "-c", script], {
+                cwd: root,
+                encoding: "utf8",
+                timeout: 300_000,
+                env: { ...process.env, PULUMI_CONFIG_PASSPHRASE: "", PULUMI_CONFIG_PASSPHRASE_FILE: "" },
+                stdio: ["ignore", "pipe", "pipe"],
+            });
+            assert.match(out, /Previewing update \(dev\)/);
+            assert.match(out, /pulumi:pulumi:Stack/);
+            // Secrets of the lab stack are configured but never printed.
+            const apiKey = labApiKey();
+            assert.ok(apiKey.length >= 16, "the lab stack has an API key");
+            assert.ok(!out.includes(apiKey), "the API key must not appear in preview output");
+        } finally {
+            fs.rmSync(backend, { recursive: true, force: true });
+        }
+    });
+});
+
+/** The lab's API key, decrypted from Pulumi.dev.yaml by the lab passphrase. */
+function labApiKey(): string {
+    const backend = fs.mkdtempSync(path.join(os.tmpdir(), "spark-cluster-backend-"));
+    try {
+        return execFileSync(
+            path.join(root, "scripts", "pulumi.sh"),
+            ["--stack", "dev", "config", "get", "spark-cluster:apiKey"],
+            {
+                cwd: root,
+                encoding: "utf8",
+                env: { ...process.env, PULUMI_BACKEND_URL: `file://${backend}`, PULUMI_CONFIG_PASSPHRASE: "", PULUMI_CONFIG_PASSPHRASE_FILE: "" },
+                stdio: ["ignore", "pipe", "pipe"],
+            },
+        ).trim();
+    } finally {
+        fs.rmSync(backend, { recursive: true, force: true });
+    }
+}

@@ -1,0 +1,490 @@
+package commandprovider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// checkType fails for every resource type but command:remote:Command.
+func checkType(typ, urn string) error {
+	if typ == "" && urn != "" {
+		if u, err := resource.ParseURN(urn); err == nil {
+			typ = string(u.Type())
+		}
+	}
+	if typ != RemoteCommandToken {
+		return fmt.Errorf("%s is not implemented by this build of the command provider (only %s)",
+			typ, RemoteCommandToken)
+	}
+	return nil
+}
+
+func resourceName(name, urn string) string {
+	if name != "" {
+		return name
+	}
+	if u, err := resource.ParseURN(urn); err == nil {
+		return u.Name()
+	}
+	return "command"
+}
+
+// Check validates the inputs and applies the defaults of the npm SDK (which it applies itself as well).
+func (p *Provider) Check(_ context.Context, req *pulumirpc.CheckRequest) (*pulumirpc.CheckResponse, error) {
+	if err := checkType(req.GetType(), req.GetUrn()); err != nil {
+		return nil, err
+	}
+	news, err := unmarshal("news", req.GetNews())
+	if err != nil {
+		return nil, err
+	}
+	news = news.Copy()
+	var failures []*pulumirpc.CheckFailure
+	fail := func(path, reason string) {
+		failures = append(failures, &pulumirpc.CheckFailure{Property: path, Reason: reason})
+	}
+	failErr := func(err error) {
+		var pe *propertyError
+		if errors.As(err, &pe) {
+			fail(pe.path, pe.reason)
+		} else if err != nil {
+			fail("", err.Error())
+		}
+	}
+
+	if conn, ok := news[keyConnection]; !ok || conn.IsNull() {
+		fail(string(keyConnection), "missing required property 'connection'")
+	} else {
+		// upstream marks the connection secret, in inputs as in outputs.
+		news[keyConnection] = ensureSecret(checkConnection(conn, string(keyConnection), true, fail))
+	}
+
+	for _, k := range []resource.PropertyKey{keyCreate, keyUpdate, keyDelete, keyStdin} {
+		if _, err := optString(news, k, string(k)); err != nil && !news[k].ContainsUnknowns() {
+			failErr(err)
+		}
+	}
+	if v, _ := unwrapSecret(news[keyLogging]); v.IsString() {
+		if !validLogging(v.StringValue()) {
+			fail(string(keyLogging), fmt.Sprintf("must be one of %q, %q, %q or %q",
+				LoggingStdout, LoggingStderr, LoggingStdoutAndStderr, LoggingNone))
+		}
+	} else if !v.IsNull() && !v.IsComputed() {
+		fail(string(keyLogging), "expected a string, got "+v.TypeString())
+	}
+	if v, _ := unwrapSecret(news[keyAddPreviousOutputInEnv]); v.IsNull() {
+		news[keyAddPreviousOutputInEnv] = resource.NewBoolProperty(true)
+	} else if !v.IsBool() && !v.IsComputed() {
+		fail(string(keyAddPreviousOutputInEnv), "expected a boolean, got "+v.TypeString())
+	}
+	if v, _ := unwrapSecret(news[keyEnvironment]); v.IsObject() {
+		env := v.ObjectValue()
+		for _, k := range env.StableKeys() {
+			if e, _ := unwrapSecret(env[k]); !e.IsString() && !e.IsNull() && !e.IsComputed() {
+				fail(fmt.Sprintf("%s.%s", keyEnvironment, k), "expected a string, got "+e.TypeString())
+			}
+		}
+	} else if !v.IsNull() && !v.IsComputed() {
+		fail(string(keyEnvironment), "expected a map of strings, got "+v.TypeString())
+	}
+	if v, _ := unwrapSecret(news[keyTriggers]); !v.IsNull() && !v.IsArray() && !v.IsComputed() {
+		fail(string(keyTriggers), "expected an array, got "+v.TypeString())
+	}
+
+	inputs, err := marshal("inputs", news)
+	if err != nil {
+		return nil, err
+	}
+	return &pulumirpc.CheckResponse{Inputs: inputs, Failures: failures}, nil
+}
+
+// checkConnection validates a connection object and fills in its defaults, keeping secret wrappers.
+func checkConnection(v resource.PropertyValue, path string, allowProxy bool,
+	fail func(path, reason string),
+) resource.PropertyValue {
+	inner, secret := unwrapSecret(v)
+	if inner.IsComputed() {
+		return v
+	}
+	if !inner.IsObject() {
+		fail(path, "expected an object, got "+inner.TypeString())
+		return v
+	}
+	obj := inner.ObjectValue().Copy()
+	host, _ := unwrapSecret(obj["host"])
+	switch {
+	case host.IsNull() || (host.IsString() && host.StringValue() == ""):
+		fail(path+".host", "missing required property 'host'")
+	case !host.IsString() && !host.IsComputed():
+		fail(path+".host", "expected a string, got "+host.TypeString())
+	}
+	for _, d := range []struct {
+		key resource.PropertyKey
+		def resource.PropertyValue
+	}{
+		{"port", resource.NewNumberProperty(defaultPort)},
+		{"user", resource.NewStringProperty(defaultUser)},
+		{"dialErrorLimit", resource.NewNumberProperty(defaultDialErrorLimit)},
+		{"perDialTimeout", resource.NewNumberProperty(defaultPerDialTimeout)},
+	} {
+		if cur, _ := unwrapSecret(obj[d.key]); cur.IsNull() {
+			obj[d.key] = d.def
+		}
+	}
+	for _, k := range []resource.PropertyKey{"port", "dialErrorLimit", "perDialTimeout"} {
+		if _, err := optInt(obj, k, path+"."+string(k), 0); err != nil && !obj[k].ContainsUnknowns() {
+			var pe *propertyError
+			if errors.As(err, &pe) {
+				fail(pe.path, pe.reason)
+			}
+		}
+	}
+	for _, k := range []resource.PropertyKey{
+		"user", "password", "privateKey", "privateKeyPassword", "agentSocketPath", "hostKey",
+	} {
+		if _, err := optString(obj, k, path+"."+string(k)); err != nil && !obj[k].ContainsUnknowns() {
+			var pe *propertyError
+			if errors.As(err, &pe) {
+				fail(pe.path, pe.reason)
+			}
+		}
+	}
+	if proxy, _ := unwrapSecret(obj["proxy"]); !proxy.IsNull() {
+		if allowProxy {
+			obj["proxy"] = checkConnection(obj["proxy"], path+".proxy", false, fail)
+		} else {
+			fail(path+".proxy", "a proxy connection cannot have a proxy itself")
+		}
+	}
+	out := resource.NewObjectProperty(obj)
+	if secret {
+		out = resource.MakeSecret(out)
+	}
+	return out
+}
+
+// oldInputsOf returns the old inputs of a Diff: the recorded inputs when the engine sends them, else the old state
+// without the outputs.
+func oldInputsOf(req *pulumirpc.DiffRequest) (resource.PropertyMap, error) {
+	if oi := req.GetOldInputs(); oi != nil && len(oi.GetFields()) > 0 {
+		return unmarshal("oldInputs", oi)
+	}
+	olds, err := unmarshal("olds", req.GetOlds())
+	if err != nil {
+		return nil, err
+	}
+	olds = olds.Copy()
+	delete(olds, keyStdout)
+	delete(olds, keyStderr)
+	return olds, nil
+}
+
+// Diff: a change of `triggers` replaces the command, a change of any other input updates it (running `update`, or
+// `create` again). Secret wrappers are ignored in the comparison; an unknown new value counts as a change.
+func (p *Provider) Diff(_ context.Context, req *pulumirpc.DiffRequest) (*pulumirpc.DiffResponse, error) {
+	if err := checkType(req.GetType(), req.GetUrn()); err != nil {
+		return nil, err
+	}
+	olds, err := oldInputsOf(req)
+	if err != nil {
+		return nil, err
+	}
+	news, err := unmarshal("news", req.GetNews())
+	if err != nil {
+		return nil, err
+	}
+	ignored := map[string]bool{}
+	for _, k := range req.GetIgnoreChanges() {
+		ignored[k] = true
+	}
+
+	keys := map[resource.PropertyKey]bool{}
+	for k := range olds {
+		keys[k] = true
+	}
+	for k := range news {
+		keys[k] = true
+	}
+	delete(keys, keyStdout)
+	delete(keys, keyStderr)
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, string(k))
+	}
+	sort.Strings(sorted)
+
+	resp := &pulumirpc.DiffResponse{
+		Changes:         pulumirpc.DiffResponse_DIFF_NONE,
+		DetailedDiff:    map[string]*pulumirpc.PropertyDiff{},
+		HasDetailedDiff: true,
+	}
+	for _, name := range sorted {
+		if ignored[name] {
+			continue
+		}
+		k := resource.PropertyKey(name)
+		o, n := olds[k], news[k]
+		oldNull := stripSecrets(o).IsNull()
+		newNull := stripSecrets(n).IsNull()
+		if !n.ContainsUnknowns() && stripSecrets(o).DeepEquals(stripSecrets(n)) {
+			continue
+		}
+		if oldNull && newNull {
+			continue
+		}
+		kind := pulumirpc.PropertyDiff_UPDATE
+		switch {
+		case oldNull:
+			kind = pulumirpc.PropertyDiff_ADD
+		case newNull:
+			kind = pulumirpc.PropertyDiff_DELETE
+		}
+		if k == keyTriggers {
+			kind = map[pulumirpc.PropertyDiff_Kind]pulumirpc.PropertyDiff_Kind{
+				pulumirpc.PropertyDiff_ADD:    pulumirpc.PropertyDiff_ADD_REPLACE,
+				pulumirpc.PropertyDiff_DELETE: pulumirpc.PropertyDiff_DELETE_REPLACE,
+				pulumirpc.PropertyDiff_UPDATE: pulumirpc.PropertyDiff_UPDATE_REPLACE,
+			}[kind]
+			resp.Replaces = append(resp.Replaces, name)
+		}
+		resp.DetailedDiff[name] = &pulumirpc.PropertyDiff{Kind: kind, InputDiff: true}
+		resp.Diffs = append(resp.Diffs, name)
+		resp.Changes = pulumirpc.DiffResponse_DIFF_SOME
+	}
+	return resp, nil
+}
+
+// outputsTainted reports whether stdout/stderr must be secret: the command, its stdin or its environment contain a
+// secret.
+func outputsTainted(inputs resource.PropertyMap) bool {
+	for _, k := range []resource.PropertyKey{keyCreate, keyUpdate, keyStdin, keyEnvironment} {
+		if inputs[k].ContainsSecrets() {
+			return true
+		}
+	}
+	return false
+}
+
+// buildOutputs is the state of a command: its inputs (keeping their secretness, the connection always secret) plus
+// stdout and stderr.
+func buildOutputs(inputs resource.PropertyMap, stdout, stderr resource.PropertyValue) resource.PropertyMap {
+	outs := inputs.Copy()
+	delete(outs, keyStdout)
+	delete(outs, keyStderr)
+	if c, ok := outs[keyConnection]; ok {
+		outs[keyConnection] = ensureSecret(c)
+	}
+	if outputsTainted(inputs) {
+		stdout, stderr = ensureSecret(stdout), ensureSecret(stderr)
+	}
+	outs[keyStdout] = stdout
+	outs[keyStderr] = stderr
+	return outs
+}
+
+func computedString() resource.PropertyValue {
+	return resource.MakeComputed(resource.NewStringProperty(""))
+}
+
+func (p *Provider) resourceLogger(ctx context.Context, urn string, in *commandInputs,
+	props resource.PropertyMap,
+) *resourceLogger {
+	return &resourceLogger{
+		ctx:     ctx,
+		logger:  p.logger,
+		urn:     urn,
+		logging: in.Logging,
+		scrub:   newScrubber(props, in.Connection),
+	}
+}
+
+func inputError(what string, err error) error {
+	return fmt.Errorf("invalid %s of %s: %w", what, RemoteCommandToken, err)
+}
+
+// Create runs the `create` command. In a preview nothing is run and stdout/stderr are unknown.
+func (p *Provider) Create(ctx context.Context, req *pulumirpc.CreateRequest) (*pulumirpc.CreateResponse, error) {
+	if err := checkType(req.GetType(), req.GetUrn()); err != nil {
+		return nil, err
+	}
+	news, err := unmarshal("properties", req.GetProperties())
+	if err != nil {
+		return nil, err
+	}
+	id, err := resource.NewUniqueHex(resourceName(req.GetName(), req.GetUrn()), 8, 0)
+	if err != nil {
+		return nil, err
+	}
+	if req.GetPreview() {
+		props, err := marshal("properties", buildOutputs(news, computedString(), computedString()))
+		if err != nil {
+			return nil, err
+		}
+		return &pulumirpc.CreateResponse{Id: id, Properties: props}, nil
+	}
+
+	in, err := parseInputs(news)
+	if err != nil {
+		return nil, inputError("inputs", err)
+	}
+	var stdout, stderr string
+	if in.Create != nil && *in.Create != "" {
+		ctx, cancel := p.operationContext(ctx, req.GetTimeout())
+		defer cancel()
+		stdout, stderr, err = p.run(ctx, runSpec{
+			conn:    in.Connection,
+			command: *in.Create,
+			env:     in.Environment,
+			stdin:   in.Stdin,
+			log:     p.resourceLogger(ctx, req.GetUrn(), in, news),
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	props, err := marshal("properties",
+		buildOutputs(news, resource.NewStringProperty(stdout), resource.NewStringProperty(stderr)))
+	if err != nil {
+		return nil, err
+	}
+	return &pulumirpc.CreateResponse{Id: id, Properties: props}, nil
+}
+
+// Read returns the recorded state unchanged: a command has nothing to read back (as upstream).
+func (p *Provider) Read(_ context.Context, req *pulumirpc.ReadRequest) (*pulumirpc.ReadResponse, error) {
+	if err := checkType(req.GetType(), req.GetUrn()); err != nil {
+		return nil, err
+	}
+	return &pulumirpc.ReadResponse{
+		Id:         req.GetId(),
+		Properties: req.GetProperties(),
+		Inputs:     req.GetInputs(),
+	}, nil
+}
+
+// previousOutput returns the stored stdout or stderr of a state, unwrapped.
+func previousOutput(state resource.PropertyMap, k resource.PropertyKey) *string {
+	if v, _ := unwrapSecret(state[k]); v.IsString() {
+		s := v.StringValue()
+		return &s
+	}
+	return nil
+}
+
+// Update runs `update`, or `create` when there is no `update` command.
+func (p *Provider) Update(ctx context.Context, req *pulumirpc.UpdateRequest) (*pulumirpc.UpdateResponse, error) {
+	if err := checkType(req.GetType(), req.GetUrn()); err != nil {
+		return nil, err
+	}
+	olds, err := unmarshal("olds", req.GetOlds())
+	if err != nil {
+		return nil, err
+	}
+	news, err := unmarshal("news", req.GetNews())
+	if err != nil {
+		return nil, err
+	}
+	pick := func(m resource.PropertyMap) (resource.PropertyValue, bool) {
+		for _, k := range []resource.PropertyKey{keyUpdate, keyCreate} {
+			if v, _ := unwrapSecret(m[k]); !v.IsNull() && !(v.IsString() && v.StringValue() == "") {
+				return v, true
+			}
+		}
+		return resource.PropertyValue{}, false
+	}
+	_, willRun := pick(news)
+
+	oldStdout, oldStderr := olds[keyStdout], olds[keyStderr]
+	if oldStdout.IsNull() {
+		oldStdout = resource.NewStringProperty("")
+	}
+	if oldStderr.IsNull() {
+		oldStderr = resource.NewStringProperty("")
+	}
+
+	if req.GetPreview() {
+		stdout, stderr := oldStdout, oldStderr
+		if willRun {
+			stdout, stderr = computedString(), computedString()
+		}
+		props, err := marshal("properties", buildOutputs(news, stdout, stderr))
+		if err != nil {
+			return nil, err
+		}
+		return &pulumirpc.UpdateResponse{Properties: props}, nil
+	}
+
+	in, err := parseInputs(news)
+	if err != nil {
+		return nil, inputError("inputs", err)
+	}
+	stdout, stderr := oldStdout, oldStderr
+	if willRun {
+		command := in.Update
+		if command == nil || *command == "" {
+			command = in.Create
+		}
+		spec := runSpec{
+			conn:    in.Connection,
+			command: *command,
+			env:     in.Environment,
+			stdin:   in.Stdin,
+		}
+		if in.AddPreviousOutputInEnv {
+			spec.prevStdout, spec.prevStderr = previousOutput(olds, keyStdout), previousOutput(olds, keyStderr)
+		}
+		ctx, cancel := p.operationContext(ctx, req.GetTimeout())
+		defer cancel()
+		spec.log = p.resourceLogger(ctx, req.GetUrn(), in, news)
+		out, errOut, err := p.run(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		stdout, stderr = resource.NewStringProperty(out), resource.NewStringProperty(errOut)
+	}
+	props, err := marshal("properties", buildOutputs(news, stdout, stderr))
+	if err != nil {
+		return nil, err
+	}
+	return &pulumirpc.UpdateResponse{Properties: props}, nil
+}
+
+// Delete runs `delete`, if set, with the connection of the stored state.
+func (p *Provider) Delete(ctx context.Context, req *pulumirpc.DeleteRequest) (*emptypb.Empty, error) {
+	if err := checkType(req.GetType(), req.GetUrn()); err != nil {
+		return nil, err
+	}
+	state, err := unmarshal("properties", req.GetProperties())
+	if err != nil {
+		return nil, err
+	}
+	if v, _ := unwrapSecret(state[keyDelete]); !v.IsString() || v.StringValue() == "" {
+		return &emptypb.Empty{}, nil
+	}
+	in, err := parseInputs(state)
+	if err != nil {
+		return nil, inputError("state", err)
+	}
+	spec := runSpec{
+		conn:    in.Connection,
+		command: *in.Delete,
+		env:     in.Environment,
+		stdin:   in.Stdin,
+	}
+	if in.AddPreviousOutputInEnv {
+		spec.prevStdout, spec.prevStderr = previousOutput(state, keyStdout), previousOutput(state, keyStderr)
+	}
+	ctx, cancel := p.operationContext(ctx, req.GetTimeout())
+	defer cancel()
+	spec.log = p.resourceLogger(ctx, req.GetUrn(), in, state)
+	if _, _, err := p.run(ctx, spec); err != nil {
+		return nil, err
+	}
+	return &emptypb.Empty{}, nil
+}

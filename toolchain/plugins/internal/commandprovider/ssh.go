@@ -1,0 +1,384 @@
+package commandprovider
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+)
+
+// Environment variables carrying the previous run's outputs (upstream names).
+const (
+	envPreviousStdout = "PULUMI_COMMAND_STDOUT"
+	envPreviousStderr = "PULUMI_COMMAND_STDERR"
+)
+
+// Dial retry delays, as in the upstream provider (Pulumi's retry.Until defaults): 100ms, growing 1.5x, at most 5s.
+const (
+	defaultRetryDelay    = 100 * time.Millisecond
+	retryBackoff         = 1.5
+	defaultMaxRetryDelay = 5 * time.Second
+)
+
+// maxErrorOutput bounds the command output quoted in an error.
+const maxErrorOutput = 32 * 1024
+
+// runSpec describes one remote command execution.
+type runSpec struct {
+	conn    *connection
+	command string
+	env     map[string]string
+	stdin   *string
+	// previous outputs to export as PULUMI_COMMAND_STDOUT/STDERR; nil when they must not be set.
+	prevStdout, prevStderr *string
+	log                    *resourceLogger
+}
+
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// sshClient is an SSH client plus whatever has to be closed with it (a proxy client).
+type sshClient struct {
+	*ssh.Client
+	closers []func() error
+}
+
+func (c *sshClient) Close() error {
+	err := c.Client.Close()
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		_ = c.closers[i]()
+	}
+	return err
+}
+
+// authMethods builds the SSH client auth for c. The returned cleanup closes the agent connection, if any.
+func authMethods(c *connection) ([]ssh.AuthMethod, func(), error) {
+	var methods []ssh.AuthMethod
+	cleanup := func() {}
+	if c.PrivateKey != nil && *c.PrivateKey != "" {
+		var signer ssh.Signer
+		var err error
+		if c.PrivateKeyPassword != nil && *c.PrivateKeyPassword != "" {
+			signer, err = ssh.ParsePrivateKeyWithPassphrase([]byte(*c.PrivateKey), []byte(*c.PrivateKeyPassword))
+		} else {
+			signer, err = ssh.ParsePrivateKey([]byte(*c.PrivateKey))
+		}
+		if err != nil {
+			var missing *ssh.PassphraseMissingError
+			if errors.As(err, &missing) {
+				return nil, cleanup, fmt.Errorf("the connection's privateKey is encrypted: set privateKeyPassword")
+			}
+			// The parser's errors describe the format problem; they never quote the key.
+			return nil, cleanup, fmt.Errorf("cannot parse the connection's privateKey: %v", err)
+		}
+		methods = append(methods, ssh.PublicKeys(signer))
+	}
+	if c.Password != nil && *c.Password != "" {
+		password := *c.Password
+		methods = append(methods,
+			ssh.Password(password),
+			ssh.KeyboardInteractive(func(_, _ string, questions []string, _ []bool) ([]string, error) {
+				answers := make([]string, len(questions))
+				for i := range answers {
+					answers[i] = password
+				}
+				return answers, nil
+			}))
+	}
+	socket := os.Getenv("SSH_AUTH_SOCK")
+	if c.AgentSocketPath != nil && *c.AgentSocketPath != "" {
+		socket = *c.AgentSocketPath
+	}
+	if socket != "" {
+		if conn, err := net.Dial("unix", socket); err == nil {
+			methods = append(methods, ssh.PublicKeysCallback(agent.NewClient(conn).Signers))
+			cleanup = func() { _ = conn.Close() }
+		} else if c.AgentSocketPath != nil && *c.AgentSocketPath != "" {
+			return nil, cleanup, fmt.Errorf("cannot connect to the SSH agent at %s: %v", socket, err)
+		}
+	}
+	return methods, cleanup, nil
+}
+
+func hostKeyCallback(c *connection) (ssh.HostKeyCallback, error) {
+	if c.HostKey == nil || strings.TrimSpace(*c.HostKey) == "" {
+		// Upstream behaviour: without an expected host key, the server's key is not checked.
+		return ssh.InsecureIgnoreHostKey(), nil //nolint:gosec
+	}
+	text := []byte(strings.TrimSpace(*c.HostKey))
+	if key, _, _, _, err := ssh.ParseAuthorizedKey(text); err == nil {
+		return ssh.FixedHostKey(key), nil
+	}
+	if _, _, key, _, _, err := ssh.ParseKnownHosts(text); err == nil {
+		return ssh.FixedHostKey(key), nil
+	}
+	// The value is not quoted: it is part of the (secret) connection and might be a misplaced private key.
+	return nil, fmt.Errorf("cannot parse the connection's hostKey: expected a public key such as " +
+		"\"ssh-ed25519 AAAA...\" (authorized_keys or known_hosts format)")
+}
+
+// dialOnce makes one connection attempt, bounded by timeout (TCP connect and SSH handshake together).
+func dialOnce(ctx context.Context, dial dialFunc, addr string, config *ssh.ClientConfig,
+	timeout time.Duration,
+) (*ssh.Client, error) {
+	dctx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	conn, err := dial(dctx, "tcp", addr)
+	if err != nil {
+		if timeout > 0 && errors.Is(dctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil, fmt.Errorf("dial tcp %s: timed out after %s", addr, timeout)
+		}
+		return nil, err
+	}
+	// Close the connection when the attempt times out or the operation is cancelled: this unblocks the handshake
+	// for every kind of net.Conn (deadlines are not supported by connections tunnelled through a proxy).
+	var timedOut atomic.Bool
+	stop := context.AfterFunc(dctx, func() {
+		timedOut.Store(true)
+		_ = conn.Close()
+	})
+	c, chans, reqs, err := ssh.NewClientConn(conn, addr, config)
+	stopped := stop()
+	if err != nil {
+		_ = conn.Close()
+		if !stopped && timedOut.Load() && ctx.Err() == nil {
+			return nil, fmt.Errorf("ssh handshake with %s timed out after %s", addr, timeout)
+		}
+		return nil, err
+	}
+	if !stopped {
+		// The timer fired right after a successful handshake; the connection is unusable.
+		_ = c.Close()
+		return nil, fmt.Errorf("ssh handshake with %s timed out after %s", addr, timeout)
+	}
+	return ssh.NewClient(c, chans, reqs), nil
+}
+
+// dialWithRetry connects to c, retrying up to c.DialErrorLimit attempts (-1: until cancelled).
+func (p *Provider) dialWithRetry(ctx context.Context, c *connection, dial dialFunc, what string,
+	log *resourceLogger,
+) (*ssh.Client, error) {
+	auth, cleanup, err := authMethods(c)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	hostKey, err := hostKeyCallback(c)
+	if err != nil {
+		return nil, err
+	}
+	timeout := time.Duration(c.PerDialTimeout) * time.Second
+	config := &ssh.ClientConfig{
+		User:            c.User,
+		Auth:            auth,
+		HostKeyCallback: hostKey,
+		Timeout:         timeout,
+	}
+	addr := c.address()
+	limit := c.DialErrorLimit
+	if limit == 0 {
+		limit = 1
+	}
+	delay := p.retryDelay
+	if delay <= 0 {
+		delay = defaultRetryDelay
+	}
+	maxDelay := p.maxRetryDelay
+	if maxDelay <= 0 {
+		maxDelay = defaultMaxRetryDelay
+	}
+	for attempt := 1; ; attempt++ {
+		client, err := dialOnce(ctx, dial, addr, config, timeout)
+		if err == nil {
+			return client, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("connecting to %s %s: %w", what, c.target(), ctx.Err())
+		}
+		if limit > 0 && attempt >= limit {
+			return nil, fmt.Errorf("failed to connect to %s %s after %d attempt(s): %w",
+				what, c.target(), attempt, err)
+		}
+		limitText := "unlimited"
+		if limit > 0 {
+			limitText = fmt.Sprint(limit)
+		}
+		log.debugf("ssh: attempt %d/%s to connect to %s %s failed: %v; retrying in %s",
+			attempt, limitText, what, c.target(), err, delay)
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connecting to %s %s: %w", what, c.target(), ctx.Err())
+		}
+		delay = time.Duration(float64(delay) * retryBackoff)
+		if delay > maxDelay {
+			delay = maxDelay
+		}
+	}
+}
+
+// connect dials the remote host, through the bastion host when connection.proxy is set.
+func (p *Provider) connect(ctx context.Context, c *connection, log *resourceLogger) (*sshClient, error) {
+	var d net.Dialer
+	if c.Proxy == nil {
+		client, err := p.dialWithRetry(ctx, c, d.DialContext, "host", log)
+		if err != nil {
+			return nil, err
+		}
+		return &sshClient{Client: client}, nil
+	}
+	proxy, err := p.dialWithRetry(ctx, c.Proxy, d.DialContext, "proxy host", log)
+	if err != nil {
+		return nil, err
+	}
+	client, err := p.dialWithRetry(ctx, c, proxy.DialContext, "host", log)
+	if err != nil {
+		_ = proxy.Close()
+		return nil, err
+	}
+	return &sshClient{Client: client, closers: []func() error{proxy.Close}}, nil
+}
+
+// outputWriter captures one output stream, feeds the combined buffer and logs complete lines.
+type outputWriter struct {
+	mu       *sync.Mutex
+	own      *bytes.Buffer
+	combined *bytes.Buffer
+	partial  []byte
+	emit     func(line string) // nil: the stream is not logged
+}
+
+func (w *outputWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.own.Write(p)
+	w.combined.Write(p)
+	w.mu.Unlock()
+	if w.emit != nil {
+		w.partial = append(w.partial, p...)
+		for {
+			i := bytes.IndexByte(w.partial, '\n')
+			if i < 0 {
+				break
+			}
+			line := string(w.partial[:i])
+			w.partial = w.partial[i+1:]
+			w.emit(strings.TrimSuffix(line, "\r"))
+		}
+	}
+	return len(p), nil
+}
+
+func (w *outputWriter) flush() {
+	if w.emit != nil && len(w.partial) > 0 {
+		w.emit(strings.TrimSuffix(string(w.partial), "\r"))
+		w.partial = nil
+	}
+}
+
+// run executes spec.command on the remote host and returns its stdout and stderr, each without its trailing newline.
+func (p *Provider) run(ctx context.Context, spec runSpec) (string, string, error) {
+	log := spec.log
+	client, err := p.connect(ctx, spec.conn, log)
+	if err != nil {
+		return "", "", err
+	}
+	defer client.Close()
+
+	session, err := client.NewSession()
+	if err != nil {
+		return "", "", fmt.Errorf("opening an ssh session on %s: %w", spec.conn.target(), err)
+	}
+	defer session.Close()
+
+	for _, k := range sortedKeys(spec.env) {
+		if err := session.Setenv(k, spec.env[k]); err != nil {
+			return "", "", fmt.Errorf("unable to set the environment variable %q on %s: %v. Does the SSH server "+
+				"permit it? It must be listed in AcceptEnv in the server's sshd_config; alternatively prefix the "+
+				"command with the variable, as in 'VAR=value command'", k, spec.conn.target(), err)
+		}
+	}
+	for _, prev := range []struct {
+		name  string
+		value *string
+	}{{envPreviousStdout, spec.prevStdout}, {envPreviousStderr, spec.prevStderr}} {
+		if prev.value == nil || *prev.value == "" {
+			continue
+		}
+		if err := session.Setenv(prev.name, *prev.value); err != nil {
+			log.warnf("unable to set %s on %s (%v): the SSH server must list it in AcceptEnv in sshd_config; "+
+				"set addPreviousOutputInEnv to false to silence this warning", prev.name, spec.conn.target(), err)
+		}
+	}
+
+	var mu sync.Mutex
+	var stdout, stderr, combined bytes.Buffer
+	outW := &outputWriter{mu: &mu, own: &stdout, combined: &combined}
+	errW := &outputWriter{mu: &mu, own: &stderr, combined: &combined}
+	if log.logsStdout() {
+		outW.emit = log.output
+	}
+	if log.logsStderr() {
+		errW.emit = log.output
+	}
+	session.Stdout = outW
+	session.Stderr = errW
+	if spec.stdin != nil {
+		session.Stdin = strings.NewReader(*spec.stdin)
+	}
+
+	if err := session.Start(spec.command); err != nil {
+		return "", "", fmt.Errorf("starting the command on %s: %w", spec.conn.target(), err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- session.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		_ = session.Signal(ssh.SIGKILL)
+		_ = client.Close()
+		<-done
+		err = fmt.Errorf("cancelled: %w", ctx.Err())
+	}
+	outW.flush()
+	errW.flush()
+
+	outText := strings.TrimSuffix(stdout.String(), "\n")
+	errText := strings.TrimSuffix(stderr.String(), "\n")
+	if err != nil {
+		return outText, errText, p.commandError(spec, err, combined.String())
+	}
+	return outText, errText, nil
+}
+
+func (p *Provider) commandError(spec runSpec, err error, output string) error {
+	var detail string
+	switch {
+	case spec.log != nil && spec.log.logging == LoggingNone:
+		detail = "\n(the command's output is not shown because logging is \"none\")"
+	case strings.TrimSpace(output) == "":
+		detail = "\n(the command produced no output)"
+	default:
+		output = strings.TrimSuffix(output, "\n")
+		if len(output) > maxErrorOutput {
+			output = "[... output truncated ...]\n" + output[len(output)-maxErrorOutput:]
+		}
+		detail = "\noutput:\n" + output
+	}
+	var scrub *scrubber
+	if spec.log != nil {
+		scrub = spec.log.scrub
+	}
+	return errors.New(scrub.scrub(fmt.Sprintf("remote command failed on %s: %v%s", spec.conn.target(), err, detail)))
+}
