@@ -404,7 +404,10 @@ export const RuntimeSchema = z.discriminatedUnion("kind", [DockerRuntimeSchema, 
 
 /** One interconnect interface of a node. */
 export const InterfaceSchema = z.strictObject({
-    /** Linux interface name, e.g. enp1s0f1np1. Defaults to detection on the node at deploy time. */
+    /**
+     * Linux interface name, e.g. enp1s0f1np1. Defaults to detection on the node at deploy time
+     * (the next linked-up RoCE interface `ibdev2netdev` reports); required on a thor, which has none.
+     */
     name: z
         .string()
         .regex(IFNAME, { error: "must be a Linux interface name: up to 15 letters, digits, _ . -" })
@@ -507,6 +510,8 @@ export const RaySchema = z.strictObject({
     dashboardPort: port().default(8265),
     /** Object store size per node in MiB. Defaults to Ray's own choice. */
     objectStoreMemoryMb: z.int().min(64).optional(),
+    /** Logical CPUs each node offers to Ray (`ray start --num-cpus`). Defaults to Ray's own count. */
+    numCpus: z.int().min(1).optional(),
 });
 
 /** What vLLM serves and how. */
@@ -1027,6 +1032,19 @@ export function checkNodeKinds(
                     "must be venv on a thor: vLLM's pip wheels lack sm_110 kernels, so a Jetson Thor runs vLLM from a source-built venv (seed 004)",
                 got: describeValue(node.runtime.kind),
                 example: "{ kind: venv, path: /opt/vllm-venv }",
+            });
+        }
+        if (node.kind === "thor") {
+            node.interconnect.forEach((iface, j) => {
+                if (iface.name === undefined) {
+                    issues.push({
+                        path: `nodes[${i}].interconnect[${j}].name`,
+                        message:
+                            "is required on a thor: interfaces are detected through ibdev2netdev, and a Jetson Thor has no RoCE device to report (`ip -br link` on the Thor shows the name)",
+                        got: "nothing",
+                        example: "name: mgbe0_0",
+                    });
+                }
             });
         }
         if (node.kind !== "spark" && node.interconnect.length > 1) {

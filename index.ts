@@ -1,8 +1,9 @@
-// Entry point: parse the stack's config once, then (as later components land)
-// build the cluster from it, and export what a user needs to reach it.
+// Entry point: parse the stack's config once, build the cluster from it, and
+// export what a user needs to reach it.
 import * as pulumi from "@pulumi/pulumi";
 import { ConfigError, parseConfig } from "./config";
 import { clusterSummary } from "./components/render/clusterSummary";
+import { SparkCluster } from "./components/sparkCluster";
 import { readStackConfig } from "./stackConfig";
 
 function loadConfig() {
@@ -18,6 +19,16 @@ function loadConfig() {
 }
 
 const config = loadConfig();
+const sparkCluster = new SparkCluster(pulumi.getStack(), { config });
 
 /** What this stack describes: nodes, transport, model and parallelism. No secrets. */
 export const cluster = clusterSummary(config);
+/** OpenAI-compatible base URL; send `Authorization: Bearer <apiKey>`. */
+export const endpoint = sparkCluster.endpoint;
+export const servedModel = sparkCluster.servedModel;
+export const transport = sparkCluster.transport;
+export const roce = sparkCluster.roce;
+/** How to reach the Ray dashboard (bound to the head's loopback by default). */
+export const rayDashboard = sparkCluster.dashboard;
+/** Try it: the API key stays in config (`pulumi config get spark-cluster:apiKey`). */
+export const tryIt = pulumi.interpolate`curl -s ${sparkCluster.endpoint}/chat/completions -H "Authorization: Bearer $(./scripts/pulumi.sh --stack ${pulumi.getStack()} config get spark-cluster:apiKey)" -H "Content-Type: application/json" -d '{"model":"${sparkCluster.servedModel}","messages":[{"role":"user","content":"Hello"}]}'`;

@@ -161,7 +161,7 @@ const THOR_B: readonly Edit[] = [
             kind: "thor",
             ssh: { host: "10.0.0.12" },
             runtime: { kind: "venv", path: "/opt/vllm-venv" },
-            interconnect: [{ address: "192.168.100.12/24" }],
+            interconnect: [{ name: "mgbe0_0", address: "192.168.100.12/24" }],
         },
     ],
 ];
@@ -400,6 +400,13 @@ const BAD_CONFIGS: readonly BadCase[] = [
         path: "nodes[1].runtime.kind",
         message: "must be venv on a thor",
     },
+    {
+        name: "thor interface without a name",
+        edits: [...THOR_B, ["nodes[1].interconnect", [{ address: "192.168.100.12/24" }]]],
+        path: "nodes[1].interconnect[0].name",
+        message: "is required on a thor",
+        example: "name: mgbe0_0",
+    },
     { name: "workstation with twin interfaces", edits: [["nodes[1].kind", "workstation"]], path: "nodes[1].interconnect", message: "only a spark has twin interfaces" },
     {
         name: "no head",
@@ -602,7 +609,7 @@ describe("resolution", () => {
         assert.equal(config.transport, "socket");
         assert.equal(config.model.enforceEager, true);
         assert.deepEqual(config.nodes[1].runtime, { kind: "venv", path: "/opt/vllm-venv" });
-        assert.equal(config.nodes[1].interconnect[0].name, undefined);
+        assert.equal(config.nodes[1].interconnect[0].name, "mgbe0_0");
     });
 
     test("an explicit enforceEager wins over the Thor default", () => {
@@ -835,13 +842,16 @@ const RULE_CASES: readonly RuleCase[] = [
     { name: "checkTopology: switch of four", issues: () => checkTopology("switch", 4), paths: [] },
     {
         name: "checkNodeKinds: Thor with a venv and one interface",
-        issues: () => checkNodeKinds([node("t", ["10.0.0.1/24"], { kind: "thor", runtime: { kind: "venv", path: "/opt/v" } })]),
+        issues: () =>
+            checkNodeKinds([
+                node("t", [], { kind: "thor", runtime: { kind: "venv", path: "/opt/v" }, interconnect: [{ name: "mgbe0_0", address: "10.0.0.1/24" }] }),
+            ]),
         paths: [],
     },
     {
-        name: "checkNodeKinds: Thor without runtime and with two interfaces",
+        name: "checkNodeKinds: Thor without runtime, with two unnamed interfaces",
         issues: () => checkNodeKinds([node("t", ["10.0.0.1/24", "10.0.1.1/24"], { kind: "thor" })]),
-        paths: ["nodes[0].runtime", "nodes[0].interconnect"],
+        paths: ["nodes[0].runtime", "nodes[0].interconnect[0].name", "nodes[0].interconnect[1].name", "nodes[0].interconnect"],
     },
     {
         name: "checkSecretsAreSecret: only plaintext secrets are reported",

@@ -63,11 +63,23 @@ describe("project-local Pulumi toolchain", () => {
         // it would fail here.
         const backend = fs.mkdtempSync(path.join(os.tmpdir(), "spark-cluster-backend-"));
         try {
+            // The lab stack's config, with a throwaway SSH key: the preview reads the key
+            // file but, touching no host, never uses it.
+            const key = path.join(backend, "id_ed25519");
+            execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", key]);
+            const configFile = path.join(backend, "Pulumi.dev.yaml");
+            fs.writeFileSync(
+                configFile,
+                fs.readFileSync(path.join(root, "Pulumi.dev.yaml"), "utf8").replace(
+                    /^(\s*spark-cluster:sshPrivateKeyPath:).*$/m,
+                    `$1 ${key}`,
+                ),
+            );
             const script = [
                 "set -euo pipefail",
                 "ip link set lo up",
                 `export PULUMI_BACKEND_URL=file://${backend}`,
-                "./scripts/pulumi.sh --stack dev preview --non-interactive --diff",
+                `./scripts/pulumi.sh --stack dev preview --non-interactive --diff --config-file ${configFile}`,
             ].join("\n");
             const out = execFileSync("unshare", ["--net", "bash", "-c", script], {
                 cwd: root,
@@ -78,6 +90,8 @@ describe("project-local Pulumi toolchain", () => {
             });
             assert.match(out, /Previewing update \(dev\)/);
             assert.match(out, /pulumi:pulumi:Stack/);
+            assert.match(out, /spark-cluster:index:SparkCluster/);
+            assert.match(out, /\+ \d+ to create/);
             // Secrets of the lab stack are configured but never printed.
             const apiKey = labApiKey();
             assert.ok(apiKey.length >= 16, "the lab stack has an API key");

@@ -1,0 +1,46 @@
+import * as pulumi from "@pulumi/pulumi";
+import * as command from "@pulumi/command";
+import type { Connection } from "./nodeConnection";
+import { typeToken } from "./package";
+import { NetplanSpec, netplanApplyScript, netplanDeleteScript, renderNetplan } from "./render/netplan";
+import { remoteCommand } from "./render/shell";
+
+const TYPE = typeToken("NetplanInterconnect");
+
+export interface NetplanInterconnectArgs {
+    /** SSH connection to the node. */
+    connection: pulumi.Input<Connection>;
+    /** SSH user: commands run through `sudo -n` unless it is root. */
+    sshUser: string;
+    /** What to configure: interfaces with addresses, MTU, and the peers that must answer. */
+    spec: pulumi.Input<NetplanSpec>;
+}
+
+/**
+ * The node's interconnect interfaces: a netplan file (mode 600) with static
+ * addresses and MTU, applied, then verified by pinging every peer over the
+ * link; the previous file is put back if verification fails. Destroy removes
+ * our file, restores one we replaced and clears our addresses and MTU.
+ */
+export class NetplanInterconnect extends pulumi.ComponentResource {
+    /** The rendered netplan file. */
+    public readonly netplan: pulumi.Output<string>;
+    /** The apply step: later layers depend on it. */
+    public readonly applied: command.remote.Command;
+
+    constructor(name: string, args: NetplanInterconnectArgs, opts?: pulumi.ComponentResourceOptions) {
+        super(TYPE, name, {}, opts);
+        const spec = pulumi.output(args.spec);
+        this.netplan = spec.apply((s) => renderNetplan(s as NetplanSpec));
+        this.applied = new command.remote.Command(
+            `${name}-apply`,
+            {
+                connection: args.connection,
+                create: spec.apply((s) => remoteCommand(netplanApplyScript(s as NetplanSpec), args.sshUser)),
+                delete: spec.apply((s) => remoteCommand(netplanDeleteScript(s as NetplanSpec), args.sshUser)),
+            },
+            { parent: this, customTimeouts: { create: "10m", update: "10m", delete: "5m" } },
+        );
+        this.registerOutputs({ netplan: this.netplan });
+    }
+}

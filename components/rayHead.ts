@@ -1,0 +1,59 @@
+import * as pulumi from "@pulumi/pulumi";
+import * as command from "@pulumi/command";
+import { typeToken } from "./package";
+import { RayNodeArgs, rayUnit, rayUnitCommand } from "./rayNode";
+import { rayReadyScript } from "./render/hostScripts";
+import { CONTAINER_NAMES, execBeside } from "./render/runtime";
+import { contentHash, remoteCommand } from "./render/shell";
+
+const TYPE = typeToken("RayHead");
+
+export interface RayHeadArgs extends RayNodeArgs {
+    /** `user@host` you SSH to on the head, for the dashboard tunnel hint. */
+    sshTarget: string;
+    /** Nodes the cluster must show before the head counts as ready. */
+    expectedNodes: number;
+    /** GPUs the cluster must show before the head counts as ready. */
+    expectedGpus: number;
+}
+
+/**
+ * The Ray head: GCS on the interconnect address, dashboard on loopback by
+ * default (it runs jobs without auth: CVE-2023-48022). Complete only when
+ * `ray status` shows every node and GPU (bounded wait; workers join meanwhile).
+ */
+export class RayHead extends pulumi.ComponentResource {
+    public readonly unit: pulumi.Output<string>;
+    /** The unit step: workers start after it. */
+    public readonly started: command.remote.Command;
+    /** `host:port` workers and vLLM join. */
+    public readonly address: string;
+    /** How to reach the dashboard from your machine. */
+    public readonly dashboard: string;
+
+    constructor(name: string, args: RayHeadArgs, opts?: pulumi.ComponentResourceOptions) {
+        super(TYPE, name, {}, opts);
+        this.unit = pulumi.output(args.envHash).apply((hash) => rayUnit("head", args, hash));
+        this.started = rayUnitCommand(name, this.unit, args, this);
+        this.address = `${args.ray.nodeIp}:${args.ray.port}`;
+        this.dashboard =
+            args.ray.dashboardHost === "127.0.0.1" || args.ray.dashboardHost === "localhost"
+                ? `ssh -L ${args.ray.dashboardPort}:127.0.0.1:${args.ray.dashboardPort} ${args.sshTarget}, then open http://127.0.0.1:${args.ray.dashboardPort}`
+                : `http://${args.ray.dashboardHost}:${args.ray.dashboardPort} (exposed: anyone who reaches it can run code)`;
+        const status = execBeside(args.runtime, CONTAINER_NAMES.ray, ["ray", "status", `--address=${this.address}`]);
+        new command.remote.Command(
+            `${name}-ready`,
+            {
+                connection: args.connection,
+                // The unit hash makes a restarted head wait for its cluster again.
+                create: this.unit.apply(
+                    (unit) =>
+                        `# unit ${contentHash(unit)}\n` +
+                        remoteCommand(rayReadyScript(status, args.expectedNodes, args.expectedGpus), args.sshUser),
+                ),
+            },
+            { parent: this, dependsOn: [this.started], customTimeouts: { create: "10m", update: "10m" } },
+        );
+        this.registerOutputs({ unit: this.unit, address: this.address, dashboard: this.dashboard });
+    }
+}

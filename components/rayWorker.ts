@@ -1,0 +1,22 @@
+import * as pulumi from "@pulumi/pulumi";
+import * as command from "@pulumi/command";
+import { typeToken } from "./package";
+import { RayNodeArgs, rayUnit, rayUnitCommand } from "./rayNode";
+
+const TYPE = typeToken("RayWorker");
+
+/**
+ * A Ray worker: joins the head at its interconnect address, waiting for the
+ * head's port (bounded) rather than sleeping, with this node's GPUs declared.
+ */
+export class RayWorker extends pulumi.ComponentResource {
+    public readonly unit: pulumi.Output<string>;
+    public readonly started: command.remote.Command;
+
+    constructor(name: string, args: RayNodeArgs, opts?: pulumi.ComponentResourceOptions) {
+        super(TYPE, name, {}, opts);
+        this.unit = pulumi.output(args.envHash).apply((hash) => rayUnit("worker", args, hash));
+        this.started = rayUnitCommand(name, this.unit, args, this);
+        this.registerOutputs({ unit: this.unit });
+    }
+}

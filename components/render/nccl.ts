@@ -1,0 +1,80 @@
+// /etc/nccl.conf and the environment file the runtime units read. The
+// transport is a cluster decision passed in; interface and HCA names come from
+// config or from `ibdev2netdev` on the node. No GID index is ever written:
+// it moves at run time and NCCL >= 2.21 picks it (FACTS.md).
+import { MANAGED_MARKER } from "./hostLib";
+
+export const NCCL_CONF_PATH = "/etc/nccl.conf";
+export const RUNTIME_ENV_PATH = "/etc/spark-cluster/runtime.env";
+
+export interface NcclSpec {
+    transport: "roce" | "socket";
+    /** NCCL_SOCKET_IFNAME: an interface, or NCCL's prefix / `^exclusion` selector. */
+    socketIfname: string;
+    /** The node's own first interconnect interface: Gloo and torch TP need a plain name. */
+    interfaceName: string;
+    /** RDMA devices of the interconnect (RoCE only). */
+    ibHca: string[];
+    /** The cluster has a Thor: sockets with the seed 004 settings. */
+    heterogeneous: boolean;
+    debug: string;
+    overrides: Record<string, string>;
+}
+
+/** NCCL variables, in a stable order, overrides last. */
+export function ncclVariables(spec: NcclSpec): [string, string][] {
+    const vars: [string, string][] = [["NCCL_SOCKET_IFNAME", spec.socketIfname]];
+    if (spec.transport === "roce") {
+        if (spec.ibHca.length === 0) {
+            throw new Error("RoCE transport needs at least one RDMA device (nccl.ibHca or ibdev2netdev)");
+        }
+        vars.push(["NCCL_IB_DISABLE", "0"], ["NCCL_IB_HCA", spec.ibHca.join(",")], ["NCCL_IB_ROCE_VERSION_NUM", "2"]);
+        if (spec.ibHca.length > 1) {
+            vars.push(["NCCL_CROSS_NIC", "1"]);
+        }
+    } else {
+        vars.push(["NCCL_IB_DISABLE", "1"]);
+        if (spec.heterogeneous) {
+            vars.push(["NCCL_P2P_DISABLE", "1"], ["NCCL_SHM_DISABLE", "1"], ["NCCL_PROTO", "Simple"]);
+        }
+    }
+    vars.push(["NCCL_DEBUG", spec.debug]);
+    for (const [key, value] of Object.entries(spec.overrides).sort(([a], [b]) => a.localeCompare(b))) {
+        const at = vars.findIndex(([k]) => k === key);
+        if (at >= 0) {
+            vars[at] = [key, value];
+        } else {
+            vars.push([key, value]);
+        }
+    }
+    return vars;
+}
+
+/** /etc/nccl.conf: read by NCCL itself at run time. */
+export function renderNcclConf(spec: NcclSpec): string {
+    return [
+        `# ${MANAGED_MARKER}`,
+        `# transport: ${spec.transport}`,
+        ...ncclVariables(spec).map(([k, v]) => `${k}=${v}`),
+    ].join("\n") + "\n";
+}
+
+export interface RuntimeEnvSpec {
+    nccl: NcclSpec;
+    /** This node's interconnect address: Ray and vLLM pin themselves to it. */
+    nodeIp: string;
+}
+
+/**
+ * The EnvironmentFile of the Ray and vLLM units: NCCL, Gloo and torch socket
+ * names, and the node's own address (containers do not read profile.d).
+ */
+export function renderRuntimeEnv(spec: RuntimeEnvSpec): string {
+    const vars: [string, string][] = [
+        ...ncclVariables(spec.nccl),
+        ["GLOO_SOCKET_IFNAME", spec.nccl.interfaceName],
+        ["TP_SOCKET_IFNAME", spec.nccl.interfaceName],
+        ["VLLM_HOST_IP", spec.nodeIp],
+    ];
+    return [`# ${MANAGED_MARKER}`, ...vars.map(([k, v]) => `${k}=${v}`)].join("\n") + "\n";
+}

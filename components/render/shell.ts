@@ -1,0 +1,49 @@
+// The one way this project builds shell: every user value goes through
+// shellQuote, every script starts with `set -euo pipefail`, and files are
+// written from quoted heredocs whose delimiter cannot occur in the content.
+import { createHash } from "node:crypto";
+
+/** Quotes one word for POSIX sh: `it's` → `'it'"'"'s'`. */
+export function shellQuote(word: string): string {
+    if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) {
+        return word;
+    }
+    return `'${word.replace(/'/g, `'"'"'`)}'`;
+}
+
+/** Joins argv into one safely quoted command line. */
+export function shellJoin(argv: readonly string[]): string {
+    return argv.map(shellQuote).join(" ");
+}
+
+/** A bash script: strict mode, then the given lines. */
+export function bashScript(lines: readonly string[]): string {
+    return ["set -euo pipefail", ...lines].join("\n") + "\n";
+}
+
+/**
+ * The command a remote.Command runs: the script handed to bash on stdin-free
+ * `bash -c`, as root (through `sudo -n` when the SSH user is not root).
+ */
+export function remoteCommand(script: string, sshUser: string): string {
+    const bash = `bash -c ${shellQuote(script)}`;
+    return sshUser === "root" ? bash : `sudo -n ${bash}`;
+}
+
+/** Short, stable content hash used in unit comments and heredoc delimiters. */
+export function contentHash(text: string): string {
+    return createHash("sha256").update(text).digest("hex").slice(0, 16);
+}
+
+/**
+ * A heredoc that feeds `content` verbatim to `command` (no expansion inside).
+ * Throws if the content contains the delimiter line, which would end it early.
+ */
+export function heredoc(command: string, content: string): string {
+    const delimiter = `SPARK_CLUSTER_EOF_${contentHash(content)}`;
+    if (content.split("\n").includes(delimiter)) {
+        throw new Error(`content contains its heredoc delimiter ${delimiter}`);
+    }
+    const body = content.endsWith("\n") ? content : `${content}\n`;
+    return `${command} <<'${delimiter}'\n${body}${delimiter}`;
+}

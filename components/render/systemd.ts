@@ -1,0 +1,72 @@
+// systemd units for Ray and vLLM: restart on failure, start on boot, logs in
+// journald, stopped and removed by `pulumi destroy`.
+import type { Runtime } from "../../config";
+import { MANAGED_MARKER } from "./hostLib";
+import { execStartArgv } from "./runtime";
+
+export const UNIT_DIR = "/etc/systemd/system";
+
+export interface UnitSpec {
+    /** Unit name without `.service`, e.g. `spark-cluster-ray`. */
+    name: string;
+    description: string;
+    runtime: Runtime;
+    container: string;
+    argv: string[];
+    envFiles: string[];
+    /** Extra environment for the process (not secrets: those go in env files). */
+    environment?: Record<string, string>;
+    /** Commands run before start (bounded waits), as argv. */
+    preStart?: string[][];
+    /** Content hashes of inputs the process reads at start: a change restarts the unit. */
+    inputs?: Record<string, string>;
+    after?: string[];
+}
+
+/**
+ * Quotes argv for an Exec*= line: systemd splits words itself, expands `$VAR`
+ * and `%` specifiers, so those are escaped (`$$`, `%%`) and odd words quoted.
+ */
+export function systemdJoin(argv: readonly string[]): string {
+    return argv
+        .map((word) => (/^[A-Za-z0-9_@+=:,./-]+$/.test(word) ? word : `"${word.replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"`))
+        .map((word) => word.replace(/%/g, "%%").replace(/\$/g, "$$$$"))
+        .join(" ");
+}
+
+export function unitPath(name: string): string {
+    return `${UNIT_DIR}/${name}.service`;
+}
+
+/** The unit file. Only ExecStart (and the container's stop/cleanup) depend on the runtime. */
+export function renderUnit(spec: UnitSpec): string {
+    const docker = spec.runtime.kind === "docker";
+    const after = ["network-online.target", ...(docker ? ["docker.service"] : []), ...(spec.after ?? [])];
+    const lines = [
+        `# ${MANAGED_MARKER}`,
+        ...Object.entries(spec.inputs ?? {}).map(([what, hash]) => `# input ${what}: ${hash}`),
+        "[Unit]",
+        `Description=${spec.description}`,
+        `Wants=network-online.target`,
+        `After=${after.join(" ")}`,
+        ...(docker ? ["Requires=docker.service"] : []),
+        "StartLimitIntervalSec=0",
+        "",
+        "[Service]",
+        "Type=simple",
+        ...spec.envFiles.map((file) => `EnvironmentFile=${file}`),
+        ...Object.entries(spec.environment ?? {}).map(([k, v]) => `Environment="${`${k}=${v}`.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/%/g, "%%")}"`),
+        ...(docker ? [`ExecStartPre=-/usr/bin/docker rm -f ${spec.container}`] : []),
+        ...(spec.preStart ?? []).map((argv) => `ExecStartPre=${systemdJoin(argv)}`),
+        `ExecStart=${systemdJoin(execStartArgv({ runtime: spec.runtime, container: spec.container, argv: spec.argv, envFiles: spec.envFiles, environment: spec.environment ?? {} }))}`,
+        ...(docker ? [`ExecStop=/usr/bin/docker stop ${spec.container}`] : []),
+        "Restart=on-failure",
+        "RestartSec=5",
+        "TimeoutStartSec=900",
+        "KillMode=mixed",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+    ];
+    return lines.join("\n") + "\n";
+}

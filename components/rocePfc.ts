@@ -1,0 +1,65 @@
+import * as pulumi from "@pulumi/pulumi";
+import * as command from "@pulumi/command";
+import type { Connection } from "./nodeConnection";
+import { typeToken } from "./package";
+import { PfcSpec, pfcApplyScript, pfcRestoreScript } from "./render/hostScripts";
+import { remoteCommand } from "./render/shell";
+import { renderPfcUnit, pfcVector, renderPeermemConf } from "./render/pfc";
+
+const TYPE = typeToken("RocePfc");
+
+export interface RocePfcArgs {
+    connection: pulumi.Input<Connection>;
+    sshUser: string;
+    /** RoCE interfaces to enable PFC on. */
+    interfaces: pulumi.Input<string[]>;
+    /** Priority that carries RoCE traffic. Defaults to 3 (config `roce.priority`). */
+    priority: number;
+    /** Also set `--trust dscp`. Defaults to true (config `roce.trustDscp`). */
+    trustDscp: boolean;
+    /** Load and persist nvidia-peermem (GPUDirect RDMA). Defaults to true (config `roce.peermem`). */
+    peermem: boolean;
+}
+
+/**
+ * Lossless RoCE: PFC on one priority with mlnx_qos, persisted by a oneshot
+ * unit, plus nvidia-peermem. Records the PFC state it found so destroy puts it
+ * back. Where mlnx_qos is absent it changes nothing and `status` (and a
+ * warning) say RoCE runs lossy.
+ */
+export class RocePfc extends pulumi.ComponentResource {
+    /** `enabled: …` or `lossy: …`. */
+    public readonly status: pulumi.Output<string>;
+
+    constructor(name: string, args: RocePfcArgs, opts?: pulumi.ComponentResourceOptions) {
+        super(TYPE, name, {}, opts);
+        const spec = pulumi.output(args.interfaces).apply(
+            (interfaces): PfcSpec => ({
+                interfaces,
+                pfcVector: pfcVector(args.priority),
+                trustDscp: args.trustDscp,
+                peermem: args.peermem,
+                unitContent: renderPfcUnit(interfaces, args.priority, args.trustDscp),
+                peermemConf: renderPeermemConf(),
+            }),
+        );
+        const apply = new command.remote.Command(
+            `${name}-apply`,
+            {
+                connection: args.connection,
+                create: spec.apply((s) => remoteCommand(pfcApplyScript(s), args.sshUser)),
+                delete: spec.apply((s) => remoteCommand(pfcRestoreScript(s), args.sshUser)),
+            },
+            { parent: this },
+        );
+        this.status = apply.stdout.apply((out) => {
+            const line = out.split("\n").reverse().find((l) => l.startsWith("status="));
+            const status = line ? line.slice("status=".length) : "unknown: no status reported";
+            if (!status.startsWith("enabled")) {
+                pulumi.log.warn(`${name}: ${status}`, this);
+            }
+            return status;
+        });
+        this.registerOutputs({ status: this.status });
+    }
+}

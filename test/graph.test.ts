@@ -1,0 +1,667 @@
+/**
+ * The resource graph SparkCluster builds, on Pulumi's mock monitor: which resources exist, their
+ * types, parents and explicit dependencies, what changes when one config key changes, and where
+ * secrets go. Each scenario runs in its own process (Pulumi's mocks are process-global): see
+ * test/graphHarness.ts, which calls `pulumi.runtime.setMocks` before it loads the components.
+ */
+import { describe, it, test } from "node:test";
+import assert from "node:assert/strict";
+import { execFile, spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { RecordedResource, SECRET_SIG, SECRET_SIG_KEY, Scenario, ScenarioResult } from "./graphHarness";
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios
+// ---------------------------------------------------------------------------------------------
+
+const API_KEY = "graph-test-api-key-0123456789abcdef";
+const HF_TOKEN = "hf_graphTestToken0123456789";
+const SSH_KEY_BODY = "b3BlbnNzaC1rZXktdjEAAAAAgraphtestkeybody";
+const SSH_KEY = `-----BEGIN OPENSSH PRIVATE KEY-----\n${SSH_KEY_BODY}\n-----END OPENSSH PRIVATE KEY-----`;
+const SECRET_KEYS = ["sshPrivateKey", "apiKey", "hfToken"];
+
+/** The lab's two Sparks: spark-a names its twins, spark-b has them detected and logs in as ubuntu (sudo). */
+function sparkPair(): Record<string, unknown>[] {
+    return [
+        {
+            name: "spark-a",
+            kind: "spark",
+            head: true,
+            ssh: { host: "10.0.0.11" },
+            interconnect: [
+                { name: "enp1s0f1np1", address: "192.168.100.11/24" },
+                { name: "enP2p1s0f1np1", address: "192.168.101.11/24" },
+            ],
+        },
+        {
+            name: "spark-b",
+            kind: "spark",
+            ssh: { host: "10.0.0.12", user: "ubuntu" },
+            interconnect: [{ address: "192.168.100.12/24" }, { address: "192.168.101.12/24" }],
+        },
+    ];
+}
+
+/** spark-a cabled to a Thor: one link, so one interface. */
+function sparkForThor(): Record<string, unknown> {
+    return { ...sparkPair()[0], interconnect: [{ name: "enp1s0f1np1", address: "192.168.100.11/24" }] };
+}
+
+function baseValues(): Record<string, unknown> {
+    return {
+        nodes: sparkPair(),
+        interconnect: { topology: "pair", mtu: 9000 },
+        nccl: { debug: "WARN" },
+        model: { source: "Qwen/Qwen2.5-7B-Instruct", servedName: "qwen2.5-7b", gpuMemoryUtilization: 0.85 },
+        sshPrivateKey: SSH_KEY,
+        apiKey: API_KEY,
+        hfToken: HF_TOKEN,
+    };
+}
+
+/** The base config with one key changed. */
+function withChange(change: (values: Record<string, unknown>) => void): Record<string, unknown> {
+    const values = baseValues();
+    change(values);
+    return values;
+}
+
+type ModelValues = Record<string, unknown>;
+
+const SCENARIOS: Readonly<Record<string, Scenario>> = {
+    base: { clusterName: "dev", values: baseValues(), secretKeys: SECRET_KEYS },
+    baseAgain: { clusterName: "dev", values: baseValues(), secretKeys: SECRET_KEYS },
+    modelSource: {
+        clusterName: "dev",
+        values: withChange((v) => ((v.model as ModelValues).source = "Qwen/Qwen2.5-14B-Instruct")),
+        secretKeys: SECRET_KEYS,
+    },
+    servedName: {
+        clusterName: "dev",
+        values: withChange((v) => ((v.model as ModelValues).servedName = "qwen")),
+        secretKeys: SECRET_KEYS,
+    },
+    mtu: { clusterName: "dev", values: withChange((v) => (v.interconnect = { topology: "pair", mtu: 1500 })), secretKeys: SECRET_KEYS },
+    ncclDebug: { clusterName: "dev", values: withChange((v) => (v.nccl = { debug: "INFO" })), secretKeys: SECRET_KEYS },
+    apiKey: {
+        clusterName: "dev",
+        values: withChange((v) => (v.apiKey = "graph-test-rotated-key-fedcba9876543210")),
+        secretKeys: SECRET_KEYS,
+    },
+    sparkThor: {
+        clusterName: "dev",
+        values: {
+            nodes: [
+                sparkForThor(),
+                {
+                    name: "thor-1",
+                    kind: "thor",
+                    ssh: { host: "10.0.0.27" },
+                    runtime: { kind: "venv", path: "/opt/vllm-venv" },
+                    interconnect: [{ name: "mgbe0_0", address: "192.168.100.27/24" }],
+                },
+            ],
+            interconnect: { topology: "pair" },
+            model: { source: "Qwen/Qwen2.5-7B-Instruct", tensorParallel: 1, pipelineParallel: 2 },
+            sshPrivateKey: SSH_KEY,
+            apiKey: API_KEY,
+        },
+        secretKeys: SECRET_KEYS,
+    },
+    thorUnnamed: {
+        clusterName: "dev",
+        values: {
+            nodes: [
+                sparkForThor(),
+                {
+                    name: "thor-1",
+                    kind: "thor",
+                    ssh: { host: "10.0.0.27" },
+                    runtime: { kind: "venv", path: "/opt/vllm-venv" },
+                    interconnect: [{ address: "192.168.100.27/24" }],
+                },
+            ],
+            model: { source: "Qwen/Qwen2.5-7B-Instruct", tensorParallel: 1, pipelineParallel: 2 },
+            sshPrivateKey: SSH_KEY,
+            apiKey: API_KEY,
+        },
+        secretKeys: SECRET_KEYS,
+    },
+    mp: {
+        clusterName: "dev",
+        values: withChange((v) => ((v.model as ModelValues).executor = "mp")),
+        secretKeys: SECRET_KEYS,
+    },
+};
+
+type ScenarioName = keyof typeof SCENARIOS;
+
+/** Runs one scenario in a fresh process (two at a time: the machine has few cores). */
+const running = new Map<string, Promise<ScenarioResult>>();
+let slots = Math.max(1, Math.min(2, os.availableParallelism()));
+const waiting: (() => void)[] = [];
+
+async function withSlot<T>(work: () => Promise<T>): Promise<T> {
+    if (slots === 0) {
+        await new Promise<void>((resolve) => waiting.push(resolve));
+    } else {
+        slots--;
+    }
+    try {
+        return await work();
+    } finally {
+        const next = waiting.shift();
+        if (next) {
+            next();
+        } else {
+            slots++;
+        }
+    }
+}
+
+function runInChild(name: string, scenario: Scenario): Promise<ScenarioResult> {
+    return withSlot(
+        () =>
+            new Promise<ScenarioResult>((resolve, reject) => {
+                const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "graph-")), `${name}.json`);
+                const child = execFile(
+                    process.execPath,
+                    [path.join(__dirname, "graphHarness.js"), out],
+                    { timeout: 60_000, maxBuffer: 16 * 1024 * 1024 },
+                    (err, stdout, stderr) => {
+                        if (!fs.existsSync(out)) {
+                            reject(new Error(`scenario ${name} wrote no result (${err?.message ?? "no error"}):\n${stdout}\n${stderr}`));
+                            return;
+                        }
+                        const result = JSON.parse(fs.readFileSync(out, "utf8")) as ScenarioResult;
+                        fs.rmSync(path.dirname(out), { recursive: true, force: true });
+                        resolve(result);
+                    },
+                );
+                child.stdin?.end(JSON.stringify(scenario));
+            }),
+    );
+}
+
+function scenario(name: ScenarioName): Promise<ScenarioResult> {
+    let result = running.get(name);
+    if (!result) {
+        result = runInChild(name, SCENARIOS[name]);
+        running.set(name, result);
+    }
+    return result;
+}
+
+// Start every scenario now; the tests await the one they need.
+for (const name of Object.keys(SCENARIOS)) {
+    scenario(name).catch(() => undefined);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading a recorded graph
+// ---------------------------------------------------------------------------------------------
+
+const COMPONENT = (name: string) => `spark-cluster:index:${name}`;
+const COMMAND = "command:remote:Command";
+
+function byName(result: ScenarioResult): Map<string, RecordedResource> {
+    return new Map(result.resources.map((r) => [r.name, r]));
+}
+
+function get(result: ScenarioResult, name: string): RecordedResource {
+    const resource = byName(result).get(name);
+    assert.ok(resource, `no resource named ${name}; have ${result.resources.map((r) => r.name).join(", ")}`);
+    return resource;
+}
+
+function isSecret(value: unknown): value is { value: unknown } {
+    return typeof value === "object" && value !== null && (value as Record<string, unknown>)[SECRET_SIG_KEY] === SECRET_SIG;
+}
+
+function plain(value: unknown): unknown {
+    return isSecret(value) ? value.value : value;
+}
+
+/** A command input (create/delete) as a string, secret or not. */
+function commandText(resource: RecordedResource, key: "create" | "delete"): string | undefined {
+    const value = plain(resource.inputs[key]);
+    assert.ok(value === undefined || typeof value === "string", `${resource.name}.${key} is not a string`);
+    return value;
+}
+
+/**
+ * The bash script inside a remote command: `[# comment lines\n][sudo -n ]bash -c '<script>'`, with
+ * the single quoting of shellQuote undone.
+ */
+function scriptOf(commandLine: string): { sudo: boolean; script: string } {
+    const lines = commandLine.split("\n");
+    let start = 0;
+    while (lines[start]?.startsWith("# ")) {
+        start++;
+    }
+    const rest = lines.slice(start).join("\n");
+    const match = /^(sudo -n )?bash -c '([\s\S]*)'$/.exec(rest);
+    assert.ok(match, `not a remoteCommand line: ${rest.slice(0, 80)}`);
+    assert.ok(!match[2].replace(/'"'"'/g, "").includes("'"), "no quote inside but shellQuote's '\"'\"' escapes");
+    return { sudo: match[1] !== undefined, script: match[2].replace(/'"'"'/g, "'") };
+}
+
+/** Every place a string containing `needle` sits in `value`, and whether it is inside a secret. */
+function occurrences(value: unknown, needle: string, at = "", secret = false): { path: string; secret: boolean }[] {
+    if (isSecret(value)) {
+        return occurrences(value.value, needle, at, true);
+    }
+    if (typeof value === "string") {
+        return value.includes(needle) ? [{ path: at, secret }] : [];
+    }
+    if (Array.isArray(value)) {
+        return value.flatMap((item, i) => occurrences(item, needle, `${at}[${i}]`, secret));
+    }
+    if (typeof value === "object" && value !== null) {
+        return Object.entries(value).flatMap(([key, item]) => occurrences(item, needle, at ? `${at}.${key}` : key, secret));
+    }
+    return [];
+}
+
+/** Names whose recorded inputs differ between two runs (or that exist in only one). */
+function changedNames(a: ScenarioResult, b: ScenarioResult): string[] {
+    const left = byName(a);
+    const right = byName(b);
+    const names = new Set([...left.keys(), ...right.keys()]);
+    return [...names]
+        .filter((name) => JSON.stringify(left.get(name)?.inputs) !== JSON.stringify(right.get(name)?.inputs))
+        .sort();
+}
+
+/**
+ * The custom resources that must exist before `name` is created: its explicit dependsOn (a
+ * component standing for all its descendants), and whatever its ancestors wait for (a child
+ * registers only after its parent, and the parent only after its own dependsOn).
+ */
+function waitsFor(result: ScenarioResult, name: string, seen = new Set<string>()): Set<string> {
+    const resources = byName(result);
+    const childrenOf = (parent: string) => result.resources.filter((r) => r.parent === parent);
+    const descendants = (parent: string): RecordedResource[] => childrenOf(parent).flatMap((c) => [c, ...descendants(c.name)]);
+    const out = new Set<string>();
+    if (seen.has(name)) {
+        assert.fail(`dependency cycle through ${name}`);
+    }
+    seen.add(name);
+    const self = resources.get(name);
+    assert.ok(self, `no resource ${name}`);
+    for (const dep of self.dependsOn) {
+        const target = resources.get(dep);
+        assert.ok(target, `${name} depends on unknown ${dep}`);
+        const targets = target.custom ? [target] : [target, ...descendants(dep)];
+        for (const t of targets) {
+            if (t.custom) {
+                out.add(t.name);
+            }
+            for (const w of waitsFor(result, t.name, new Set(seen))) {
+                out.add(w);
+            }
+        }
+    }
+    if (self.parent) {
+        for (const w of waitsFor(result, self.parent, new Set(seen))) {
+            out.add(w);
+        }
+    }
+    return out;
+}
+
+function bashN(script: string): { status: number | null; stderr: string } {
+    const result = spawnSync("bash", ["-n"], { input: script, encoding: "utf8" });
+    return { status: result.status, stderr: result.stderr };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------------------------
+
+const RAY_PAIR: Readonly<Record<string, string>> = {
+    dev: COMPONENT("SparkCluster"),
+    ...Object.fromEntries(
+        ["spark-a", "spark-b"].flatMap((node) => [
+            [`${node}-ssh`, COMMAND],
+            [`${node}-probe`, COMMAND],
+            [`${node}-interconnect`, COMPONENT("NetplanInterconnect")],
+            [`${node}-interconnect-apply`, COMMAND],
+            [`${node}-roce`, COMPONENT("RocePfc")],
+            [`${node}-roce-apply`, COMMAND],
+            [`${node}-nccl`, COMPONENT("NcclConfig")],
+            [`${node}-nccl-files`, COMMAND],
+        ]),
+    ),
+    "spark-a-ray-head": COMPONENT("RayHead"),
+    "spark-a-ray-head-unit": COMMAND,
+    "spark-a-ray-head-ready": COMMAND,
+    "spark-b-ray-worker": COMPONENT("RayWorker"),
+    "spark-b-ray-worker-unit": COMMAND,
+    "spark-a-vllm": COMPONENT("VllmServer"),
+    "spark-a-vllm-secrets": COMMAND,
+    "spark-a-vllm-unit": COMMAND,
+    "spark-a-vllm-ready": COMMAND,
+};
+
+describe("every scenario builds with the expected resource types only", () => {
+    for (const name of Object.keys(SCENARIOS).filter((n) => n !== "thorUnnamed")) {
+        it(name, async () => {
+            const result = await scenario(name);
+            assert.deepEqual(result.unexpectedTypes, []);
+            assert.deepEqual(result.errors, []);
+            for (const r of result.resources) {
+                assert.match(r.type, /^(spark-cluster:index:[A-Za-z]+|command:remote:Command)$/);
+                assert.equal(r.custom, r.type === COMMAND, `${r.name}: only commands are custom resources`);
+            }
+        });
+    }
+});
+
+describe("a two-Spark Ray cluster", () => {
+    it("has exactly these resources, with these types", async () => {
+        const result = await scenario("base");
+        assert.deepEqual(
+            Object.fromEntries(result.resources.map((r) => [r.name, r.type]).sort(([a], [b]) => a.localeCompare(b))),
+            Object.fromEntries(Object.entries(RAY_PAIR).sort(([a], [b]) => a.localeCompare(b))),
+        );
+    });
+
+    it("parents every step to its component and every component to the SparkCluster", async () => {
+        const result = await scenario("base");
+        const parents = Object.fromEntries(result.resources.map((r) => [r.name, r.parent ?? "(stack)"]));
+        assert.deepEqual(parents, {
+            dev: "(stack)",
+            "spark-a-ssh": "dev",
+            "spark-a-probe": "dev",
+            "spark-a-interconnect": "dev",
+            "spark-a-interconnect-apply": "spark-a-interconnect",
+            "spark-a-roce": "dev",
+            "spark-a-roce-apply": "spark-a-roce",
+            "spark-a-nccl": "dev",
+            "spark-a-nccl-files": "spark-a-nccl",
+            "spark-b-ssh": "dev",
+            "spark-b-probe": "dev",
+            "spark-b-interconnect": "dev",
+            "spark-b-interconnect-apply": "spark-b-interconnect",
+            "spark-b-roce": "dev",
+            "spark-b-roce-apply": "spark-b-roce",
+            "spark-b-nccl": "dev",
+            "spark-b-nccl-files": "spark-b-nccl",
+            "spark-a-ray-head": "dev",
+            "spark-a-ray-head-unit": "spark-a-ray-head",
+            "spark-a-ray-head-ready": "spark-a-ray-head",
+            "spark-b-ray-worker": "dev",
+            "spark-b-ray-worker-unit": "spark-b-ray-worker",
+            "spark-a-vllm": "dev",
+            "spark-a-vllm-secrets": "spark-a-vllm",
+            "spark-a-vllm-unit": "spark-a-vllm",
+            "spark-a-vllm-ready": "spark-a-vllm",
+        });
+    });
+
+    it("names every child `${parent}-<step>`, and the cluster's own children `${node}-<step>`", async () => {
+        const result = await scenario("base");
+        for (const r of result.resources.filter((r) => r.parent !== undefined)) {
+            const prefix = r.parent === "dev" ? /^spark-[ab]-[a-z-]+$/ : new RegExp(`^${r.parent}-[a-z]+$`);
+            assert.match(r.name, prefix, `${r.name} (parent ${r.parent})`);
+        }
+    });
+
+    it("declares these explicit dependencies", async () => {
+        const result = await scenario("base");
+        const dependsOn = Object.fromEntries(result.resources.filter((r) => r.dependsOn.length > 0).map((r) => [r.name, r.dependsOn]));
+        assert.deepEqual(dependsOn, {
+            "spark-a-probe": ["spark-a-ssh"],
+            "spark-a-interconnect": ["spark-a-probe"],
+            "spark-a-roce": ["spark-a-interconnect"],
+            "spark-a-nccl": ["spark-a-interconnect", "spark-a-roce"],
+            "spark-b-probe": ["spark-b-ssh"],
+            "spark-b-interconnect": ["spark-b-probe"],
+            "spark-b-roce": ["spark-b-interconnect"],
+            "spark-b-nccl": ["spark-b-interconnect", "spark-b-roce"],
+            "spark-a-ray-head": ["spark-a-interconnect", "spark-a-nccl"],
+            "spark-a-ray-head-ready": ["spark-a-ray-head-unit"],
+            "spark-b-ray-worker": ["spark-b-interconnect", "spark-b-nccl", "spark-a-ray-head-unit"],
+            "spark-a-vllm": ["spark-a-ray-head"],
+            "spark-a-vllm-unit": ["spark-a-vllm-secrets"],
+            "spark-a-vllm-ready": ["spark-a-vllm-unit"],
+        });
+    });
+
+    it("orders the host layers and the services (transitively)", async () => {
+        const result = await scenario("base");
+        const after = (name: string, ...before: string[]) => {
+            const waits = waitsFor(result, name);
+            for (const b of before) {
+                assert.ok(waits.has(b), `${name} must wait for ${b}; it waits for ${[...waits].sort().join(", ")}`);
+            }
+        };
+        const notAfter = (name: string, other: string) =>
+            assert.ok(!waitsFor(result, name).has(other), `${name} must not wait for ${other}`);
+        for (const node of ["spark-a", "spark-b"]) {
+            after(`${node}-probe`, `${node}-ssh`);
+            after(`${node}-interconnect-apply`, `${node}-probe`, `${node}-ssh`);
+            after(`${node}-roce-apply`, `${node}-interconnect-apply`);
+            after(`${node}-nccl-files`, `${node}-interconnect-apply`, `${node}-roce-apply`);
+        }
+        after("spark-a-ray-head-unit", "spark-a-nccl-files", "spark-a-interconnect-apply");
+        after("spark-b-ray-worker-unit", "spark-b-nccl-files", "spark-a-ray-head-unit");
+        // The head is ready only once the worker joined: a worker waiting for it would deadlock.
+        notAfter("spark-b-ray-worker-unit", "spark-a-ray-head-ready");
+        after("spark-a-vllm-secrets", "spark-a-ray-head-ready", "spark-a-ray-head-unit");
+        after("spark-a-vllm-unit", "spark-a-vllm-secrets", "spark-a-ray-head-ready", "spark-a-nccl-files");
+        after("spark-a-vllm-ready", "spark-a-vllm-unit");
+        // Nodes converge their host layers in parallel.
+        for (const step of ["interconnect-apply", "roce-apply", "nccl-files"]) {
+            assert.ok(![...waitsFor(result, `spark-a-${step}`)].some((n) => n.startsWith("spark-b-")), `spark-a-${step} waits for spark-b`);
+            assert.ok(![...waitsFor(result, `spark-b-${step}`)].some((n) => n.startsWith("spark-a-")), `spark-b-${step} waits for spark-a`);
+        }
+    });
+
+    it("every command line runs a script that passes bash -n, through sudo -n for a non-root user", async () => {
+        const result = await scenario("base");
+        const commands = result.resources.filter((r) => r.type === COMMAND);
+        assert.ok(commands.length > 0);
+        for (const r of commands) {
+            for (const key of ["create", "delete"] as const) {
+                const text = commandText(r, key);
+                if (text === undefined) {
+                    continue;
+                }
+                const { sudo, script } = scriptOf(text);
+                assert.equal(sudo, r.name.startsWith("spark-b-"), `${r.name}.${key}: sudo -n exactly for the ubuntu user`);
+                const check = bashN(script);
+                assert.equal(check.status, 0, `${r.name}.${key}: bash -n failed:\n${check.stderr}`);
+            }
+        }
+        assert.deepEqual(
+            commands.filter((r) => commandText(r, "delete") === undefined).map((r) => r.name).sort(),
+            ["spark-a-probe", "spark-a-ray-head-ready", "spark-a-ssh", "spark-a-vllm-ready", "spark-b-probe", "spark-b-ssh"],
+            "every step that changes a host has a delete that undoes it",
+        );
+    });
+
+    it("detects spark-b's twins and both HCAs from ibdev2netdev", async () => {
+        const result = await scenario("base");
+        const netplan = scriptOf(commandText(get(result, "spark-b-interconnect-apply"), "create") ?? "").script;
+        assert.match(netplan, /^ {4}enp1s0f1np1:\n[\s\S]*^ {8}- 192\.168\.100\.12\/24$/m);
+        assert.match(netplan, /^ {4}enP2p1s0f1np1:\n[\s\S]*^ {8}- 192\.168\.101\.12\/24$/m);
+        const nccl = scriptOf(commandText(get(result, "spark-b-nccl-files"), "create") ?? "").script;
+        assert.match(nccl, /^NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1$/m);
+        assert.match(nccl, /^VLLM_HOST_IP=192\.168\.100\.12$/m);
+        const pfc = scriptOf(commandText(get(result, "spark-b-roce-apply"), "create") ?? "").script;
+        assert.match(pfc, /mlnx_qos -i enp1s0f1np1 --pfc 0,0,0,1,0,0,0,0 --trust dscp/);
+        assert.match(pfc, /mlnx_qos -i enP2p1s0f1np1 --pfc 0,0,0,1,0,0,0,0 --trust dscp/);
+    });
+
+    it("exports the endpoint on the head's SSH address, the transport and each node's PFC status", async () => {
+        const result = await scenario("base");
+        assert.deepEqual(result.outputs.roce, { "spark-a": "enabled: test", "spark-b": "enabled: test" });
+        assert.equal(result.outputs.endpoint, "http://10.0.0.11:8000/v1");
+        assert.equal(result.outputs.servedModel, "qwen2.5-7b");
+        assert.equal(result.outputs.transport, "roce");
+    });
+
+    it("renders the same inputs on a second run (a second `pulumi up` has nothing to change)", async () => {
+        assert.deepEqual(changedNames(await scenario("base"), await scenario("baseAgain")), []);
+    });
+});
+
+describe("what one config key changes", () => {
+    it("model.source: only the vLLM unit and its readiness check", async () => {
+        const changed = changedNames(await scenario("base"), await scenario("modelSource"));
+        assert.deepEqual(changed, ["spark-a-vllm-ready", "spark-a-vllm-unit"]);
+        assert.ok(changed.every((n) => n.startsWith("spark-a-vllm-")));
+    });
+
+    it("model.servedName: only the vLLM unit and its readiness check", async () => {
+        const changed = changedNames(await scenario("base"), await scenario("servedName"));
+        assert.deepEqual(changed, ["spark-a-vllm-ready", "spark-a-vllm-unit"]);
+    });
+
+    it("interconnect.mtu: only the netplan steps, not the NCCL files or the Ray and vLLM units", async () => {
+        assert.deepEqual(changedNames(await scenario("base"), await scenario("mtu")), ["spark-a-interconnect-apply", "spark-b-interconnect-apply"]);
+    });
+
+    it("nccl.debug: the NCCL files, and (through the env hash) the Ray and vLLM units that read them", async () => {
+        assert.deepEqual(changedNames(await scenario("base"), await scenario("ncclDebug")), [
+            "spark-a-nccl-files",
+            "spark-a-ray-head-ready",
+            "spark-a-ray-head-unit",
+            "spark-a-vllm-ready",
+            "spark-a-vllm-unit",
+            "spark-b-nccl-files",
+            "spark-b-ray-worker-unit",
+        ]);
+    });
+
+    it("apiKey: only the secrets step's stdin (the step itself restarts vLLM when the file changed)", async () => {
+        const base = await scenario("base");
+        const rotated = await scenario("apiKey");
+        assert.deepEqual(changedNames(base, rotated), ["spark-a-vllm-secrets"]);
+        const secretsChanged = Object.keys(get(base, "spark-a-vllm-secrets").inputs).filter(
+            (key) => JSON.stringify(get(base, "spark-a-vllm-secrets").inputs[key]) !== JSON.stringify(get(rotated, "spark-a-vllm-secrets").inputs[key]),
+        );
+        assert.deepEqual(secretsChanged, ["stdin"], "the command line itself does not change");
+        assert.match(commandText(get(base, "spark-a-vllm-secrets"), "create") ?? "", /systemctl restart spark-cluster-vllm\.service/);
+    });
+});
+
+describe("secrets", () => {
+    it("rotating a secret updates the secrets step in place: no replacement whose delete would remove the new file", async () => {
+        // remote.Command makes `triggers` replaceOnChanges; a create-before-delete replacement would
+        // write /etc/spark-cluster/vllm.env, then run the old step's delete on the same path.
+        const step = get(await scenario("base"), "spark-a-vllm-secrets");
+        const replacedOnRotation = step.inputs.triggers !== undefined && step.replaceOnChanges.includes("triggers[*]");
+        assert.ok(!replacedOnRotation || step.deleteBeforeReplace, "replaced create-before-delete on every rotation");
+        assert.equal(step.inputs.update, undefined, "no update command: a changed stdin re-runs create");
+    });
+
+    it("the vLLM unit stays readable (not a secret) and carries nothing derived from the secrets", async () => {
+        const result = await scenario("base");
+        const create = get(result, "spark-a-vllm-unit").inputs.create;
+        assert.ok(!isSecret(create), "the unit's create is plain, so `pulumi preview --diff` shows unit changes");
+        assert.doesNotMatch(String(create), /vllm\.env: [0-9a-f]/);
+    });
+
+    for (const name of ["base", "mp", "sparkThor"] as const) {
+        it(`${name}: the API key and HF token reach only the secrets step's stdin, as a secret`, async () => {
+            const result = await scenario(name);
+            const secretsSteps = result.resources.filter((r) => r.name.endsWith("-vllm-secrets")).map((r) => r.name);
+            assert.ok(secretsSteps.length > 0);
+            for (const needle of name === "sparkThor" ? [API_KEY] : [API_KEY, HF_TOKEN]) {
+                const found = result.resources.flatMap((r) => occurrences(r.inputs, needle).map((o) => ({ resource: r.name, ...o })));
+                assert.deepEqual(
+                    found,
+                    secretsSteps.map((resource) => ({ resource, path: "stdin", secret: true })),
+                    `where ${needle === API_KEY ? "the API key" : "the HF token"} appears`,
+                );
+                assert.ok(!JSON.stringify(result.outputs).includes(needle), "not in the cluster's outputs");
+            }
+            for (const step of secretsSteps) {
+                const inputs = get(result, step).inputs;
+                assert.ok(isSecret(inputs.stdin), `${step}.stdin is a secret`);
+                assert.equal(inputs.logging, "none");
+                assert.match(String(plain(inputs.stdin)), /^# Managed by spark-cluster[^\n]*\nVLLM_API_KEY=/);
+            }
+        });
+    }
+
+    it("the SSH private key reaches only the connections, as a secret", async () => {
+        const result = await scenario("base");
+        const found = result.resources.flatMap((r) => occurrences(r.inputs, SSH_KEY_BODY).map((o) => ({ resource: r.name, ...o })));
+        const commands = result.resources.filter((r) => r.type === COMMAND).map((r) => r.name);
+        assert.deepEqual(found.map((f) => f.resource).sort(), [...commands].sort());
+        assert.ok(found.every((f) => f.path === "connection.privateKey" && f.secret));
+    });
+});
+
+describe("a Spark + Thor cluster on sockets", () => {
+    it("has no RocePfc on any node and disables NET/IB everywhere", async () => {
+        const result = await scenario("sparkThor");
+        assert.deepEqual(result.resources.filter((r) => r.type === COMPONENT("RocePfc")).map((r) => r.name), []);
+        assert.equal(result.outputs.transport, "socket");
+        assert.deepEqual(result.outputs.roce, {
+            "spark-a": "skipped: the cluster uses socket transport",
+            "thor-1": "skipped: the cluster uses socket transport",
+        });
+        for (const node of ["spark-a", "thor-1"]) {
+            const files = scriptOf(commandText(get(result, `${node}-nccl-files`), "create") ?? "").script;
+            assert.match(files, /^NCCL_IB_DISABLE=1$/m);
+            assert.doesNotMatch(files, /NCCL_IB_HCA/);
+            assert.match(files, /^NCCL_P2P_DISABLE=1$/m, "seed 004's heterogeneous settings");
+            assert.deepEqual(get(result, `${node}-nccl`).dependsOn, [`${node}-interconnect`], "no PFC step to wait for");
+        }
+    });
+
+    it("runs Ray on the Thor from its venv, and vLLM eagerly", async () => {
+        const result = await scenario("sparkThor");
+        const worker = scriptOf(commandText(get(result, "thor-1-ray-worker-unit"), "create") ?? "").script;
+        assert.match(worker, /^ExecStart=\/opt\/vllm-venv\/bin\/ray start --block --node-ip-address=192\.168\.100\.27 /m);
+        assert.doesNotMatch(worker, /docker/);
+        const vllm = scriptOf(commandText(get(result, "spark-a-vllm-unit"), "create") ?? "").script;
+        assert.match(vllm, / --pipeline-parallel-size 2 /);
+        assert.match(vllm, / --enforce-eager/);
+    });
+
+    it("a Thor whose interface name is left out is refused before any resource exists", async () => {
+        // A Thor has no RoCE, so ibdev2netdev (the only detection) could not find its interface.
+        const result = await scenario("thorUnnamed");
+        assert.deepEqual(result.unexpectedTypes, []);
+        assert.deepEqual(result.resources, []);
+        assert.ok(
+            result.errors.some((e) => /spark-cluster:nodes\[1\]\.interconnect\[0\]\.name: is required on a thor/.test(e)),
+            `errors: ${JSON.stringify(result.errors)}`,
+        );
+    });
+});
+
+describe("the mp executor", () => {
+    it("has no Ray, a VllmServer per node, and a readiness check on rank 0 only", async () => {
+        const result = await scenario("mp");
+        const types = result.resources.map((r) => r.type);
+        assert.ok(!types.includes(COMPONENT("RayHead")) && !types.includes(COMPONENT("RayWorker")));
+        assert.deepEqual(result.resources.filter((r) => r.type === COMPONENT("VllmServer")).map((r) => r.name), ["spark-a-vllm", "spark-b-vllm"]);
+        const vllmSteps = result.resources.filter((r) => /-vllm-/.test(r.name)).map((r) => r.name).sort();
+        assert.deepEqual(vllmSteps, ["spark-a-vllm-ready", "spark-a-vllm-secrets", "spark-a-vllm-unit", "spark-b-vllm-secrets", "spark-b-vllm-unit"]);
+        assert.equal(result.outputs.dashboard, undefined);
+    });
+
+    it("makes rank 1 headless, points both at the head, and waits for each node's own host layers", async () => {
+        const result = await scenario("mp");
+        const rank0 = scriptOf(commandText(get(result, "spark-a-vllm-unit"), "create") ?? "").script;
+        const rank1 = scriptOf(commandText(get(result, "spark-b-vllm-unit"), "create") ?? "").script;
+        assert.match(rank0, / --nnodes 2 --node-rank 0 --master-addr 192\.168\.100\.11 --master-port 29500 --host 0\.0\.0\.0 --port 8000/);
+        assert.match(rank1, / --nnodes 2 --node-rank 1 --master-addr 192\.168\.100\.11 --master-port 29500 --headless/);
+        assert.doesNotMatch(rank0 + rank1, /RAY_ADDRESS|spark-cluster-ray\.service/);
+        assert.deepEqual(get(result, "spark-a-vllm").dependsOn, ["spark-a-interconnect", "spark-a-nccl"]);
+        assert.deepEqual(get(result, "spark-b-vllm").dependsOn, ["spark-b-interconnect", "spark-b-nccl"]);
+    });
+});
+
+test("every scenario process finished", async () => {
+    await Promise.all(Object.keys(SCENARIOS).map((name) => scenario(name)));
+});

@@ -1,0 +1,206 @@
+/**
+ * Builds one SparkCluster against Pulumi's mock monitor and records the resource graph: every
+ * resource's type, name, inputs as the engine would receive them, parent and explicit dependsOn.
+ *
+ * Pulumi's mocks are process-global, so graph.test.ts runs each scenario in its own process:
+ * `node build/test/graphHarness.js <out.json>` with the scenario (stack config values and the
+ * names of the secret keys) as JSON on stdin. The result is written to <out.json> (stdout is
+ * left to Pulumi's own log lines).
+ *
+ * The mocks answer like the lab: a `*-probe` step (ibdev2netdev) reports the Spark's twins Up
+ * (nothing on a node named thor-*, which has no RoCE), the PFC step reports `status=enabled`.
+ * Any resource type other than `spark-cluster:index:*` or `command:remote:Command` is recorded
+ * as unexpected and fails its registration.
+ */
+import * as fs from "node:fs";
+import * as pulumi from "@pulumi/pulumi";
+import { parseConfig } from "../config";
+
+/** What graph.test.ts sends to the harness. */
+export interface Scenario {
+    /** The SparkCluster's name (the stack name in index.ts). */
+    clusterName: string;
+    /** Stack config values below the spark-cluster: namespace. */
+    values: Record<string, unknown>;
+    /** Keys set with --secret. */
+    secretKeys: string[];
+}
+
+/** One registered resource. */
+export interface RecordedResource {
+    type: string;
+    name: string;
+    custom: boolean;
+    /** The inputs as the mock monitor received them; a secret is `{ [SECRET_SIG_KEY]: SECRET_SIG, value }`. */
+    inputs: Record<string, unknown>;
+    /** The parent's name; undefined for the SparkCluster itself (its parent is the stack). */
+    parent?: string;
+    /** Names of the resources given in the `dependsOn` option, in order. */
+    dependsOn: string[];
+    /** The `replaceOnChanges` option (remote.Command sets `triggers[*]` itself). */
+    replaceOnChanges: string[];
+    /** The `deleteBeforeReplace` option. */
+    deleteBeforeReplace: boolean;
+}
+
+/** What the harness writes back. */
+export interface ScenarioResult {
+    resources: RecordedResource[];
+    /** Type tokens outside spark-cluster:index:* and command:remote:Command. */
+    unexpectedTypes: string[];
+    /** Errors raised while building or registering (message only). */
+    errors: string[];
+    /** The SparkCluster's outputs. */
+    outputs: { endpoint?: string; servedModel?: string; transport?: string; dashboard?: string; roce?: Record<string, string> };
+}
+
+/** The key and value Pulumi marks a serialized secret with (runtime/rpc.ts). */
+export const SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d";
+export const SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270";
+
+/** ibdev2netdev on a lab Spark: both twins, linked up. */
+export const LAB_IBDEV2NETDEV = "rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)\nroceP2p1s0f1 port 1 ==> enP2p1s0f1np1 (Up)\n";
+
+const EXPECTED_TYPE = /^(spark-cluster:index:[A-Za-z]+|command:remote:Command)$/;
+
+/** The `stdout` a mocked remote.Command reports. */
+function mockStdout(name: string): string {
+    if (name.endsWith("-probe")) {
+        return name.startsWith("thor-") ? "" : LAB_IBDEV2NETDEV;
+    }
+    if (name.endsWith("-roce-apply")) {
+        return "[spark-cluster] PFC 0,0,0,1,0,0,0,0 set\nstatus=enabled: test";
+    }
+    return "";
+}
+
+function namesOf(dependsOn: unknown): string[] {
+    const list = dependsOn === undefined ? [] : Array.isArray(dependsOn) ? dependsOn : [dependsOn];
+    return list.map((dep) => (pulumi.Resource.isInstance(dep) ? pulumi.resourceName(dep) : "<not a resource: an Output or Promise>"));
+}
+
+function message(err: unknown): string {
+    return err instanceof Error ? err.message : String(err);
+}
+
+/** Builds the cluster of `scenario` on the mock monitor and records its graph. */
+export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
+    const unexpectedTypes: string[] = [];
+    const errors: string[] = [];
+    const inputsByName = new Map<string, { type: string; custom: boolean; inputs: Record<string, unknown> }>();
+    const optionsByName = new Map<string, Pick<RecordedResource, "parent" | "dependsOn" | "replaceOnChanges" | "deleteBeforeReplace">>();
+    const created: pulumi.Resource[] = [];
+    process.on("unhandledRejection", (err) => errors.push(message(err)));
+
+    await pulumi.runtime.setMocks(
+        {
+            newResource(args: pulumi.runtime.MockResourceArgs): pulumi.runtime.MockResourceResult {
+                if (!EXPECTED_TYPE.test(args.type)) {
+                    unexpectedTypes.push(args.type);
+                    throw new Error(`unexpected resource type ${args.type} (${args.name})`);
+                }
+                inputsByName.set(args.name, { type: args.type, custom: args.custom ?? false, inputs: args.inputs });
+                const state = args.type === "command:remote:Command" ? { ...args.inputs, stdout: mockStdout(args.name), stderr: "" } : {};
+                return { id: args.custom ? `${args.name}-id` : undefined, state };
+            },
+            call(args: pulumi.runtime.MockCallArgs): pulumi.runtime.MockCallResult {
+                unexpectedTypes.push(`call ${args.token}`);
+                throw new Error(`unexpected call ${args.token}`);
+            },
+        },
+        "spark-cluster",
+        "dev",
+        false,
+    );
+
+    // Only now load the component code, so every resource it creates meets the mocks.
+    const { SparkCluster } = await import("../components/sparkCluster");
+    const config = parseConfig({ values: scenario.values, secretKeys: new Set(scenario.secretKeys) });
+
+    let cluster: InstanceType<typeof SparkCluster> | undefined;
+    try {
+        cluster = new SparkCluster(
+            scenario.clusterName,
+            { config },
+            {
+                // Transformations run for the cluster and, inherited, for every descendant: they see
+                // each resource's options before it registers.
+                transformations: [
+                    (args) => {
+                        created.push(args.resource);
+                        optionsByName.set(args.name, {
+                            parent: args.opts.parent ? pulumi.resourceName(args.opts.parent) : undefined,
+                            dependsOn: namesOf(args.opts.dependsOn),
+                            replaceOnChanges: args.opts.replaceOnChanges ?? [],
+                            deleteBeforeReplace: (args.opts as pulumi.CustomResourceOptions).deleteBeforeReplace ?? false,
+                        });
+                        return undefined;
+                    },
+                ],
+            },
+        );
+    } catch (err) {
+        errors.push(message(err));
+    }
+
+    // Every registration has reached the mocks once every URN is known (bounded: a failed
+    // registration never resolves its URN).
+    const urnsKnown = Promise.all(created.map((res) => new Promise((resolve) => res.urn.apply(resolve))));
+    const outputsKnown = cluster
+        ? new Promise<ScenarioResult["outputs"]>((resolve) =>
+              pulumi
+                  .all([cluster.endpoint, cluster.servedModel, cluster.transport, cluster.dashboard, cluster.roce])
+                  .apply(([endpoint, servedModel, transport, dashboard, roce]) => resolve({ endpoint, servedModel, transport, dashboard, roce })),
+          )
+        : Promise.resolve({});
+    // A failed registration never resolves: stop 15 s after the start, or once errors were
+    // reported and none came for half a second.
+    let timer: NodeJS.Timeout | undefined;
+    const stopped = new Promise<"stopped">((resolve) => {
+        const start = Date.now();
+        let quietSince = Date.now();
+        let count = 0;
+        timer = setInterval(() => {
+            if (errors.length !== count) {
+                count = errors.length;
+                quietSince = Date.now();
+            }
+            if (Date.now() - start > 15_000 || (count > 0 && Date.now() - quietSince > 500)) {
+                resolve("stopped");
+            }
+        }, 100);
+    });
+    const settled = await Promise.race([Promise.all([urnsKnown, outputsKnown]), stopped]);
+    clearInterval(timer);
+    let outputs: ScenarioResult["outputs"] = {};
+    if (settled === "stopped") {
+        errors.push(`not every resource registered (${inputsByName.size} of ${created.length})`);
+    } else {
+        outputs = settled[1];
+    }
+
+    const resources: RecordedResource[] = [...optionsByName.entries()].flatMap(([name, options]) => {
+        const registered = inputsByName.get(name);
+        return registered ? [{ name, ...registered, ...options }] : [];
+    });
+    return { resources, unexpectedTypes, errors: [...new Set(errors)], outputs };
+}
+
+if (require.main === module) {
+    const out = process.argv[2];
+    if (!out) {
+        throw new Error("usage: node graphHarness.js <out.json>  (scenario JSON on stdin)");
+    }
+    const scenario = JSON.parse(fs.readFileSync(0, "utf8")) as Scenario;
+    runScenario(scenario).then(
+        (result) => {
+            fs.writeFileSync(out, JSON.stringify(result));
+            // Mocked registrations can leave handles open; the result is written.
+            process.exit(0);
+        },
+        (err: unknown) => {
+            fs.writeFileSync(out, JSON.stringify({ resources: [], unexpectedTypes: [], errors: [message(err)], outputs: {} }));
+            process.exit(0);
+        },
+    );
+}
