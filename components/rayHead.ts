@@ -1,10 +1,10 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as command from "@pulumi/command";
+import { readinessCommand } from "./readiness";
 import { typeToken } from "./package";
 import { RayNodeArgs, rayUnit, rayUnitCommand } from "./rayNode";
 import { rayReadyScript } from "./render/hostScripts";
 import { CONTAINER_NAMES, execBeside } from "./render/runtime";
-import { contentHash, remoteCommand } from "./render/shell";
 
 const TYPE = typeToken("RayHead");
 
@@ -41,18 +41,16 @@ export class RayHead extends pulumi.ComponentResource {
                 ? `ssh -L ${args.ray.dashboardPort}:127.0.0.1:${args.ray.dashboardPort} ${args.sshTarget}, then open http://127.0.0.1:${args.ray.dashboardPort}`
                 : `http://${args.ray.dashboardHost}:${args.ray.dashboardPort} (exposed: anyone who reaches it can run code)`;
         const status = execBeside(args.runtime, CONTAINER_NAMES.ray, ["ray", "status", `--address=${this.address}`]);
-        new command.remote.Command(
-            `${name}-ready`,
+        readinessCommand(
+            name,
             {
                 connection: args.connection,
-                // The unit hash makes a restarted head wait for its cluster again.
-                create: this.unit.apply(
-                    (unit) =>
-                        `# unit ${contentHash(unit)}\n` +
-                        remoteCommand(rayReadyScript(status, args.expectedNodes, args.expectedGpus), args.sshUser),
-                ),
+                sshUser: args.sshUser,
+                unit: this.unit,
+                script: rayReadyScript(status, args.expectedNodes, args.expectedGpus),
+                timeout: "10m",
             },
-            { parent: this, dependsOn: [this.started], customTimeouts: { create: "10m", update: "10m" } },
+            { parent: this, dependsOn: [this.started] },
         );
         this.registerOutputs({ unit: this.unit, address: this.address, dashboard: this.dashboard });
     }

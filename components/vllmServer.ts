@@ -3,11 +3,12 @@ import * as command from "@pulumi/command";
 import type { Runtime } from "../config";
 import type { Connection } from "./nodeConnection";
 import { typeToken } from "./package";
+import { readinessCommand } from "./readiness";
 import { MANAGED_MARKER } from "./render/hostLib";
 import { chatReadyScript, installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./render/hostScripts";
 import { RUNTIME_ENV_PATH } from "./render/nccl";
 import { CONTAINER_NAMES, VllmServeSpec, vllmServeArgv } from "./render/runtime";
-import { contentHash, remoteCommand } from "./render/shell";
+import { remoteCommand } from "./render/shell";
 import { renderUnit } from "./render/systemd";
 
 const TYPE = typeToken("VllmServer");
@@ -90,20 +91,16 @@ export class VllmServer extends pulumi.ComponentResource {
             { parent: this, dependsOn: [secrets], customTimeouts: { create: "10m", update: "10m" } },
         );
         if (rank === 0) {
-            new command.remote.Command(
-                `${name}-ready`,
+            readinessCommand(
+                name,
                 {
                     connection: args.connection,
-                    create: this.unit.apply(
-                        (unit) =>
-                            `# unit ${contentHash(unit)}\n` +
-                            remoteCommand(
-                                chatReadyScript({ port: args.serve.port, model: args.serve.servedName, envFile: VLLM_SECRETS_PATH, unit: VLLM_UNIT }),
-                                args.sshUser,
-                            ),
-                    ),
+                    sshUser: args.sshUser,
+                    unit: this.unit,
+                    script: chatReadyScript({ port: args.serve.port, model: args.serve.servedName, envFile: VLLM_SECRETS_PATH, unit: VLLM_UNIT }),
+                    timeout: "20m",
                 },
-                { parent: this, dependsOn: [unitCommand], customTimeouts: { create: "20m", update: "20m" } },
+                { parent: this, dependsOn: [unitCommand] },
             );
         }
         this.registerOutputs({ baseUrl: this.baseUrl, servedModel: this.servedModel });

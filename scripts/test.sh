@@ -8,6 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/env.sh
 
 echo "== typecheck (tsc, strict) and lint (eslint + @pulumi/eslint-plugin)"
+rm -rf build  # no stale compiled tests from files that no longer exist
 tsc -p tsconfig.json
 eslint --max-warnings 0 .
 
