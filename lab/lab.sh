@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# spark-cluster lab: simulated DGX Spark / Jetson Thor / workstation nodes on one machine.
+#   lab/lab.sh up [--topology spark-pair|spark-workstation|hetero-4]   (default spark-pair)
+#   lab/lab.sh down
+#   lab/lab.sh status
+# See lab/README.md for how it works, what it costs and what is simulated.
+set -euo pipefail
+
+# shellcheck source=lib/common.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib/common.sh"
+# shellcheck source=lib/image.sh
+source "${LAB_DIR}/lib/image.sh"
+# shellcheck source=lib/net.sh
+source "${LAB_DIR}/lib/net.sh"
+# shellcheck source=lib/nodes.sh
+source "${LAB_DIR}/lib/nodes.sh"
+
+ALL_NODES=(spark-a spark-b thor-a thor-b ws-a)
+
+usage() {
+  sed -n '2,6p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+lock_lab() {
+  mkdir -p "${LAB_STATE}"
+  exec 9>"${LAB_STATE}/lab.lock"
+  flock -w 900 9 || die "another lab.sh holds ${LAB_STATE}/lab.lock"
+}
+
+ensure_key() {
+  if [[ ! -f "${LAB_KEY}" ]]; then
+    ssh-keygen -q -t ed25519 -N '' -C "spark-cluster-lab" -f "${LAB_KEY}"
+  fi
+}
+
+cmd_up() {
+  local topology="spark-pair"
+  while (( $# > 0 )); do
+    case "$1" in
+      --topology) [[ $# -ge 2 ]] || usage; topology="$2"; shift 2 ;;
+      --topology=*) topology="${1#*=}"; shift ;;
+      *) usage ;;
+    esac
+  done
+  local nodes n current
+  nodes="$(topology_nodes "${topology}")"
+  need_root
+  lock_lab
+  current=""
+  [[ -f "${LAB_STATE}/topology" ]] && current="$(cat "${LAB_STATE}/topology")"
+  if [[ -n "${current}" && "${current}" != "${topology}" ]]; then
+    die "the lab is up with topology '${current}'; run 'lab/lab.sh down' first"
+  fi
+  local t0
+  t0="$(date +%s)"
+  ensure_host_tools
+  mkdir -p "${LAB_CACHE}" "${LAB_STATE}/nodes"
+  build_layers
+  ensure_key
+  echo "${topology}" >"${LAB_STATE}/topology"
+  ensure_mgmt_bridge
+  for n in ${nodes}; do
+    ensure_ns "$(ns_of "${n}")"
+    ensure_mgmt_link "${n}"
+  done
+  ensure_interconnect "${topology}"
+  for n in ${nodes}; do
+    start_node "${n}" "${topology}"
+  done
+  for n in ${nodes}; do
+    wait_node_ssh "${n}"
+  done
+  log "lab '${topology}' is up in $(( $(date +%s) - t0 ))s: ${nodes}"
+  cmd_status_inner
+}
+
+cmd_down() {
+  need_root
+  lock_lab
+  local n
+  for n in "${ALL_NODES[@]}"; do
+    request_halt "${n}"
+  done
+  for n in "${ALL_NODES[@]}"; do
+    stop_node "${n}"
+  done
+  teardown_network
+  rm -f "${LAB_STATE}/topology"
+  rmdir "${LAB_STATE}/nodes" 2>/dev/null || true
+  log "lab is down"
+}
+
+cmd_status_inner() {
+  local topology n rc=0 state
+  if [[ ! -f "${LAB_STATE}/topology" ]]; then
+    echo "lab: down"
+    return 1
+  fi
+  topology="$(cat "${LAB_STATE}/topology")"
+  echo "lab: topology ${topology}"
+  for n in $(topology_nodes "${topology}"); do
+    if ! node_running "${n}"; then
+      state="NOT RUNNING"; rc=1
+    elif ssh_node "${n}" true >/dev/null 2>&1; then
+      state="ssh ok"
+    else
+      state="SSH NOT ANSWERING"; rc=1
+    fi
+    printf '%-8s %-12s %-12s %s\n' "${n}" "$(node_kind "${n}")" "$(node_addr "${n}")" "${state}"
+  done
+  return "${rc}"
+}
+
+main() {
+  [[ $# -ge 1 ]] || usage
+  local cmd="$1"; shift
+  case "${cmd}" in
+    up) cmd_up "$@" ;;
+    down) [[ $# -eq 0 ]] || usage; cmd_down ;;
+    status) [[ $# -eq 0 ]] || usage; cmd_status_inner ;;
+    -h|--help|help) usage ;;
+    *) usage ;;
+  esac
+}
+
+main "$@"

@@ -1,0 +1,186 @@
+# shellcheck shell=bash
+# Root filesystem layers, built once into the cache and shared read-only by every node:
+#   base-<hash>/  debootstrap Debian 12 + systemd, sshd, netplan.io, python3 ... (lab/lib/image.sh)
+#   venv-<hash>/  only /opt/lab-venv: python3.11 venv with the real Ray from PyPI
+# Each node runs on an overlay: lowerdir=venv:base, upperdir=lab/.state/nodes/<node>/upper.
+
+LAB_BASE_PACKAGES=(
+  systemd systemd-sysv dbus libpam-systemd udev kmod procps
+  openssh-server openssh-client sudo ca-certificates curl less rsync
+  netplan.io iproute2 iputils-ping ethtool
+  python3 python3-venv python3-yaml
+)
+
+# A layer's name carries a hash of every input that shapes it (the function bodies that build it
+# included), so a change rebuilds it and an unrelated edit does not.
+layer_hash() { printf '%s\n' "$@" | sha256sum | cut -c1-12; }
+
+base_layer_dir() {
+  echo "${LAB_CACHE}/layers/base-$(layer_hash "${LAB_DEBIAN_SUITE}" "${LAB_BASE_PACKAGES[*]}" \
+    "$(declare -f build_base_layer configure_base_layer)")"
+}
+venv_layer_dir() {
+  echo "${LAB_CACHE}/layers/venv-$(layer_hash "${LAB_RAY_VERSION}" "$(basename "$(base_layer_dir)")" \
+    "$(declare -f build_venv_layer)")"
+}
+
+build_base_layer() {
+  local dir tmp
+  dir="$(base_layer_dir)"
+  [[ -f "${dir}/.lab-layer-complete" ]] && return 0
+  tmp="${dir}.tmp.$$"
+  rm -rf --one-file-system "${tmp}"
+  mkdir -p "${tmp}"
+  log "building base rootfs with debootstrap (first run only, several minutes) -> ${dir}"
+  local include
+  include="$(IFS=,; echo "${LAB_BASE_PACKAGES[*]}")"
+  if ! debootstrap --variant=minbase --include="${include}" "${LAB_DEBIAN_SUITE}" "${tmp}" "${LAB_DEBIAN_MIRROR}" \
+      >"${LAB_CACHE}/debootstrap.log" 2>&1; then
+    tail -n 30 "${LAB_CACHE}/debootstrap.log" >&2
+    die "debootstrap failed (log: ${LAB_CACHE}/debootstrap.log)"
+  fi
+  configure_base_layer "${tmp}"
+  touch "${tmp}/.lab-layer-complete"
+  mv "${tmp}" "${dir}"
+  log "base rootfs ready ($(du -sh "${dir}" | cut -f1))"
+}
+
+configure_base_layer() {
+  local root="$1"
+  # Per-node identity is written at `up` time; the image carries none.
+  rm -f "${root}"/etc/ssh/ssh_host_*
+  : >"${root}/etc/machine-id"
+  rm -f "${root}/var/lib/dbus/machine-id"
+  echo "lab-node" >"${root}/etc/hostname"
+  rm -f "${root}/etc/resolv.conf"
+  : >"${root}/etc/resolv.conf"
+  # apt inside nodes would only fail (no route out); keep sources for realism.
+  mkdir -p "${root}/etc/systemd/journald.conf.d" "${root}/etc/ssh/sshd_config.d"
+  printf '[Journal]\nStorage=volatile\nRuntimeMaxUse=16M\n' >"${root}/etc/systemd/journald.conf.d/lab.conf"
+  printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\n' \
+    >"${root}/etc/ssh/sshd_config.d/10-lab.conf"
+  # LAB STAND-IN: udevadm. Inside a container /sys is read-only and no udevd runs, so
+  # `udevadm trigger/control/settle` (which `netplan apply` calls) would fail. The real binary is
+  # diverted to udevadm.lab-real and every other subcommand is passed through unchanged.
+  chroot "${root}" dpkg-divert --quiet --local --rename --add --divert /usr/bin/udevadm.lab-real /usr/bin/udevadm
+  cat >"${root}/usr/bin/udevadm" <<'SH'
+#!/bin/sh
+# LAB STAND-IN: udevadm wrapper for a systemd-nspawn node of the spark-cluster lab.
+# trigger/control/settle are harmless no-ops here (read-only /sys, no udevd in containers);
+# everything else goes to the real udevadm.
+case "${1:-}" in
+  trigger|control|settle) exit 0 ;;
+esac
+exec /usr/bin/udevadm.lab-real "$@"
+SH
+  chmod 0755 "${root}/usr/bin/udevadm"
+  chroot "${root}" systemctl enable systemd-networkd.service ssh.service >/dev/null 2>&1
+  chroot "${root}" systemctl mask console-getty.service getty@.service systemd-udevd.service \
+    systemd-udev-trigger.service apt-daily.timer apt-daily-upgrade.timer e2scrub_reap.service >/dev/null 2>&1 || true
+  chroot "${root}" apt-get clean
+}
+
+build_venv_layer() {
+  local base dir tmp
+  base="$(base_layer_dir)"
+  dir="$(venv_layer_dir)"
+  [[ -f "${dir}/.lab-layer-complete" ]] && return 0
+  tmp="${dir}.tmp.$$"
+  rm -rf --one-file-system "${tmp}"
+  mkdir -p "${tmp}/upper" "${tmp}/work" "${tmp}/merged"
+  log "building /opt/lab-venv with ray[default]==${LAB_RAY_VERSION} from PyPI (first run only) -> ${dir}"
+  # Private mount namespace: every mount below disappears with the process, even on a crash.
+  local ca=/etc/ssl/certs/ca-certificates.crt
+  if ! unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
+      base="$1"; tmp="$2"; ca="$3"; ray="$4"
+      mount -t overlay overlay -o "lowerdir=${base},upperdir=${tmp}/upper,workdir=${tmp}/work" "${tmp}/merged"
+      m="${tmp}/merged"
+      mount -t proc proc "${m}/proc"
+      mount --rbind /dev "${m}/dev"
+      mount --bind /etc/resolv.conf "${m}/etc/resolv.conf"
+      mkdir -p "${m}/run/lab-ca"; cp "${ca}" "${m}/run/lab-ca/ca.crt"
+      chroot "${m}" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+        PIP_CERT=/run/lab-ca/ca.crt PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=180 \
+        /bin/sh -euc "python3 -m venv /opt/lab-venv
+          /opt/lab-venv/bin/pip install --no-cache-dir --quiet \"ray[default]==${ray}\"
+          /opt/lab-venv/bin/python -c \"import ray; print(ray.__version__)\""
+      rm -rf "${m}/run/lab-ca" "${m}/root/.cache"
+    ' lab-venv-build "${base}" "${tmp}" "${ca}" "${LAB_RAY_VERSION}" >"${LAB_CACHE}/venv-build.log" 2>&1; then
+    tail -n 30 "${LAB_CACHE}/venv-build.log" >&2
+    die "venv build failed (log: ${LAB_CACHE}/venv-build.log)"
+  fi
+  # Keep only the venv in this layer (drop incidental writes/whiteouts elsewhere).
+  mkdir -p "${tmp}/layer/opt"
+  mv "${tmp}/upper/opt/lab-venv" "${tmp}/layer/opt/lab-venv"
+  touch "${tmp}/layer/.lab-layer-complete"
+  mv "${tmp}/layer" "${dir}"
+  rm -rf --one-file-system "${tmp}"
+  log "venv layer ready ($(du -sh "${dir}" | cut -f1))"
+}
+
+build_layers() {
+  mkdir -p "${LAB_CACHE}/layers"
+  exec 8>"${LAB_CACHE}/build.lock"
+  flock -w 3600 8 || die "could not lock ${LAB_CACHE}/build.lock"
+  build_base_layer
+  build_venv_layer
+  if [[ "${LAB_DOCKER:-1}" == 1 ]]; then build_docker_layer; fi
+  build_models
+  flock -u 8
+}
+
+# Small local "models": a directory with config.json and a couple of files each. Nodes get them
+# under /var/lib/lab-sim/hub/ORG/NAME, where the lab's `hf download` stand-in copies from.
+LAB_MODELS=("lab/tiny-chat" "Qwen/Qwen2.5-0.5B-Instruct" "openai/gpt-oss-20b")
+build_models() {
+  local m d
+  for m in "${LAB_MODELS[@]}"; do
+    d="${LAB_CACHE}/models/${m}"
+    [[ -f "${d}/config.json" ]] && continue
+    mkdir -p "${d}"
+    printf '{\n  "_comment": "LAB STAND-IN model for the spark-cluster lab: no weights, served by the vllm stand-in",\n  "architectures": ["LlamaForCausalLM"],\n  "model_type": "llama",\n  "hidden_size": 64,\n  "num_hidden_layers": 2,\n  "num_attention_heads": 4,\n  "num_key_value_heads": 2,\n  "max_position_embeddings": 131072,\n  "torch_dtype": "bfloat16",\n  "vocab_size": 256\n}\n' >"${d}/config.json"
+    printf '{"model_max_length": 131072, "_comment": "LAB STAND-IN"}\n' >"${d}/tokenizer_config.json"
+    head -c 4096 /dev/zero >"${d}/model.safetensors"
+    printf '# %s\nLAB STAND-IN model directory (no real weights).\n' "${m}" >"${d}/README.md"
+  done
+}
+
+# Docker layer (Spark nodes only): Debian's docker.io on top of base+venv, plus an image
+# tarball of base+venv for `docker import` (tagged like the real NGC image, see lab/README.md).
+docker_layer_dir() {
+  echo "${LAB_CACHE}/layers/docker-$(layer_hash "$(basename "$(venv_layer_dir)")" "$(declare -f build_docker_layer)")"
+}
+
+docker_image_tarball() { echo "$(docker_layer_dir).image.tar.gz"; }
+
+build_docker_layer() {
+  local dir tmp
+  dir="$(docker_layer_dir)"
+  [[ -f "${dir}/.lab-layer-complete" ]] && return 0
+  tmp="${dir}.tmp.$$"
+  rm -rf --one-file-system "${tmp}"
+  mkdir -p "${tmp}/upper" "${tmp}/work" "${tmp}/merged"
+  log "building the docker layer (docker.io from Debian + image tarball; first run only) -> ${dir}"
+  if ! unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
+      lower="$1"; tmp="$2"
+      mount -t overlay overlay -o "lowerdir=${lower},upperdir=${tmp}/upper,workdir=${tmp}/work" "${tmp}/merged"
+      m="${tmp}/merged"
+      # The image is the node userland with the venv, as the runtime sees it inside a container.
+      tar -C "${m}" --one-file-system --exclude=./.lab-layer-complete -czf "${tmp}/image.tar.gz" .
+      mount -t proc proc "${m}/proc"
+      mount --rbind /dev "${m}/dev"
+      mount --bind /etc/resolv.conf "${m}/etc/resolv.conf"
+      printf "#!/bin/sh\nexit 101\n" >"${m}/usr/sbin/policy-rc.d"; chmod 0755 "${m}/usr/sbin/policy-rc.d"
+      chroot "${m}" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root DEBIAN_FRONTEND=noninteractive \
+        /bin/sh -euc "apt-get update -qq && apt-get install -y -qq --no-install-recommends docker.io iptables >/dev/null && apt-get clean && rm -rf /var/lib/apt/lists/*"
+      rm -f "${m}/usr/sbin/policy-rc.d"
+    ' lab-docker-build "$(venv_layer_dir):$(base_layer_dir)" "${tmp}" >"${LAB_CACHE}/docker-build.log" 2>&1; then
+    tail -n 30 "${LAB_CACHE}/docker-build.log" >&2
+    die "docker layer build failed (log: ${LAB_CACHE}/docker-build.log)"
+  fi
+  mv "${tmp}/image.tar.gz" "${LAB_CACHE}/layers/$(basename "${dir}").image.tar.gz"
+  touch "${tmp}/upper/.lab-layer-complete"
+  mv "${tmp}/upper" "${dir}"
+  rm -rf --one-file-system "${tmp}"
+  log "docker layer ready ($(du -sh "${dir}" | cut -f1))"
+}

@@ -1,0 +1,282 @@
+# shellcheck shell=bash
+# Lab nodes: an overlay root per node (lowerdir = cached layers, upperdir under lab/.state) booted
+# with systemd-nspawn inside the node's own network namespace. PIDs are recorded in
+# lab/.state/nodes/<node>/ and everything is stopped by those recorded ids.
+
+node_dir() { echo "${LAB_STATE}/nodes/$1"; }
+
+# Docker engine runs in Spark nodes unless LAB_DOCKER=0 (see lab/README.md, "Docker runtime").
+node_has_docker() { [[ "${LAB_DOCKER:-1}" == 1 && "$(node_kind "$1")" == spark ]]; }
+LAB_DOCKER_IMAGE_TAGS=("nvcr.io/nvidia/vllm:25.09-py3")
+
+# True when PID is alive and is the systemd-nspawn that runs NODE (guards against PID reuse).
+pid_is_node_nspawn() {
+  local pid="$1" node="$2"
+  [[ -n "${pid}" && -r "/proc/${pid}/cmdline" ]] || return 1
+  # (no `grep -q`: an early exit could SIGPIPE `tr` and fail the pipeline under pipefail)
+  tr '\0' '\n' <"/proc/${pid}/cmdline" | grep -x -- "--directory=$(node_dir "${node}")/root" >/dev/null
+}
+
+node_nspawn_pid() {
+  local f
+  f="$(node_dir "$1")/nspawn.pid"
+  [[ -f "${f}" ]] && cat "${f}"
+  return 0
+}
+
+node_running() {
+  local pid
+  pid="$(node_nspawn_pid "$1")"
+  pid_is_node_nspawn "${pid}" "$1"
+}
+
+ssh_node() {
+  local node="$1"; shift
+  ssh -i "${LAB_KEY}" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
+    -o BatchMode=yes -o ConnectTimeout=3 "root@$(node_addr "${node}")" "$@"
+}
+
+is_mounted() { findmnt -rn --mountpoint "$1" >/dev/null 2>&1; }
+
+node_json() {
+  local node="$1" kind uuid
+  kind="$(node_kind "${node}")"
+  uuid="GPU-$(printf '%s' "${node}" | sha256sum | cut -c1-8)-1ab0-4c00-8000-$(printf '%s' "${node}" | sha256sum | cut -c9-20)"
+  case "${kind}" in
+    spark)
+      cat <<JSON
+{
+  "_comment": "LAB STAND-IN hardware description read by the simulated tools (nvidia-smi, ibdev2netdev, mlnx_qos, modprobe). Real GB10 drivers may report memory.total as [N/A]: set memory_total_mib to null to simulate that.",
+  "node": "${node}", "kind": "spark", "arch": "aarch64",
+  "gpus": [{"name": "NVIDIA GB10", "memory_total_mib": 131072, "uuid": "${uuid}", "driver_version": "580.95.05",
+            "cuda_version": "13.0", "compute_cap": "12.1", "pci_bus_id": "0000000F:01:00.0"}],
+  "roce": [{"dev": "rocep1s0f0", "netdev": "enp1s0f0np0", "pci": "0000:01:00.0"},
+           {"dev": "rocep1s0f1", "netdev": "enp1s0f1np1", "pci": "0000:01:00.1"},
+           {"dev": "roceP2p1s0f0", "netdev": "enP2p1s0f0np0", "pci": "0002:01:00.0"},
+           {"dev": "roceP2p1s0f1", "netdev": "enP2p1s0f1np1", "pci": "0002:01:00.1"}]
+}
+JSON
+      ;;
+    thor)
+      cat <<JSON
+{
+  "_comment": "LAB STAND-IN hardware description (Jetson Thor: no RoCE device).",
+  "node": "${node}", "kind": "thor", "arch": "aarch64",
+  "gpus": [{"name": "NVIDIA Thor", "memory_total_mib": 131072, "uuid": "${uuid}", "driver_version": "580.00",
+            "cuda_version": "13.0", "compute_cap": "11.0", "pci_bus_id": "00000000:01:00.0"}],
+  "roce": []
+}
+JSON
+      ;;
+    workstation)
+      cat <<JSON
+{
+  "_comment": "LAB STAND-IN hardware description (x86 workstation with one ConnectX port).",
+  "node": "${node}", "kind": "workstation", "arch": "x86_64",
+  "gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "memory_total_mib": 97887, "uuid": "${uuid}",
+            "driver_version": "580.95.05", "cuda_version": "13.0", "compute_cap": "12.0", "pci_bus_id": "00000000:01:00.0"}],
+  "roce": [{"dev": "mlx5_0", "netdev": "enp1s0f1np1", "pci": "0000:02:00.1"}]
+}
+JSON
+      ;;
+  esac
+}
+
+# Write the node's identity, keys and simulated hardware into its (fresh) overlay.
+populate_node() {
+  local node="$1" topology="$2" root kind addr n
+  root="$(node_dir "${node}")/root"
+  kind="$(node_kind "${node}")"
+  addr="$(node_addr "${node}")"
+  echo "${node}" >"${root}/etc/hostname"
+  {
+    printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n' "${node}"
+    printf '# lab management network (lab/lab.sh)\n'
+    for n in $(topology_nodes "${topology}"); do
+      printf '%s\t%s\n' "$(node_addr "${n}")" "${n}"
+    done
+  } >"${root}/etc/hosts"
+  mkdir -p "${root}/etc/systemd/network"
+  cat >"${root}/etc/systemd/network/10-lab-mgmt.network" <<EOF2
+# Lab management interface (the real Spark's 10 GbE port name). Written by lab/lab.sh.
+[Match]
+Name=enP7s7
+
+[Network]
+Address=${addr}/24
+LinkLocalAddressing=no
+IPv6AcceptRA=no
+EOF2
+  install -d -m 0700 "${root}/root/.ssh"
+  install -m 0600 "${LAB_KEY}.pub" "${root}/root/.ssh/authorized_keys"
+  ssh-keygen -q -A -f "${root}" >/dev/null
+  # Simulated hardware and tools (LAB STAND-INs, see lab/README.md).
+  cp -rT "${LAB_DIR}/node-files/all" "${root}"
+  if [[ "${kind}" != thor ]]; then
+    cp -rT "${LAB_DIR}/node-files/roce" "${root}"
+  fi
+  if node_has_docker "${node}"; then
+    cp -rT "${LAB_DIR}/node-files/docker" "${root}"
+    mkdir -p "${root}/var/lib/lab-sim/images"
+    : >"${root}/var/lib/lab-sim/images/vllm-image.tar.gz"   # bind-mount target (see start_node)
+    printf '%s\n' "${LAB_DOCKER_IMAGE_TAGS[@]}" >"${root}/var/lib/lab-sim/images/tags"
+  fi
+  mkdir -p "${root}/var/lib/lab-sim/hub"
+  node_json "${node}" >"${root}/var/lib/lab-sim/node.json"
+  cp -rT "${LAB_CACHE}/models" "${root}/var/lib/lab-sim/hub"
+  chroot "${root}" dpkg-divert --quiet --local --rename --add --divert /sbin/modprobe.lab-real /sbin/modprobe
+  chroot "${root}" dpkg-divert --quiet --local --rename --add --divert /sbin/lsmod.lab-real /sbin/lsmod
+  install -m 0755 "${root}/usr/local/sbin/lab-modprobe" "${root}/sbin/modprobe"
+  install -m 0755 "${root}/usr/local/sbin/lab-lsmod" "${root}/sbin/lsmod"
+  ln -sf /etc/systemd/system/lab-sim-modules.service "${root}/etc/systemd/system/sysinit.target.wants/lab-sim-modules.service"
+  # vLLM stand-in into the venv (pure Python, so copied rather than pip-installed at every up).
+  local site="${root}/opt/lab-venv/lib/python3.11/site-packages"
+  [[ -d "${site}" ]] || die "venv layer has no ${site}"
+  cp -rT "${LAB_DIR}/vllm_standin/vllm_standin" "${site}/vllm_standin"
+  cat >"${root}/opt/lab-venv/bin/vllm" <<'EOF2'
+#!/opt/lab-venv/bin/python3
+# LAB STAND-IN: `vllm` console script (lab/vllm_standin), not the real vLLM.
+import sys
+from vllm_standin.cli import main
+sys.exit(main())
+EOF2
+  chmod 0755 "${root}/opt/lab-venv/bin/vllm"
+  ln -sf /usr/local/bin/hf "${root}/opt/lab-venv/bin/hf"
+  ln -sf /usr/local/bin/hf "${root}/opt/lab-venv/bin/huggingface-cli"
+}
+
+# Unmount and forget a node's overlay (its processes must be gone).
+discard_node_root() {
+  local node="$1" d
+  d="$(node_dir "${node}")"
+  if is_mounted "${d}/root"; then
+    umount "${d}/root" 2>/dev/null || umount -l "${d}/root"
+  fi
+  rm -rf --one-file-system "${d}"
+}
+
+start_node() {
+  local node="$1" topology="$2" d ns pid leader i
+  d="$(node_dir "${node}")"
+  ns="$(ns_of "${node}")"
+  if node_running "${node}"; then
+    return 0
+  fi
+  # Leftovers of a crashed run: start clean.
+  stop_node "${node}"
+  local lower
+  local -a extra=(--capability=CAP_NET_ADMIN,CAP_NET_RAW)
+  lower="$(venv_layer_dir):$(base_layer_dir)"
+  if node_has_docker "${node}"; then
+    # Docker inside a node (see lab/README.md "Docker runtime"): all capabilities, keyring+bpf
+    # syscalls, and /var/lib/docker on the host filesystem (overlay2 cannot sit on an overlay).
+    lower="$(docker_layer_dir):${lower}"
+    mkdir -p "${d}/docker"
+    extra=(--capability=all "--system-call-filter=@keyring bpf" "--bind=${d}/docker:/var/lib/docker"
+      "--bind-ro=$(docker_image_tarball):/var/lib/lab-sim/images/vllm-image.tar.gz")
+  fi
+  mkdir -p "${d}/upper" "${d}/work" "${d}/root"
+  mount -t overlay overlay -o "lowerdir=${lower},upperdir=${d}/upper,workdir=${d}/work" "${d}/root"
+  populate_node "${node}" "${topology}"
+  log "booting ${node} ($(node_kind "${node}"), $(node_addr "${node}"))"
+  # nspawn itself runs inside the node's netns (nsenter execs, so the pid stays the same): the
+  # sysfs it mounts for the container then lists the node's interfaces in /sys/class/net, not the
+  # host's. (`ip netns exec` would also remount the host-side /sys and hide the cgroup mounts
+  # nspawn needs.) The pid is recorded by the subshell itself before it execs, so a crash of
+  # `up` at any point leaves a pid file that `down` can use.
+  (
+    echo "${BASHPID}" >"${d}/nspawn.pid"
+    exec setsid nsenter --net="/run/netns/${ns}" -- systemd-nspawn --quiet --boot --keep-unit --register=no \
+      --directory="${d}/root" --machine="${node}" --hostname="${node}" \
+      --network-namespace-path="/run/netns/${ns}" \
+      "${extra[@]}" \
+      --resolv-conf=off --timezone=off --link-journal=no --console=read-only \
+      </dev/null >"${d}/console.log" 2>&1 8>&- 9>&-
+  ) &
+  pid=$!
+  leader=""
+  for i in $(seq 1 100); do
+    # nspawn's short-lived helper child execs nothing; the container's PID 1 becomes `systemd`.
+    leader="$(cat "/proc/${pid}/task/${pid}/children" 2>/dev/null | awk '{print $1}' || true)"
+    if [[ -n "${leader}" && "$(cat "/proc/${leader}/comm" 2>/dev/null)" == systemd ]]; then break; fi
+    leader=""
+    [[ -e "/proc/${pid}" ]] || break
+    sleep 0.1
+  done
+  [[ -n "${leader}" ]] || { tail -n 20 "${d}/console.log" >&2; die "${node}: systemd-nspawn did not start (see ${d}/console.log)"; }
+  echo "${leader} $(proc_starttime "${leader}")" >"${d}/leader.pid"
+}
+
+# Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat): with the PID it
+# identifies one process, so a recycled PID is never signalled.
+proc_starttime() { sed -e 's/^.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $20}'; }
+
+# The recorded container leader (PID 1 of the node, seen from the host), if it is still that process.
+recorded_leader() {
+  local f pid start
+  f="$(node_dir "$1")/leader.pid"
+  [[ -f "${f}" ]] || return 0
+  read -r pid start <"${f}" || true
+  if [[ -n "${pid}" && -n "${start}" && "$(proc_starttime "${pid}")" == "${start}" ]]; then
+    echo "${pid}"
+  fi
+  return 0
+}
+
+wait_node_ssh() {
+  local node="$1"
+  wait_until 120 1 "ssh on ${node}" ssh_node "${node}" true \
+    || { tail -n 30 "$(node_dir "${node}")/console.log" >&2; die "${node}: ssh did not answer within 120s"; }
+  if node_has_docker "${node}"; then
+    # The image import (lab-docker-image.service) must be done before the node counts as up.
+    wait_until 300 2 "docker image on ${node}" ssh_node "${node}" \
+        "systemctl is-active --quiet lab-docker-image.service && docker image inspect ${LAB_DOCKER_IMAGE_TAGS[0]}" \
+      || { ssh_node "${node}" "systemctl status --no-pager docker lab-docker-image" >&2 || true
+           die "${node}: the docker image was not ready within 300s"; }
+  fi
+}
+
+# Ask a running node to halt (SIGTERM to its recorded nspawn) without waiting: `down` asks all
+# nodes first, then waits for each, so halts run in parallel.
+request_halt() {
+  local pid
+  pid="$(node_nspawn_pid "$1")"
+  if pid_is_node_nspawn "${pid}" "$1"; then
+    kill -TERM "${pid}" 2>/dev/null || true
+  fi
+}
+
+# Stop a node by its recorded ids: SIGTERM to systemd-nspawn (clean halt of the container),
+# then SIGKILL to the recorded container leader and nspawn if they outlive a bounded wait.
+stop_node() {
+  local node="$1" d pid leader i
+  d="$(node_dir "${node}")"
+  pid="$(node_nspawn_pid "${node}")"
+  if pid_is_node_nspawn "${pid}" "${node}"; then
+    kill -TERM "${pid}" 2>/dev/null || true
+    for i in $(seq 1 60); do
+      pid_is_node_nspawn "${pid}" "${node}" || break
+      sleep 0.5
+    done
+    if pid_is_node_nspawn "${pid}" "${node}"; then
+      log "${node}: container did not halt in 30s; killing recorded pids"
+      kill -KILL "${pid}" 2>/dev/null || true
+      for i in $(seq 1 40); do
+        pid_is_node_nspawn "${pid}" "${node}" || break
+        sleep 0.25
+      done
+    fi
+  fi
+  # A container whose nspawn died (crash, kill) keeps running under its leader: kill it by its
+  # recorded pid + start time; the kernel then tears down the node's whole pid namespace.
+  leader="$(recorded_leader "${node}")"
+  if [[ -n "${leader}" ]]; then
+    kill -KILL "${leader}" 2>/dev/null || true
+    for i in $(seq 1 40); do
+      [[ -n "$(recorded_leader "${node}")" ]] || break
+      sleep 0.25
+    done
+  fi
+  rm -rf "/run/systemd/nspawn/propagate/${node}"
+  discard_node_root "${node}"
+}

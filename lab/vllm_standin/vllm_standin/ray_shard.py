@@ -1,0 +1,27 @@
+"""Ray actor standing in for one vLLM GPU worker (one per placement-group bundle)."""
+
+import os
+import socket
+
+import ray
+
+
+@ray.remote
+class ShardWorker:
+    def __init__(self, rank):
+        self.rank = rank
+        self.steps = 0
+
+    def info(self):
+        return {
+            "rank": self.rank,
+            "hostname": socket.gethostname(),
+            "ip": ray.util.get_node_ip_address(),
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
+
+    def step(self):
+        self.steps += 1
+        return self.steps
