@@ -384,6 +384,8 @@ export const DockerRuntimeSchema = z.strictObject({
     privileged: z.boolean().default(true),
     /** Run the container with `--ulimit memlock=-1` (RDMA memory registration). Defaults to true. */
     memlockUnlimited: z.boolean().default(true),
+    /** Mount the host's /dev/infiniband (RDMA devices) into the container. Defaults to true. */
+    infiniband: z.boolean().default(true),
     /** Size of /dev/shm in the container, as docker reads it. Defaults to "16g". */
     shmSize: z
         .string()

@@ -555,7 +555,7 @@ describe("a minimal config gets the documented defaults", () => {
         );
         assert.equal(a.gpus, 1);
         assert.equal(b.head, false);
-        assert.deepEqual(a.runtime, { kind: "docker", image: DEFAULT_VLLM_IMAGE, privileged: true, memlockUnlimited: true, shmSize: "16g" });
+        assert.deepEqual(a.runtime, { kind: "docker", image: DEFAULT_VLLM_IMAGE, privileged: true, memlockUnlimited: true, infiniband: true, shmSize: "16g" });
         assert.deepEqual(b.interconnect[1], {
             name: "enP2p1s0f1np1",
             address: "192.168.101.12/24",

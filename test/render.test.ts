@@ -47,13 +47,13 @@ const VLLM_UNIT = "spark-cluster-vllm";
 const VLLM_SECRETS_PATH = "/etc/spark-cluster/vllm.env";
 /** Stand-ins for the content hashes the components compute. */
 const ENV_HASH = "0123456789abcdef";
-const SECRETS_HASH = "fedcba9876543210";
 
 const DOCKER_DEFAULT: DockerRuntime = {
     kind: "docker",
     image: "nvcr.io/nvidia/vllm:25.09-py3",
     privileged: true,
     memlockUnlimited: true,
+    infiniband: true,
     shmSize: "16g",
 };
 const DOCKER_UNPRIVILEGED: DockerRuntime = {
@@ -61,6 +61,7 @@ const DOCKER_UNPRIVILEGED: DockerRuntime = {
     image: "registry.example.com/vllm:custom",
     privileged: false,
     memlockUnlimited: false,
+    infiniband: false,
     shmSize: "32g",
 };
 const VENV: VenvRuntime = { kind: "venv", path: "/opt/vllm-venv" };
@@ -217,7 +218,7 @@ const UNITS: readonly { name: string; spec: UnitSpec }[] = [
             argv: vllmServeArgv(VLLM_RAY_FULL),
             envFiles: [RUNTIME_ENV_PATH, VLLM_SECRETS_PATH],
             environment: { RAY_ADDRESS: "192.168.100.11:6379" },
-            inputs: { "runtime.env": ENV_HASH, "vllm.env": SECRETS_HASH },
+            inputs: { "runtime.env": ENV_HASH },
             after: ["spark-cluster-ray.service"],
         },
     },
@@ -231,7 +232,7 @@ const UNITS: readonly { name: string; spec: UnitSpec }[] = [
             argv: vllmServeArgv(VLLM_MP_RANK1),
             envFiles: [RUNTIME_ENV_PATH, VLLM_SECRETS_PATH],
             environment: {},
-            inputs: { "runtime.env": ENV_HASH, "vllm.env": SECRETS_HASH },
+            inputs: { "runtime.env": ENV_HASH },
             after: [],
         },
     },

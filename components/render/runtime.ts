@@ -119,8 +119,8 @@ export function dockerRunArgv(runtime: DockerRuntime, container: string, envFile
     ];
     if (runtime.privileged) argv.push("--privileged");
     if (runtime.memlockUnlimited) argv.push("--ulimit", "memlock=-1");
+    if (runtime.infiniband) argv.push("-v", "/dev/infiniband:/dev/infiniband");
     argv.push(
-        "-v", "/dev/infiniband:/dev/infiniband",
         "-v", "/root/.cache/huggingface:/root/.cache/huggingface",
         // Ray's session directory (raylet and object store sockets): the vLLM
         // container's Ray driver reaches the Ray container's node through it.
