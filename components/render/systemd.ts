@@ -63,6 +63,8 @@ export function renderUnit(spec: UnitSpec): string {
         "Restart=on-failure",
         "RestartSec=5",
         "TimeoutStartSec=900",
+        // Bounded stop: `ray start --block` can sit out SIGTERM; destroy must not wait 90 s per node.
+        "TimeoutStopSec=30",
         "KillMode=mixed",
         "",
         "[Install]",
