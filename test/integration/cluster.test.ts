@@ -3,13 +3,14 @@
 // endpoint, a second `up` with no changes, a model change that touches only
 // vLLM, secrets kept out of state and ps, and a `destroy` that leaves the
 // nodes as they were.
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { shellQuote } from "../../components/render/shell";
+import { withExclusiveLab } from "../lab/lab-harness";
 
 const root = path.resolve(__dirname, "..", "..", "..");
 const key = path.join(root, "lab", ".state", "id_ed25519");
@@ -97,7 +98,9 @@ for (const [runtime, adaptConfig] of Object.entries(RUNTIMES)) {
         let apiKey = "";
         const originalMtu: Partial<Record<NodeName, string>> = {};
 
-        before(() => {
+        withExclusiveLab({ setUp, tearDown });
+
+        function setUp(): void {
             run(undefined, path.join(root, "lab", "lab.sh"), ["up"], 1800);
             fs.mkdirSync(session.backend, { recursive: true });
             const config = adaptConfig(fs.readFileSync(path.join(root, "Pulumi.dev.yaml"), "utf8"));
@@ -109,17 +112,16 @@ for (const [runtime, adaptConfig] of Object.entries(RUNTIMES)) {
             }
             apiKey = pulumiWithConfig(session, "config", "get", "spark-cluster:apiKey").trim();
             assert.ok(apiKey.length >= 16, "the lab stack has an API key");
-        });
+        }
 
-        after(() => {
+        function tearDown(): void {
             try {
                 pulumiWithConfig(session, "destroy", "--yes", "--skip-preview");
             } catch {
-                // Already destroyed by the test, or the lab is gone: lab down cleans up either way.
+                // Already destroyed by the test: the lab goes down next either way.
             }
-            run(undefined, path.join(root, "lab", "lab.sh"), ["down"], 600);
             fs.rmSync(work, { recursive: true, force: true });
-        });
+        }
 
         it("converges bare nodes and answers a chat completion placed on both nodes", async () => {
             for (const node of Object.keys(nodes) as NodeName[]) {

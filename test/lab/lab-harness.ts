@@ -7,6 +7,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { after, before } from "node:test";
 
 export const repoRoot = findRepoRoot(__dirname);
 export const labSh = path.join(repoRoot, "lab", "lab.sh");
@@ -190,4 +191,30 @@ export function nodeIdentity(node: string): string {
   const leader = fs.readFileSync(path.join(dir, "leader.pid"), "utf8").trim();
   const inside = ssh(node, "awk '{print $22}' /proc/1/stat; cat /etc/ssh/ssh_host_ed25519_key.pub").trim();
   return `${nspawn}|${leader}|${inside}`;
+}
+
+/**
+ * Gives the calling suite the lab to itself: locked against other suites,
+ * started from `down`, and `down` again at the end. `setUp` runs once the lab
+ * is down and locked; `tearDown` runs before the final `down` (even if a test failed).
+ */
+export function withExclusiveLab(hooks: { setUp?: () => void | Promise<void>; tearDown?: () => void } = {}): void {
+  before(async () => {
+    requireLabPreconditions();
+    await acquireLabLock();
+    lab(["down"], 5 * 60_000);
+    await hooks.setUp?.();
+  });
+
+  after(() => {
+    try {
+      hooks.tearDown?.();
+    } finally {
+      try {
+        lab(["down"], 5 * 60_000);
+      } finally {
+        releaseLabLock();
+      }
+    }
+  });
 }

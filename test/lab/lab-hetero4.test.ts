@@ -5,27 +5,15 @@
  * enp1s0f1np1, and the shared segment carries MTU 9000 between a Spark and a Thor.
  */
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
-import { acquireLabLock, lab, labLeftovers, releaseLabLock, requireLabPreconditions, ssh, sshRun } from "./lab-harness";
+import { lab, labLeftovers, ssh, sshRun, withExclusiveLab } from "./lab-harness";
 
 const sparks = ["spark-a", "spark-b"];
 const thors = ["thor-a", "thor-b"];
 
 describe("lab hetero-4", { timeout: 60 * 60_000 }, () => {
-  before(async () => {
-    requireLabPreconditions();
-    await acquireLabLock();
-    lab(["down"], 5 * 60_000);
-  });
-
-  after(() => {
-    try {
-      lab(["down"], 5 * 60_000);
-    } finally {
-      releaseLabLock();
-    }
-  });
+  withExclusiveLab();
 
   test("lab up --topology hetero-4 brings four nodes up", () => {
     const t0 = Date.now();

@@ -6,20 +6,18 @@
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
 import {
-  acquireLabLock,
   lab,
   labLeftovers,
   labSh,
   nodeIdentity,
-  releaseLabLock,
-  requireLabPreconditions,
   run,
   ssh,
   sshRun,
   waitFor,
+  withExclusiveLab,
 } from "./lab-harness";
 
 const nodes = ["spark-a", "spark-b"];
@@ -36,19 +34,7 @@ function curl(args: string[], timeoutMs = 30_000): { status: number; body: strin
 describe("lab spark-pair", { timeout: 60 * 60_000 }, () => {
   let vllmPid = "";
 
-  before(async () => {
-    requireLabPreconditions();
-    await acquireLabLock();
-    lab(["down"], 5 * 60_000);
-  });
-
-  after(() => {
-    try {
-      lab(["down"], 5 * 60_000);
-    } finally {
-      releaseLabLock();
-    }
-  });
+  withExclusiveLab();
 
   test("lab up (default topology) brings both Sparks up and status says so", () => {
     const t0 = Date.now();
