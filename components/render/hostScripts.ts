@@ -12,7 +12,7 @@ export interface ManagedFile {
 }
 
 function installLines(files: readonly ManagedFile[]): string[] {
-    return files.flatMap((file) => [heredoc(`sc_install_file ${shellQuote(file.path)} ${file.mode}`, file.content)]);
+    return files.map((file) => heredoc(`sc_install_file ${shellQuote(file.path)} ${file.mode}`, file.content));
 }
 
 /** Writes files whose content is in the script itself (nothing secret). */

@@ -99,7 +99,7 @@ export function vllmServeArgv(spec: VllmServeSpec): string[] {
 /** Container names of our units, so ExecStop and `docker exec` find them. */
 export const CONTAINER_NAMES = { ray: "spark-cluster-ray", vllm: "spark-cluster-vllm" } as const;
 
-/** Env files every runtime unit loads, in order (later wins). */
+/** What a unit runs: its argv, in which runtime, with which env files (in order, later wins). */
 export interface ExecSpec {
     runtime: Runtime;
     container: string;
