@@ -2,7 +2,7 @@
 // export what a user needs to reach it.
 import * as pulumi from "@pulumi/pulumi";
 import { ConfigError, parseConfig } from "./config";
-import { clusterSummary } from "./components/render/clusterSummary";
+import { clusterSummary } from "./components/clusterSummary";
 import { SparkCluster } from "./components/sparkCluster";
 import { readStackConfig } from "./stackConfig";
 

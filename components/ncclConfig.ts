@@ -1,16 +1,17 @@
 import * as pulumi from "@pulumi/pulumi";
-import * as command from "@pulumi/command";
-import type { Connection } from "./nodeConnection";
+import type * as command from "@pulumi/command";
+import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
-import { installFilesScript, removeFilesScript } from "./render/hostScripts";
-import { NCCL_CONF_PATH, NcclSpec, RUNTIME_ENV_PATH, renderNcclConf, renderRuntimeEnv } from "./render/nccl";
-import { contentHash, remoteCommand } from "./render/shell";
+import { installFilesScript, removeFilesScript } from "./render/host/files";
+import { contentHash } from "./render/host/shell";
+import { NcclSpec, renderNcclConf, renderRuntimeEnv } from "./render/nccl";
+import { CONFIG_DIR, NCCL_CONF_PATH, RUNTIME_ENV_PATH } from "./render/paths";
 
 const TYPE = typeToken("NcclConfig");
 
 export interface NcclConfigArgs {
-    connection: pulumi.Input<Connection>;
-    sshUser: string;
+    /** The node's connection and SSH user. */
+    host: NodeHost;
     /** Transport (a cluster decision), interface and HCA names, overrides. */
     spec: pulumi.Input<NcclSpec>;
     /** The node's interconnect address, exported to Ray and vLLM as VLLM_HOST_IP. */
@@ -35,20 +36,16 @@ export class NcclConfig extends pulumi.ComponentResource {
         this.ncclConf = spec.apply(renderNcclConf);
         this.runtimeEnv = spec.apply((nccl) => renderRuntimeEnv({ nccl, nodeIp: args.nodeIp }));
         this.envHash = pulumi.all([this.ncclConf, this.runtimeEnv]).apply(([a, b]) => contentHash(a + b));
-        this.installed = new command.remote.Command(
+        this.installed = args.host.command(
             `${name}-files`,
             {
-                connection: args.connection,
                 create: pulumi.all([this.ncclConf, this.runtimeEnv]).apply(([conf, env]) =>
-                    remoteCommand(
-                        installFilesScript([
-                            { path: NCCL_CONF_PATH, mode: "644", content: conf },
-                            { path: RUNTIME_ENV_PATH, mode: "644", content: env },
-                        ]),
-                        args.sshUser,
-                    ),
+                    installFilesScript([
+                        { path: NCCL_CONF_PATH, mode: "644", content: conf },
+                        { path: RUNTIME_ENV_PATH, mode: "644", content: env },
+                    ]),
                 ),
-                delete: remoteCommand(removeFilesScript([NCCL_CONF_PATH, RUNTIME_ENV_PATH], ["/etc/spark-cluster"]), args.sshUser),
+                delete: removeFilesScript([NCCL_CONF_PATH, RUNTIME_ENV_PATH], [CONFIG_DIR]),
             },
             { parent: this },
         );

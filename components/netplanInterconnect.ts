@@ -1,17 +1,14 @@
 import * as pulumi from "@pulumi/pulumi";
-import * as command from "@pulumi/command";
-import type { Connection } from "./nodeConnection";
+import type * as command from "@pulumi/command";
+import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
 import { NetplanSpec, netplanApplyScript, netplanDeleteScript, renderNetplan } from "./render/netplan";
-import { remoteCommand } from "./render/shell";
 
 const TYPE = typeToken("NetplanInterconnect");
 
 export interface NetplanInterconnectArgs {
-    /** SSH connection to the node. */
-    connection: pulumi.Input<Connection>;
-    /** SSH user: commands run through `sudo -n` unless it is root. */
-    sshUser: string;
+    /** The node's connection and SSH user. */
+    host: NodeHost;
     /** What to configure: interfaces with addresses, MTU, and the peers that must answer. */
     spec: pulumi.Input<NetplanSpec>;
 }
@@ -32,12 +29,11 @@ export class NetplanInterconnect extends pulumi.ComponentResource {
         super(TYPE, name, {}, opts);
         const spec = pulumi.output(args.spec);
         this.netplan = spec.apply((s) => renderNetplan(s as NetplanSpec));
-        this.applied = new command.remote.Command(
+        this.applied = args.host.command(
             `${name}-apply`,
             {
-                connection: args.connection,
-                create: spec.apply((s) => remoteCommand(netplanApplyScript(s as NetplanSpec), args.sshUser)),
-                delete: spec.apply((s) => remoteCommand(netplanDeleteScript(s as NetplanSpec), args.sshUser)),
+                create: spec.apply((s) => netplanApplyScript(s as NetplanSpec)),
+                delete: spec.apply((s) => netplanDeleteScript(s as NetplanSpec)),
             },
             { parent: this, customTimeouts: { create: "10m", update: "10m", delete: "5m" } },
         );

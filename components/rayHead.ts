@@ -1,10 +1,11 @@
 import * as pulumi from "@pulumi/pulumi";
-import * as command from "@pulumi/command";
-import { readinessCommand } from "./readiness";
+import type * as command from "@pulumi/command";
 import { typeToken } from "./package";
 import { RayNodeArgs, rayUnit, rayUnitCommand } from "./rayNode";
-import { rayReadyScript } from "./render/hostScripts";
-import { CONTAINER_NAMES, execBeside } from "./render/runtime";
+import { readinessCommand } from "./readiness";
+import { execBeside } from "./render/host/runtime";
+import { CONTAINER_NAMES } from "./render/paths";
+import { rayReadyScript } from "./render/ray";
 
 const TYPE = typeToken("RayHead");
 
@@ -33,7 +34,7 @@ export class RayHead extends pulumi.ComponentResource {
 
     constructor(name: string, args: RayHeadArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
-        this.unit = pulumi.output(args.envHash).apply((hash) => rayUnit("head", args, hash));
+        this.unit = rayUnit("head", args);
         this.started = rayUnitCommand(name, this.unit, args, this);
         this.address = `${args.ray.nodeIp}:${args.ray.port}`;
         this.dashboard =
@@ -44,8 +45,7 @@ export class RayHead extends pulumi.ComponentResource {
         readinessCommand(
             name,
             {
-                connection: args.connection,
-                sshUser: args.sshUser,
+                host: args.host,
                 unit: this.unit,
                 script: rayReadyScript(status, args.expectedNodes, args.expectedGpus),
                 timeout: "10m",

@@ -1,20 +1,16 @@
-// The Ray layer: one unit per node running `ray start --block`, pinned to the
-// node's interconnect address. RayHead and RayWorker share this wiring.
+// The Ray layer's shared wiring: one unit per node running `ray start --block`,
+// pinned to the node's interconnect address. RayHead and RayWorker use it.
 import * as pulumi from "@pulumi/pulumi";
-import * as command from "@pulumi/command";
+import type * as command from "@pulumi/command";
 import type { Runtime } from "../config";
-import type { Connection } from "./nodeConnection";
-import { installUnitScript, removeUnitScript } from "./render/hostScripts";
-import { RUNTIME_ENV_PATH } from "./render/nccl";
-import { CONTAINER_NAMES, RayStartSpec, rayStartArgv } from "./render/runtime";
-import { remoteCommand } from "./render/shell";
-import { renderUnit } from "./render/systemd";
-
-export const RAY_UNIT = "spark-cluster-ray";
+import type { NodeHost } from "./nodeConnection";
+import { installUnitScript, removeUnitScript } from "./render/host/files";
+import { UNITS } from "./render/paths";
+import { RayStartSpec, renderRayUnit } from "./render/ray";
 
 export interface RayNodeArgs {
-    connection: pulumi.Input<Connection>;
-    sshUser: string;
+    /** The node's connection and SSH user. */
+    host: NodeHost;
     runtime: Runtime;
     /** `ray start` settings for this node. */
     ray: Omit<RayStartSpec, "role">;
@@ -22,34 +18,16 @@ export interface RayNodeArgs {
     envHash: pulumi.Input<string>;
 }
 
-/** Renders the unit for one node. */
-export function rayUnit(role: RayStartSpec["role"], args: RayNodeArgs, envHash: string): string {
-    const spec: RayStartSpec = { ...args.ray, role };
-    return renderUnit({
-        name: RAY_UNIT,
-        description: `spark-cluster: Ray ${role}`,
-        runtime: args.runtime,
-        container: CONTAINER_NAMES.ray,
-        argv: rayStartArgv(spec),
-        envFiles: [RUNTIME_ENV_PATH],
-        inputs: { "runtime.env": envHash },
-        // A worker waits (bounded) for the head's GCS port instead of sleeping.
-        preStart:
-            role === "worker"
-                ? [["/usr/bin/timeout", "300", "/bin/bash", "-c", `until echo > /dev/tcp/${spec.headIp}/${spec.port}; do sleep 2; done 2>/dev/null`]]
-                : undefined,
-    });
+/** The unit of one node, re-rendered when the runtime environment changes. */
+export function rayUnit(role: RayStartSpec["role"], args: RayNodeArgs): pulumi.Output<string> {
+    return pulumi.output(args.envHash).apply((hash) => renderRayUnit({ ...args.ray, role }, args.runtime, hash));
 }
 
 /** The unit install/remove step shared by head and workers. */
 export function rayUnitCommand(name: string, unit: pulumi.Output<string>, args: RayNodeArgs, parent: pulumi.Resource): command.remote.Command {
-    return new command.remote.Command(
+    return args.host.command(
         `${name}-unit`,
-        {
-            connection: args.connection,
-            create: unit.apply((content) => remoteCommand(installUnitScript(RAY_UNIT, content), args.sshUser)),
-            delete: remoteCommand(removeUnitScript(RAY_UNIT), args.sshUser),
-        },
+        { create: unit.apply((content) => installUnitScript(UNITS.ray, content)), delete: removeUnitScript(UNITS.ray) },
         { parent, customTimeouts: { create: "10m", update: "10m" } },
     );
 }

@@ -1,5 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
-import * as command from "@pulumi/command";
+import type * as command from "@pulumi/command";
 import { typeToken } from "./package";
 import { RayNodeArgs, rayUnit, rayUnitCommand } from "./rayNode";
 
@@ -15,7 +15,7 @@ export class RayWorker extends pulumi.ComponentResource {
 
     constructor(name: string, args: RayNodeArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
-        this.unit = pulumi.output(args.envHash).apply((hash) => rayUnit("worker", args, hash));
+        this.unit = rayUnit("worker", args);
         this.started = rayUnitCommand(name, this.unit, args, this);
         this.registerOutputs({ unit: this.unit });
     }

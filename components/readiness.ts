@@ -2,12 +2,11 @@
 // probe on the node, re-run whenever the unit it checks changes.
 import * as pulumi from "@pulumi/pulumi";
 import * as command from "@pulumi/command";
-import type { Connection } from "./nodeConnection";
-import { contentHash, remoteCommand } from "./render/shell";
+import type { NodeHost } from "./nodeConnection";
+import { contentHash } from "./render/host/shell";
 
 export interface ReadinessArgs {
-    connection: pulumi.Input<Connection>;
-    sshUser: string;
+    host: NodeHost;
     /** The unit whose process is probed: its hash in the command re-runs the probe after a change. */
     unit: pulumi.Output<string>;
     /** The probe (a bounded wait that exits non-zero with diagnostics on failure). */
@@ -16,16 +15,12 @@ export interface ReadinessArgs {
     timeout: string;
 }
 
-export function readinessCommand(
-    name: string,
-    args: ReadinessArgs,
-    opts: { parent: pulumi.Resource; dependsOn: pulumi.Resource[] },
-): command.remote.Command {
+export function readinessCommand(name: string, args: ReadinessArgs, opts: pulumi.CustomResourceOptions): command.remote.Command {
     return new command.remote.Command(
         `${name}-ready`,
         {
-            connection: args.connection,
-            create: args.unit.apply((unit) => `# unit ${contentHash(unit)}\n` + remoteCommand(args.script, args.sshUser)),
+            connection: args.host.connection,
+            create: args.unit.apply((unit) => `# unit ${contentHash(unit)}\n` + args.host.asRoot(args.script)),
         },
         { ...opts, customTimeouts: { create: args.timeout, update: args.timeout } },
     );

@@ -1,16 +1,13 @@
 import * as pulumi from "@pulumi/pulumi";
-import * as command from "@pulumi/command";
-import type { Connection } from "./nodeConnection";
+import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
-import { PfcSpec, pfcApplyScript, pfcRestoreScript } from "./render/hostScripts";
-import { remoteCommand } from "./render/shell";
-import { renderPfcUnit, pfcVector, renderPeermemConf } from "./render/pfc";
+import { PfcSpec, pfcApplyScript, pfcRestoreScript, pfcVector, renderPeermemConf, renderPfcUnit } from "./render/pfc";
 
 const TYPE = typeToken("RocePfc");
 
 export interface RocePfcArgs {
-    connection: pulumi.Input<Connection>;
-    sshUser: string;
+    /** The node's connection and SSH user. */
+    host: NodeHost;
     /** RoCE interfaces to enable PFC on. */
     interfaces: pulumi.Input<string[]>;
     /** Priority that carries RoCE traffic. Defaults to 3 (config `roce.priority`). */
@@ -43,12 +40,11 @@ export class RocePfc extends pulumi.ComponentResource {
                 peermemConf: renderPeermemConf(),
             }),
         );
-        const apply = new command.remote.Command(
+        const apply = args.host.command(
             `${name}-apply`,
             {
-                connection: args.connection,
-                create: spec.apply((s) => remoteCommand(pfcApplyScript(s), args.sshUser)),
-                delete: spec.apply((s) => remoteCommand(pfcRestoreScript(s), args.sshUser)),
+                create: spec.apply(pfcApplyScript),
+                delete: spec.apply(pfcRestoreScript),
             },
             { parent: this },
         );

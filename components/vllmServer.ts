@@ -1,24 +1,17 @@
 import * as pulumi from "@pulumi/pulumi";
-import * as command from "@pulumi/command";
 import type { Runtime } from "../config";
-import type { Connection } from "./nodeConnection";
+import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
 import { readinessCommand } from "./readiness";
-import { MANAGED_MARKER } from "./render/hostLib";
-import { chatReadyScript, installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./render/hostScripts";
-import { RUNTIME_ENV_PATH } from "./render/nccl";
-import { CONTAINER_NAMES, VllmServeSpec, vllmServeArgv } from "./render/runtime";
-import { remoteCommand } from "./render/shell";
-import { renderUnit } from "./render/systemd";
+import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./render/host/files";
+import { CONFIG_DIR, UNITS, VLLM_SECRETS_PATH } from "./render/paths";
+import { VllmServeSpec, chatReadyScript, renderVllmSecrets, renderVllmUnit } from "./render/vllm";
 
 const TYPE = typeToken("VllmServer");
-export const VLLM_UNIT = "spark-cluster-vllm";
-/** Root-only env file with the API key and HF token: never in argv, state or logs. */
-export const VLLM_SECRETS_PATH = "/etc/spark-cluster/vllm.env";
 
 export interface VllmServerArgs {
-    connection: pulumi.Input<Connection>;
-    sshUser: string;
+    /** The node's connection and SSH user. */
+    host: NodeHost;
     runtime: Runtime;
     /** The `vllm serve` settings; `multiNode` set for the mp executor. */
     serve: VllmServeSpec;
@@ -49,18 +42,15 @@ export class VllmServer extends pulumi.ComponentResource {
     constructor(name: string, args: VllmServerArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
         const rank = args.serve.multiNode?.rank ?? 0;
-        this.baseUrl = `http://${args.publicHost}:${args.serve.port}/v1`;
+        this.baseUrl = `http://${args.publicHost}:${args.serve.apiPort}/v1`;
         this.servedModel = args.serve.servedName;
 
-        const secretsFile = pulumi
-            .all([args.apiKey, args.hfToken ?? ""])
-            .apply(([key, token]) => `# ${MANAGED_MARKER}\nVLLM_API_KEY=${key}\n${token ? `HF_TOKEN=${token}\n` : ""}`);
-        const secrets = new command.remote.Command(
+        const secretsFile = pulumi.all([args.apiKey, args.hfToken ?? ""]).apply(([key, token]) => renderVllmSecrets(key, token));
+        const secrets = args.host.command(
             `${name}-secrets`,
             {
-                connection: args.connection,
-                create: remoteCommand(installFileFromStdinScript(VLLM_SECRETS_PATH, "600", VLLM_UNIT), args.sshUser),
-                delete: remoteCommand(removeFilesScript([VLLM_SECRETS_PATH], ["/etc/spark-cluster"]), args.sshUser),
+                create: installFileFromStdinScript(VLLM_SECRETS_PATH, "600", UNITS.vllm),
+                delete: removeFilesScript([VLLM_SECRETS_PATH], [CONFIG_DIR]),
                 // A changed secret changes stdin: an update, which rewrites the file.
                 stdin: pulumi.secret(secretsFile),
                 logging: "none",
@@ -68,36 +58,19 @@ export class VllmServer extends pulumi.ComponentResource {
             { parent: this },
         );
 
-        this.unit = pulumi.output(args.envHash).apply((envHash) =>
-            renderUnit({
-                name: VLLM_UNIT,
-                description: `spark-cluster: vLLM serving ${args.serve.servedName}${rank > 0 ? ` (headless rank ${rank})` : ""}`,
-                runtime: args.runtime,
-                container: CONTAINER_NAMES.vllm,
-                argv: vllmServeArgv(args.serve),
-                envFiles: [RUNTIME_ENV_PATH, VLLM_SECRETS_PATH],
-                environment: args.rayAddress ? { RAY_ADDRESS: args.rayAddress } : {},
-                inputs: { "runtime.env": envHash },
-                after: args.rayAddress ? ["spark-cluster-ray.service"] : [],
-            }),
-        );
-        const unitCommand = new command.remote.Command(
+        this.unit = pulumi.output(args.envHash).apply((envHash) => renderVllmUnit(args.serve, args.runtime, envHash, args.rayAddress));
+        const unitCommand = args.host.command(
             `${name}-unit`,
-            {
-                connection: args.connection,
-                create: this.unit.apply((unit) => remoteCommand(installUnitScript(VLLM_UNIT, unit), args.sshUser)),
-                delete: remoteCommand(removeUnitScript(VLLM_UNIT), args.sshUser),
-            },
+            { create: this.unit.apply((unit) => installUnitScript(UNITS.vllm, unit)), delete: removeUnitScript(UNITS.vllm) },
             { parent: this, dependsOn: [secrets], customTimeouts: { create: "10m", update: "10m" } },
         );
         if (rank === 0) {
             readinessCommand(
                 name,
                 {
-                    connection: args.connection,
-                    sshUser: args.sshUser,
+                    host: args.host,
                     unit: this.unit,
-                    script: chatReadyScript({ port: args.serve.port, model: args.serve.servedName, envFile: VLLM_SECRETS_PATH, unit: VLLM_UNIT }),
+                    script: chatReadyScript({ port: args.serve.apiPort, model: args.serve.servedName, envFile: VLLM_SECRETS_PATH, unit: UNITS.vllm }),
                     timeout: "20m",
                 },
                 { parent: this, dependsOn: [unitCommand] },

@@ -563,7 +563,8 @@ describe("a minimal config gets the documented defaults", () => {
             prefixLength: 24,
             subnet: "192.168.101.0/24",
         });
-        assert.equal(config.headNode, "spark-a");
+        assert.equal(config.head.name, "spark-a");
+        assert.deepEqual(config.workers.map((n) => n.name), ["spark-b"]);
         assert.equal(config.totalGpus, 2);
     });
 
@@ -891,9 +892,10 @@ describe("cross-field rules", () => {
     });
 
     test("resolveTransport", () => {
-        assert.equal(resolveTransport("auto", [node("a", [])]), "roce");
-        assert.equal(resolveTransport("auto", [node("a", []), node("t", [], { kind: "thor" })]), "socket");
-        assert.equal(resolveTransport("socket", [node("a", [])]), "socket");
+        assert.equal(resolveTransport("auto", false), "roce");
+        assert.equal(resolveTransport("auto", true), "socket");
+        assert.equal(resolveTransport("socket", false), "socket");
+        assert.equal(resolveTransport("roce", false), "roce");
     });
 });
 

@@ -335,6 +335,8 @@ const RAY_PAIR: Readonly<Record<string, string>> = {
             [`${node}-nccl-files`, COMMAND],
         ]),
     ),
+    "spark-a": COMPONENT("ClusterNode"),
+    "spark-b": COMPONENT("ClusterNode"),
     "spark-a-ray-head": COMPONENT("RayHead"),
     "spark-a-ray-head-unit": COMMAND,
     "spark-a-ray-head-ready": COMMAND,
@@ -369,43 +371,55 @@ describe("a two-Spark Ray cluster", () => {
         );
     });
 
-    it("parents every step to its component and every component to the SparkCluster", async () => {
+    it("parents each node to the cluster, each layer to its node, and each step to its layer", async () => {
         const result = await scenario("base");
         const parents = Object.fromEntries(result.resources.map((r) => [r.name, r.parent ?? "(stack)"]));
         assert.deepEqual(parents, {
             dev: "(stack)",
-            "spark-a-ssh": "dev",
-            "spark-a-probe": "dev",
-            "spark-a-interconnect": "dev",
+            "spark-a": "dev",
+            "spark-a-ssh": "spark-a",
+            "spark-a-probe": "spark-a",
+            "spark-a-interconnect": "spark-a",
             "spark-a-interconnect-apply": "spark-a-interconnect",
-            "spark-a-roce": "dev",
+            "spark-a-roce": "spark-a",
             "spark-a-roce-apply": "spark-a-roce",
-            "spark-a-nccl": "dev",
+            "spark-a-nccl": "spark-a",
             "spark-a-nccl-files": "spark-a-nccl",
-            "spark-b-ssh": "dev",
-            "spark-b-probe": "dev",
-            "spark-b-interconnect": "dev",
+            "spark-b": "dev",
+            "spark-b-ssh": "spark-b",
+            "spark-b-probe": "spark-b",
+            "spark-b-interconnect": "spark-b",
             "spark-b-interconnect-apply": "spark-b-interconnect",
-            "spark-b-roce": "dev",
+            "spark-b-roce": "spark-b",
             "spark-b-roce-apply": "spark-b-roce",
-            "spark-b-nccl": "dev",
+            "spark-b-nccl": "spark-b",
             "spark-b-nccl-files": "spark-b-nccl",
-            "spark-a-ray-head": "dev",
+            "spark-a-ray-head": "spark-a",
             "spark-a-ray-head-unit": "spark-a-ray-head",
             "spark-a-ray-head-ready": "spark-a-ray-head",
-            "spark-b-ray-worker": "dev",
+            "spark-b-ray-worker": "spark-b",
             "spark-b-ray-worker-unit": "spark-b-ray-worker",
-            "spark-a-vllm": "dev",
+            "spark-a-vllm": "spark-a",
             "spark-a-vllm-secrets": "spark-a-vllm",
             "spark-a-vllm-unit": "spark-a-vllm",
             "spark-a-vllm-ready": "spark-a-vllm",
         });
     });
 
-    it("names every child `${parent}-<step>`, and the cluster's own children `${node}-<step>`", async () => {
+    it("keeps the URNs a stack deployed before ClusterNode has: every child of a node aliases its old parent, the cluster", async () => {
+        const result = await scenario("base");
+        const nodes = new Set(result.resources.filter((r) => r.type === COMPONENT("ClusterNode")).map((r) => r.name));
+        assert.deepEqual([...nodes], ["spark-a", "spark-b"]);
+        for (const r of result.resources) {
+            const expected = r.parent !== undefined && nodes.has(r.parent) ? ["dev"] : [];
+            assert.deepEqual(r.aliasParents, expected, r.name);
+        }
+    });
+
+    it("names each node after itself and every other child `${parent}-<step>`", async () => {
         const result = await scenario("base");
         for (const r of result.resources.filter((r) => r.parent !== undefined)) {
-            const prefix = r.parent === "dev" ? /^spark-[ab]-[a-z-]+$/ : new RegExp(`^${r.parent}-[a-z]+$`);
+            const prefix = r.parent === "dev" ? /^spark-[ab]$/ : new RegExp(`^${r.parent}-[a-z-]+$`);
             assert.match(r.name, prefix, `${r.name} (parent ${r.parent})`);
         }
     });

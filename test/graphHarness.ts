@@ -41,6 +41,8 @@ export interface RecordedResource {
     replaceOnChanges: string[];
     /** The `deleteBeforeReplace` option. */
     deleteBeforeReplace: boolean;
+    /** The `aliases` option, each as the name of the parent it names (`(stack)` for none). */
+    aliasParents: string[];
 }
 
 /** What the harness writes back. */
@@ -88,7 +90,7 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     const unexpectedTypes: string[] = [];
     const errors: string[] = [];
     const inputsByName = new Map<string, { type: string; custom: boolean; inputs: Record<string, unknown> }>();
-    const optionsByName = new Map<string, Pick<RecordedResource, "parent" | "dependsOn" | "replaceOnChanges" | "deleteBeforeReplace">>();
+    const optionsByName = new Map<string, Pick<RecordedResource, "parent" | "dependsOn" | "replaceOnChanges" | "deleteBeforeReplace" | "aliasParents">>();
     const created: pulumi.Resource[] = [];
     process.on("unhandledRejection", (err) => errors.push(message(err)));
 
@@ -133,6 +135,10 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
                             dependsOn: namesOf(args.opts.dependsOn),
                             replaceOnChanges: args.opts.replaceOnChanges ?? [],
                             deleteBeforeReplace: (args.opts as pulumi.CustomResourceOptions).deleteBeforeReplace ?? false,
+                            aliasParents: (args.opts.aliases ?? []).map((alias) => {
+                                const parent = typeof alias === "object" && "parent" in alias ? alias.parent : undefined;
+                                return pulumi.Resource.isInstance(parent) ? pulumi.resourceName(parent) : "(not a parent alias)";
+                            }),
                         });
                         return undefined;
                     },

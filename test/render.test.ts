@@ -16,35 +16,36 @@ import * as os from "node:os";
 import * as path from "node:path";
 import * as yaml from "js-yaml";
 import { ConfigError, DockerRuntime, VenvRuntime, parseConfig } from "../config";
-import { HOST_LIB, MANAGED_MARKER } from "../components/render/hostLib";
-import { hcasFor, parseIbdev2netdev, resolveInterfaceNames } from "../components/render/detect";
+import { hcasFor, parseIbdev2netdev, resolveInterfaceNames } from "../components/nodeFacts";
+import { installFileFromStdinScript, installFilesScript, installUnitScript, removeFilesScript, removeUnitScript } from "../components/render/host/files";
+import { HOST_LIB } from "../components/render/host/lib";
+import { execBeside } from "../components/render/host/runtime";
+import { bashScript, contentHash, heredoc, remoteCommand, shellJoin, shellQuote } from "../components/render/host/shell";
+import { UnitSpec, renderUnit, systemdJoin } from "../components/render/host/systemd";
+import { NcclSpec, ncclVariables, renderNcclConf, renderRuntimeEnv } from "../components/render/nccl";
+import { NetplanSpec, netplanApplyScript, netplanDeleteScript, renderNetplan } from "../components/render/netplan";
 import {
-    PfcSpec,
-    chatReadyScript,
-    installFileFromStdinScript,
-    installFilesScript,
-    installUnitScript,
-    pfcApplyScript,
-    pfcRestoreScript,
-    rayReadyScript,
-    removeFilesScript,
-    removeUnitScript,
-} from "../components/render/hostScripts";
-import { NCCL_CONF_PATH, NcclSpec, RUNTIME_ENV_PATH, ncclVariables, renderNcclConf, renderRuntimeEnv } from "../components/render/nccl";
-import { NETPLAN_PATH, NetplanSpec, netplanApplyScript, netplanDeleteScript, renderNetplan } from "../components/render/netplan";
-import { pfcVector, renderPeermemConf, renderPfcUnit } from "../components/render/pfc";
-import { CONTAINER_NAMES, RayStartSpec, VllmServeSpec, execBeside, rayStartArgv, vllmServeArgv } from "../components/render/runtime";
-import { bashScript, contentHash, heredoc, remoteCommand, shellJoin, shellQuote } from "../components/render/shell";
-import { UnitSpec, renderUnit, systemdJoin, unitPath } from "../components/render/systemd";
+    CONFIG_DIR,
+    CONTAINER_NAMES,
+    MANAGED_MARKER,
+    NCCL_CONF_PATH,
+    NETPLAN_PATH,
+    RUNTIME_ENV_PATH,
+    UNITS as UNIT_NAMES,
+    VLLM_SECRETS_PATH,
+    unitPath,
+} from "../components/render/paths";
+import { PfcSpec, pfcApplyScript, pfcRestoreScript, pfcVector, renderPeermemConf, renderPfcUnit } from "../components/render/pfc";
+import { RayStartSpec, rayReadyScript, rayStartArgv } from "../components/render/ray";
+import { VllmServeSpec, chatReadyScript, vllmServeArgv } from "../components/render/vllm";
 import { argvText, matchSnapshot, unusedSnapshots } from "./snapshot";
 
 // ---------------------------------------------------------------------------------------------
 // Specs: the lab's two Sparks (spark-a head, spark-b), and a Spark + Thor cluster on sockets
 // ---------------------------------------------------------------------------------------------
 
-const RAY_UNIT = "spark-cluster-ray";
-const VLLM_UNIT = "spark-cluster-vllm";
-const VLLM_SECRETS_PATH = "/etc/spark-cluster/vllm.env";
+const RAY_UNIT = UNIT_NAMES.ray;
+const VLLM_UNIT = UNIT_NAMES.vllm;
 /** Stand-ins for the content hashes the components compute. */
 const ENV_HASH = "0123456789abcdef";
 
@@ -147,8 +148,8 @@ const VLLM_RAY_FULL: VllmServeSpec = {
     tensorParallel: 2,
     pipelineParallel: 1,
     executor: "ray",
-    host: "0.0.0.0",
-    port: 8000,
+    apiHost: "0.0.0.0",
+    apiPort: 8000,
     gpuMemoryUtilization: 0.85,
     maxModelLen: 16384,
     maxNumSeqs: 64,
@@ -165,8 +166,8 @@ const VLLM_MP_BASE: Omit<VllmServeSpec, "multiNode"> = {
     tensorParallel: 1,
     pipelineParallel: 2,
     executor: "mp",
-    host: "0.0.0.0",
-    port: 8000,
+    apiHost: "0.0.0.0",
+    apiPort: 8000,
     gpuMemoryUtilization: 0.9,
     enforceEager: false,
     trustRemoteCode: false,
@@ -219,7 +220,7 @@ const UNITS: readonly { name: string; spec: UnitSpec }[] = [
             envFiles: [RUNTIME_ENV_PATH, VLLM_SECRETS_PATH],
             environment: { RAY_ADDRESS: "192.168.100.11:6379" },
             inputs: { "runtime.env": ENV_HASH },
-            after: ["spark-cluster-ray.service"],
+            after: [`${RAY_UNIT}.service`],
         },
     },
     {
@@ -286,7 +287,7 @@ const SCRIPTS: readonly { name: string; script: string }[] = [
         script: chatReadyScript({ port: 8000, model: "qwen2.5-72b", envFile: VLLM_SECRETS_PATH, unit: VLLM_UNIT }),
     },
     { name: "install-files.nccl.sh", script: installFilesScript(NCCL_FILES) },
-    { name: "remove-files.nccl.sh", script: removeFilesScript([NCCL_CONF_PATH, RUNTIME_ENV_PATH], ["/etc/spark-cluster"]) },
+    { name: "remove-files.nccl.sh", script: removeFilesScript([NCCL_CONF_PATH, RUNTIME_ENV_PATH], [CONFIG_DIR]) },
     { name: "install-file-from-stdin.vllm-secrets.sh", script: installFileFromStdinScript(VLLM_SECRETS_PATH, "600") },
 ];
 
@@ -545,7 +546,7 @@ describe("host scripts", () => {
     it("managed files: install from the script, install from stdin, remove", () => {
         matchSnapshot("render.install-files.nccl.sh", installFilesScript(NCCL_FILES));
         matchSnapshot("render.install-file-from-stdin.vllm-secrets.sh", installFileFromStdinScript(VLLM_SECRETS_PATH, "600"));
-        matchSnapshot("render.remove-files.nccl.sh", removeFilesScript([NCCL_CONF_PATH, RUNTIME_ENV_PATH], ["/etc/spark-cluster"]));
+        matchSnapshot("render.remove-files.nccl.sh", removeFilesScript([NCCL_CONF_PATH, RUNTIME_ENV_PATH], [CONFIG_DIR]));
     });
 
     it("ray readiness counts nodes and GPUs in real `ray status` output", () => {

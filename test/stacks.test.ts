@@ -128,7 +128,7 @@ describe("stacks/*.yaml", () => {
                 [expected.tensorParallel, expected.pipelineParallel],
             );
             assert.ok(config.model.tensorParallel * config.model.pipelineParallel <= config.totalGpus);
-            assert.equal(config.headNode, expected.head);
+            assert.equal(config.head.name, expected.head);
             assert.deepEqual(
                 config.nodes.map((n) => n.kind),
                 expected.nodeKinds,

@@ -2,10 +2,7 @@
 // transport is a cluster decision passed in; interface and HCA names come from
 // config or from `ibdev2netdev` on the node. No GID index is ever written:
 // it moves at run time and NCCL >= 2.21 picks it (FACTS.md).
-import { MANAGED_MARKER } from "./hostLib";
-
-export const NCCL_CONF_PATH = "/etc/nccl.conf";
-export const RUNTIME_ENV_PATH = "/etc/spark-cluster/runtime.env";
+import { MANAGED_MARKER } from "./paths";
 
 export interface NcclSpec {
     transport: "roce" | "socket";

@@ -1,11 +1,9 @@
 // The interconnect's netplan file and the scripts that apply, verify and
 // remove it. Only the interconnect interfaces appear: the management
 // interface is never touched.
-import { MANAGED_MARKER, HOST_LIB } from "./hostLib";
-import { bashScript, heredoc, shellQuote } from "./shell";
-
-/** Path of the netplan file we own on every node. */
-export const NETPLAN_PATH = "/etc/netplan/60-spark-cluster-interconnect.yaml";
+import { HOST_LIB } from "./host/lib";
+import { bashScript, heredoc, shellQuote } from "./host/shell";
+import { MANAGED_MARKER, NETPLAN_PATH } from "./paths";
 
 export interface NetplanSpec {
     node: string;

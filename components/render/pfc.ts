@@ -1,6 +1,9 @@
-// Files of the RocePfc component: the boot-time unit and the modules-load.d entry.
-import { MANAGED_MARKER } from "./hostLib";
-import { systemdJoin } from "./systemd";
+// The RocePfc layer: PFC on the RoCE priority with mlnx_qos, the boot-time unit
+// that re-applies it, nvidia-peermem, and the script that puts it all back.
+import { MANAGED_MARKER, PEERMEM_CONF, PFC_STATE_DIR, STATE_DIR, UNITS, unitPath } from "./paths";
+import { HOST_LIB } from "./host/lib";
+import { bashScript, heredoc, shellQuote } from "./host/shell";
+import { systemdJoin } from "./host/systemd";
 
 /** PFC enable vector with only `priority` lossless: 3 → "0,0,0,1,0,0,0,0". */
 export function pfcVector(priority: number): string {
@@ -36,4 +39,78 @@ export function systemdEscape(name: string): string {
 
 export function renderPeermemConf(): string {
     return `# ${MANAGED_MARKER}\nnvidia-peermem\n`;
+}
+
+export interface PfcSpec {
+    interfaces: string[];
+    /** e.g. "0,0,0,1,0,0,0,0" for priority 3. */
+    pfcVector: string;
+    trustDscp: boolean;
+    peermem: boolean;
+    /** The persistence unit's content (re-applies PFC at boot). */
+    unitContent: string;
+    peermemConf: string;
+}
+
+/**
+ * PFC on the RoCE priority, persisted by a oneshot unit, and nvidia-peermem.
+ * Records what it found first so delete can restore it. Where mlnx_qos is
+ * absent it changes nothing and reports lossy RoCE (last line `status=…`).
+ */
+export function pfcApplyScript(spec: PfcSpec): string {
+    const trust = spec.trustDscp ? " --trust dscp" : "";
+    return bashScript([
+        HOST_LIB,
+        `pfc_of() { mlnx_qos -i "$1" | awk '/PFC configuration/{p=1} p && $1=="enabled"{v=$2; for(i=3;i<=9;i++) v=v","$i; print v; exit}'; }`,
+        `trust_of() { mlnx_qos -i "$1" | awk -F': ' '/Priority trust state/{print $2; exit}'; }`,
+        ...(spec.interfaces.length === 0 ? [`echo "status=skipped: ibdev2netdev shows no RoCE device on the interconnect"`, "exit 0"] : []),
+        `if ! command -v mlnx_qos >/dev/null; then`,
+        `  echo "status=lossy: mlnx_qos not found, RoCE runs without PFC"`,
+        `  exit 0`,
+        `fi`,
+        `mkdir -p ${PFC_STATE_DIR}`,
+        ...spec.interfaces.flatMap((iface) => [
+            `[ -e ${PFC_STATE_DIR}/${iface} ] || printf '%s %s\\n' "$(pfc_of ${shellQuote(iface)})" "$(trust_of ${shellQuote(iface)})" > ${PFC_STATE_DIR}/${iface}`,
+            `if [ "$(pfc_of ${shellQuote(iface)})" != ${spec.pfcVector} ]${spec.trustDscp ? ` || [ "$(trust_of ${shellQuote(iface)})" != dscp ]` : ""}; then`,
+            `  mlnx_qos -i ${shellQuote(iface)} --pfc ${spec.pfcVector}${trust} >/dev/null`,
+            `  sc_log "PFC ${spec.pfcVector} set on ${iface}"`,
+            `fi`,
+            `[ "$(pfc_of ${shellQuote(iface)})" = ${spec.pfcVector} ] || { sc_log "PFC did not take on ${iface}"; exit 1; }`,
+            ...(spec.trustDscp ? [`[ "$(trust_of ${shellQuote(iface)})" = dscp ] || { sc_log "trust dscp did not take on ${iface}"; exit 1; }`] : []),
+        ]),
+        heredoc(`unit=$(sc_install_file ${unitPath(UNITS.pfc)} 644`, spec.unitContent) + "\n)",
+        `if [ "\${unit%% *}" = changed ]; then systemctl daemon-reload; fi`,
+        `systemctl enable --quiet ${UNITS.pfc}.service`,
+        ...(spec.peermem
+            ? [
+                  `[ -e ${STATE_DIR}/peermem-was-loaded ] || { if lsmod | grep -q '^nvidia_peermem '; then echo yes; else echo no; fi > ${STATE_DIR}/peermem-was-loaded; }`,
+                  heredoc(`sc_install_file ${PEERMEM_CONF} 644 >/dev/null`, spec.peermemConf),
+                  `if modprobe nvidia-peermem; then peermem=loaded; else peermem="not available"; fi`,
+              ]
+            : [`peermem=off`]),
+        `echo "status=enabled: PFC ${spec.pfcVector} on ${spec.interfaces.join(",")}${spec.trustDscp ? ", trust dscp" : ""}; nvidia-peermem $peermem"`,
+    ]);
+}
+
+/** Puts back the PFC state recorded before we changed it, and removes our unit and module config. */
+export function pfcRestoreScript(spec: Pick<PfcSpec, "interfaces">): string {
+    return bashScript([
+        HOST_LIB,
+        `systemctl disable ${UNITS.pfc}.service 2>/dev/null || true`,
+        `sc_remove_file ${unitPath(UNITS.pfc)}`,
+        `systemctl daemon-reload`,
+        ...spec.interfaces.flatMap((iface) => [
+            `if [ -e ${PFC_STATE_DIR}/${iface} ] && command -v mlnx_qos >/dev/null; then`,
+            `  read -r vector trust < ${PFC_STATE_DIR}/${iface} || true`,
+            `  if [ -n "$vector" ]; then mlnx_qos -i ${shellQuote(iface)} --pfc "$vector" >/dev/null; fi`,
+            `  if [ -n "\${trust:-}" ]; then mlnx_qos -i ${shellQuote(iface)} --trust "$trust" >/dev/null; fi`,
+            `  sc_log "PFC on ${iface} restored to $vector (trust $trust)"`,
+            `fi`,
+            `rm -f ${PFC_STATE_DIR}/${iface}`,
+        ]),
+        `sc_remove_file ${PEERMEM_CONF}`,
+        `if [ "$(cat ${STATE_DIR}/peermem-was-loaded 2>/dev/null)" = no ]; then modprobe -r nvidia-peermem 2>/dev/null || true; fi`,
+        `rm -f ${STATE_DIR}/peermem-was-loaded`,
+        "sc_cleanup_state",
+    ]);
 }

@@ -9,7 +9,7 @@ import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { shellQuote } from "../../components/render/shell";
+import { shellQuote } from "../../components/render/host/shell";
 import { withExclusiveLab } from "../lab/lab-harness";
 
 const root = path.resolve(__dirname, "..", "..", "..");

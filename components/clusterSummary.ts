@@ -1,6 +1,6 @@
 // The stack's `cluster` output: what the configuration describes, in plain
 // data a user can read with `pulumi stack output cluster`. Never any secret.
-import type { Config } from "../../config";
+import type { Config } from "../config";
 
 export interface ClusterSummary {
     head: string;
@@ -30,7 +30,7 @@ export interface ClusterSummary {
 /** Summarises a validated config for the stack outputs. */
 export function clusterSummary(config: Config): ClusterSummary {
     return {
-        head: config.headNode,
+        head: config.head.name,
         totalGpus: config.totalGpus,
         transport: config.transport,
         topology: config.interconnect.topology,

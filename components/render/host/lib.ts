@@ -3,11 +3,7 @@
 // that we replace is backed up first and restored on delete, and writes are
 // atomic and skipped when the content is already right (probe, act, verify).
 
-/** Marker on the first line of every file this project writes. */
-export const MANAGED_MARKER = "Managed by spark-cluster (Pulumi). Local edits are overwritten.";
-
-/** Where backups of replaced files and recorded original state live on a node. */
-export const STATE_DIR = "/var/lib/spark-cluster";
+import { MANAGED_MARKER, STATE_DIR } from "../paths";
 
 export const HOST_LIB = String.raw`
 SC_STATE=${STATE_DIR}

@@ -1,10 +1,8 @@
 // systemd units for Ray and vLLM: restart on failure, start on boot, logs in
 // journald, stopped and removed by `pulumi destroy`.
-import type { Runtime } from "../../config";
-import { MANAGED_MARKER } from "./hostLib";
+import type { Runtime } from "../../../config";
+import { MANAGED_MARKER } from "../paths";
 import { execStartArgv } from "./runtime";
-
-export const UNIT_DIR = "/etc/systemd/system";
 
 export interface UnitSpec {
     /** Unit name without `.service`, e.g. `spark-cluster-ray`. */
@@ -32,10 +30,6 @@ export function systemdJoin(argv: readonly string[]): string {
         .map((word) => (/^[A-Za-z0-9_@+=:,./-]+$/.test(word) ? word : `"${word.replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"`))
         .map((word) => word.replace(/%/g, "%%").replace(/\$/g, "$$$$"))
         .join(" ");
-}
-
-export function unitPath(name: string): string {
-    return `${UNIT_DIR}/${name}.service`;
 }
 
 /** The unit file. Only ExecStart (and the container's stop/cleanup) depend on the runtime. */

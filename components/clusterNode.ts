@@ -1,0 +1,113 @@
+import * as pulumi from "@pulumi/pulumi";
+import type { Config, NodeConfig } from "../config";
+import { NcclConfig } from "./ncclConfig";
+import { NetplanInterconnect } from "./netplanInterconnect";
+import { NodeHost, SSH_READY_SCRIPT, nodeConnection } from "./nodeConnection";
+import { hcasFor, parseIbdev2netdev, resolveInterfaceNames } from "./nodeFacts";
+import { typeToken } from "./package";
+import { RocePfc } from "./rocePfc";
+
+const TYPE = typeToken("ClusterNode");
+
+export interface ClusterNodeArgs {
+    /** This node, resolved (config/resolve.ts). */
+    node: NodeConfig;
+    /** The whole cluster: transport, MTU, NCCL and RoCE settings. */
+    cluster: Config;
+}
+
+/**
+ * One machine of the cluster and its host layers, in order: SSH (we can act as root) → probe
+ * (`ibdev2netdev`: interface and RDMA device names) → interconnect → PFC (RoCE nodes) → NCCL.
+ * The node's serving layers (Ray, vLLM) are its children too; SparkCluster creates them because
+ * they depend on the other nodes.
+ *
+ * Before this component existed every step was a child of SparkCluster: each child keeps
+ * `aliases: [{ parent: <the cluster> }]` (see {@link ClusterNode.childOptions}), so a stack
+ * deployed before sees no change.
+ */
+export class ClusterNode extends pulumi.ComponentResource {
+    public readonly node: NodeConfig;
+    /** The node's connection and SSH user, bound once. */
+    public readonly host: NodeHost;
+    public readonly interconnect: NetplanInterconnect;
+    public readonly nccl: NcclConfig;
+    public readonly pfc?: RocePfc;
+    /** PFC result (`enabled: …` / `lossy: …` / `skipped: …`). */
+    public readonly roceStatus: pulumi.Output<string>;
+    readonly #cluster: pulumi.Resource;
+
+    constructor(name: string, args: ClusterNodeArgs, opts: pulumi.ComponentResourceOptions & { parent: pulumi.Resource }) {
+        super(TYPE, name, {}, opts);
+        const { node, cluster } = args;
+        this.node = node;
+        this.#cluster = opts.parent;
+        this.host = new NodeHost(nodeConnection(node), node.ssh.user);
+
+        const ssh = this.host.command(`${node.name}-ssh`, { create: SSH_READY_SCRIPT }, this.childOptions());
+        const probe = this.host.command(`${node.name}-probe`, { create: "ibdev2netdev 2>/dev/null || true" }, this.childOptions({ dependsOn: [ssh] }));
+        const devices = probe.stdout.apply(parseIbdev2netdev);
+        const names = devices.apply((d) => resolveInterfaceNames(node.name, node.interconnect.map((i) => i.name), d));
+
+        this.interconnect = new NetplanInterconnect(
+            `${node.name}-interconnect`,
+            {
+                host: this.host,
+                spec: names.apply((n) => ({
+                    node: node.name,
+                    mtu: cluster.interconnect.mtu,
+                    interfaces: node.interconnect.map((iface, i) => ({ name: n[i], address: iface.address })),
+                    peers: node.peers.map((p) => ({ node: p.node, ip: p.ip, via: n[p.via] })),
+                })),
+            },
+            this.childOptions({ dependsOn: [probe] }),
+        );
+        if (node.roce.enabled) {
+            this.pfc = new RocePfc(
+                `${node.name}-roce`,
+                {
+                    host: this.host,
+                    interfaces: pulumi.all([names, devices]).apply(([n, d]) => n.filter((name) => d.some((dev) => dev.netdev === name))),
+                    priority: cluster.roce.priority,
+                    trustDscp: cluster.roce.trustDscp,
+                    peermem: cluster.roce.peermem,
+                },
+                this.childOptions({ dependsOn: [this.interconnect] }),
+            );
+            this.roceStatus = this.pfc.status;
+        } else {
+            this.roceStatus = pulumi.output(node.roce.reason);
+        }
+        this.nccl = new NcclConfig(
+            `${node.name}-nccl`,
+            {
+                host: this.host,
+                nodeIp: node.ip,
+                spec: pulumi.all([names, devices]).apply(([n, d]) => ({
+                    transport: cluster.transport,
+                    socketIfname: cluster.nccl.socketIfname ?? n[0],
+                    interfaceName: n[0],
+                    ibHca: cluster.transport === "roce" ? (cluster.nccl.ibHca ?? hcasFor(n, d)) : [],
+                    heterogeneous: cluster.hasThor,
+                    debug: cluster.nccl.debug,
+                    overrides: cluster.nccl.overrides,
+                })),
+            },
+            this.childOptions({ dependsOn: this.pfc ? [this.interconnect, this.pfc] : [this.interconnect] }),
+        );
+        this.registerOutputs({ roce: this.roceStatus });
+    }
+
+    /** The host layers every later step of this node waits for. */
+    get hostReady(): pulumi.Resource[] {
+        return [this.interconnect, this.nccl];
+    }
+
+    /**
+     * Options for a child of this node: parented here, with the alias that keeps the URN it had as
+     * a child of the cluster (before ClusterNode existed).
+     */
+    childOptions<T extends pulumi.ResourceOptions>(opts?: T): T & { parent: pulumi.Resource; aliases: pulumi.Input<pulumi.Alias>[] } {
+        return { ...(opts ?? ({} as T)), parent: this, aliases: [{ parent: this.#cluster }] };
+    }
+}

@@ -1,0 +1,31 @@
+// Every name this project leaves on a host: files, directories, systemd units
+// and containers. Components, renderers and tests import them from here, so a
+// name is written once.
+
+/** Marker on the first lines of every file this project writes. */
+export const MANAGED_MARKER = "Managed by spark-cluster (Pulumi). Local edits are overwritten.";
+
+/** Backups of replaced files and recorded original state (PFC, MTU, nvidia-peermem). */
+export const STATE_DIR = "/var/lib/spark-cluster";
+/** Recorded PFC state per interface, put back by destroy. */
+export const PFC_STATE_DIR = `${STATE_DIR}/pfc`;
+/** Our configuration directory: the runtime env file and the root-only secrets file. */
+export const CONFIG_DIR = "/etc/spark-cluster";
+
+export const NETPLAN_PATH = "/etc/netplan/60-spark-cluster-interconnect.yaml";
+export const NCCL_CONF_PATH = "/etc/nccl.conf";
+/** The EnvironmentFile of the Ray and vLLM units (NCCL, Gloo, TP names, VLLM_HOST_IP). */
+export const RUNTIME_ENV_PATH = `${CONFIG_DIR}/runtime.env`;
+/** Root-only env file with the API key and HF token: never in argv, state or logs. */
+export const VLLM_SECRETS_PATH = `${CONFIG_DIR}/vllm.env`;
+export const PEERMEM_CONF = "/etc/modules-load.d/nvidia-peermem.conf";
+
+export const UNIT_DIR = "/etc/systemd/system";
+/** Our systemd units, without `.service`. */
+export const UNITS = { ray: "spark-cluster-ray", vllm: "spark-cluster-vllm", pfc: "spark-cluster-pfc" } as const;
+/** Container names of our units (docker runtime), so ExecStop and `docker exec` find them. */
+export const CONTAINER_NAMES = { ray: "spark-cluster-ray", vllm: "spark-cluster-vllm" } as const;
+
+export function unitPath(name: string): string {
+    return `${UNIT_DIR}/${name}.service`;
+}

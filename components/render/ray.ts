@@ -1,0 +1,79 @@
+// The Ray layer: `ray start --block` argv pinned to the interconnect address,
+// the unit that runs it, and the readiness probe on the head.
+import type { Runtime } from "../../config";
+import { HOST_LIB } from "./host/lib";
+import { bashScript } from "./host/shell";
+import { renderUnit } from "./host/systemd";
+import { CONTAINER_NAMES, RUNTIME_ENV_PATH, UNITS } from "./paths";
+
+export interface RayStartSpec {
+    role: "head" | "worker";
+    nodeIp: string;
+    headIp: string;
+    port: number;
+    gpus: number;
+    numCpus?: number;
+    objectStoreMemoryMb?: number;
+    dashboardHost: string;
+    dashboardPort: number;
+}
+
+/** `ray start --block …` pinned to the node's interconnect address. */
+export function rayStartArgv(spec: RayStartSpec): string[] {
+    const argv = ["ray", "start", "--block", `--node-ip-address=${spec.nodeIp}`, `--num-gpus=${spec.gpus}`];
+    if (spec.role === "head") {
+        argv.push(
+            "--head",
+            `--port=${spec.port}`,
+            "--include-dashboard=true",
+            `--dashboard-host=${spec.dashboardHost}`,
+            `--dashboard-port=${spec.dashboardPort}`,
+        );
+    } else {
+        argv.push(`--address=${spec.headIp}:${spec.port}`);
+    }
+    if (spec.numCpus !== undefined) {
+        argv.push(`--num-cpus=${spec.numCpus}`);
+    }
+    if (spec.objectStoreMemoryMb !== undefined) {
+        argv.push(`--object-store-memory=${spec.objectStoreMemoryMb * 1024 * 1024}`);
+    }
+    return argv;
+}
+
+/** The Ray unit of one node: a worker waits (bounded) for the head's GCS port instead of sleeping. */
+export function renderRayUnit(spec: RayStartSpec, runtime: Runtime, envHash: string): string {
+    return renderUnit({
+        name: UNITS.ray,
+        description: `spark-cluster: Ray ${spec.role}`,
+        runtime,
+        container: CONTAINER_NAMES.ray,
+        argv: rayStartArgv(spec),
+        envFiles: [RUNTIME_ENV_PATH],
+        inputs: { "runtime.env": envHash },
+        preStart:
+            spec.role === "worker"
+                ? [["/usr/bin/timeout", "300", "/bin/bash", "-c", `until echo > /dev/tcp/${spec.headIp}/${spec.port}; do sleep 2; done 2>/dev/null`]]
+                : undefined,
+    });
+}
+
+/** A bounded wait for the Ray cluster to show the expected nodes and GPUs. */
+export function rayReadyScript(rayStatusCommand: string, nodes: number, gpus: number, seconds = 300): string {
+    return bashScript([
+        HOST_LIB,
+        `ray_ready() {`,
+        `  local out; out=$(${rayStatusCommand} 2>/dev/null) || return 1`,
+        `  local n g`,
+        `  n=$(printf '%s\\n' "$out" | awk '/^Active:/{a=1;next} /^Pending:/{a=0} a && /node_/{c++} END{print c+0}')`,
+        `  g=$(printf '%s\\n' "$out" | grep -oE '[0-9.]+/[0-9.]+ GPU' | head -n 1 | sed 's#.*/##; s# GPU##')`,
+        `  echo "ray: $n node(s), \${g:-0} GPU(s)"`,
+        `  [ "$n" -ge ${nodes} ] && awk -v g="\${g:-0}" 'BEGIN{exit !(g+0 >= ${gpus})}'`,
+        `}`,
+        `if ! sc_wait ${seconds} "Ray to show ${nodes} nodes and ${gpus} GPUs" ray_ready; then`,
+        `  ${rayStatusCommand} || true`,
+        `  exit 1`,
+        `fi`,
+    ]);
+}
+

@@ -1,0 +1,130 @@
+// The vLLM layer: `vllm serve` argv, its unit, the root-only secrets file, and
+// the readiness probe (a real chat request).
+import type { ModelConfig, Runtime } from "../../config";
+import { HOST_LIB } from "./host/lib";
+import { bashScript, heredoc } from "./host/shell";
+import { renderUnit } from "./host/systemd";
+import { CONTAINER_NAMES, MANAGED_MARKER, RUNTIME_ENV_PATH, UNITS, VLLM_SECRETS_PATH } from "./paths";
+
+/** What `vllm serve` is rendered from: the model settings as config resolves them, plus the mp executor's rank. */
+export type VllmServeSpec = Pick<
+    ModelConfig,
+    | "source"
+    | "servedName"
+    | "tensorParallel"
+    | "pipelineParallel"
+    | "executor"
+    | "apiHost"
+    | "apiPort"
+    | "gpuMemoryUtilization"
+    | "maxModelLen"
+    | "maxNumSeqs"
+    | "quantization"
+    | "kvCacheDtype"
+    | "enforceEager"
+    | "attentionBackend"
+    | "trustRemoteCode"
+    | "extraArgs"
+> & {
+    /** mp executor only: this node's rank and the head's address. */
+    multiNode?: { nnodes: number; rank: number; masterAddr: string; masterPort: number };
+};
+
+/**
+ * `vllm serve …`. The API key is NOT here: vLLM reads it from VLLM_API_KEY in
+ * the unit's root-only environment file, so it never shows in argv or ps.
+ */
+export function vllmServeArgv(spec: VllmServeSpec): string[] {
+    const argv = [
+        "vllm", "serve", spec.source,
+        "--served-model-name", spec.servedName,
+        "--tensor-parallel-size", String(spec.tensorParallel),
+        "--pipeline-parallel-size", String(spec.pipelineParallel),
+        "--distributed-executor-backend", spec.executor,
+        "--gpu-memory-utilization", String(spec.gpuMemoryUtilization),
+    ];
+    const rank = spec.multiNode?.rank ?? 0;
+    if (spec.multiNode) {
+        argv.push(
+            "--nnodes", String(spec.multiNode.nnodes),
+            "--node-rank", String(rank),
+            "--master-addr", spec.multiNode.masterAddr,
+            "--master-port", String(spec.multiNode.masterPort),
+        );
+    }
+    if (rank > 0) {
+        argv.push("--headless");
+    } else {
+        argv.push("--host", spec.apiHost, "--port", String(spec.apiPort));
+    }
+    if (spec.maxModelLen !== undefined) argv.push("--max-model-len", String(spec.maxModelLen));
+    if (spec.maxNumSeqs !== undefined) argv.push("--max-num-seqs", String(spec.maxNumSeqs));
+    if (spec.quantization !== undefined) argv.push("--quantization", spec.quantization);
+    if (spec.kvCacheDtype !== undefined) argv.push("--kv-cache-dtype", spec.kvCacheDtype);
+    if (spec.enforceEager) argv.push("--enforce-eager");
+    if (spec.attentionBackend !== undefined) argv.push("--attention-backend", spec.attentionBackend);
+    if (spec.trustRemoteCode) argv.push("--trust-remote-code");
+    return [...argv, ...spec.extraArgs];
+}
+
+/** The unit running `vllm serve` (on the head; on every node, `--headless` on the others, for the mp executor). */
+export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: string, rayAddress?: string): string {
+    const rank = spec.multiNode?.rank ?? 0;
+    return renderUnit({
+        name: UNITS.vllm,
+        description: `spark-cluster: vLLM serving ${spec.servedName}${rank > 0 ? ` (headless rank ${rank})` : ""}`,
+        runtime,
+        container: CONTAINER_NAMES.vllm,
+        argv: vllmServeArgv(spec),
+        envFiles: [RUNTIME_ENV_PATH, VLLM_SECRETS_PATH],
+        environment: rayAddress ? { RAY_ADDRESS: rayAddress } : {},
+        inputs: { "runtime.env": envHash },
+        after: rayAddress ? [`${UNITS.ray}.service`] : [],
+    });
+}
+
+/** The root-only env file vLLM reads its API key (and the HF token) from. */
+export function renderVllmSecrets(apiKey: string, hfToken?: string): string {
+    return `# ${MANAGED_MARKER}\nVLLM_API_KEY=${apiKey}\n${hfToken ? `HF_TOKEN=${hfToken}\n` : ""}`;
+}
+
+/**
+ * Ready only when a real chat request returns text (sparkrun's rule: /health
+ * can be green before the model answers). The API key is read on the node
+ * from the root-only env file, never passed on a command line.
+ */
+export function chatReadyScript(opts: { port: number; model: string; envFile: string; unit: string; seconds?: number }): string {
+    const seconds = opts.seconds ?? 600;
+    const probe = [
+        "import json, os, sys, urllib.request",
+        `key = ""`,
+        `for line in open(${JSON.stringify(opts.envFile)}):`,
+        `    if line.startswith("VLLM_API_KEY="): key = line.split("=", 1)[1].strip()`,
+        `body = json.dumps({"model": ${JSON.stringify(opts.model)}, "max_tokens": 32,`,
+        `    "messages": [{"role": "user", "content": "Say hello."}]}).encode()`,
+        `req = urllib.request.Request("http://127.0.0.1:${opts.port}/v1/chat/completions", data=body,`,
+        `    headers={"Content-Type": "application/json", "Authorization": "Bearer " + key})`,
+        `try:`,
+        `    reply = json.load(urllib.request.urlopen(req, timeout=60))`,
+        `    text = reply["choices"][0]["message"]["content"]`,
+        `except Exception as exc:`,
+        `    print("not ready:", exc); sys.exit(1)`,
+        `if not text: sys.exit(1)`,
+        `print("answer:", text)`,
+    ].join("\n");
+    return bashScript([
+        HOST_LIB,
+        `mkdir -p "$SC_STATE"`,
+        heredoc(`cat > "$SC_STATE/chat-probe.py"`, probe),
+        `chat_ready() { python3 "$SC_STATE/chat-probe.py" | tail -n 1; [ "\${PIPESTATUS[0]}" = 0 ]; }`,
+        `if ! sc_wait ${seconds} "a chat completion from ${opts.model}" chat_ready; then`,
+        `  sc_log "vLLM never answered; last log lines of ${opts.unit}:"`,
+        `  journalctl -u ${opts.unit}.service -n 60 --no-pager || true`,
+        `  rm -f "$SC_STATE/chat-probe.py"`,
+        `  exit 1`,
+        `fi`,
+        `rm -f "$SC_STATE/chat-probe.py"`,
+        `sc_cleanup_state`,
+    ]);
+}
+

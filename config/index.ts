@@ -1,0 +1,65 @@
+/**
+ * What a user may write in a stack's config, and the one function that turns it into the
+ * validated, resolved {@link Config} the components read.
+ *
+ * Everything lives under the `spark-cluster:` namespace of the stack config. {@link parseConfig}
+ * is pure (no Pulumi imports): stackConfig.ts reads the raw values and the set of secret keys
+ * from Pulumi and hands them over. Validation runs in phases:
+ *
+ * 1. per field: the zod schema (schema.ts: types, ranges, formats, unknown keys; messages from
+ *    zodIssues.ts), plus the secret rules (secretRules.ts);
+ * 2. across fields: the rules of rules.ts, run only when phase 1 found nothing, because they
+ *    assume well-typed input;
+ * 3. resolution (resolve.ts): defaults and every derived decision, made once.
+ *
+ * Every problem of a phase is thrown at once in a {@link ConfigError}, one line per issue:
+ * `spark-cluster:<path>: <what is wrong> (got <value>). Example: <right value>`. Secret values
+ * never appear in an issue, and the parsed config carries them as {@link SecretString}.
+ */
+import { ConfigError } from "./issues";
+import { resolveConfig, type Config } from "./resolve";
+import { checkCrossFieldRules } from "./rules";
+import { ClusterConfigSchema } from "./schema";
+import { checkSecretsAreSecret, checkSshKeySource } from "./secretRules";
+import { fromZodIssue, zodMessage } from "./zodIssues";
+
+export * from "./ipv4";
+export * from "./issues";
+export * from "./namespace";
+export * from "./resolve";
+export * from "./rules";
+export * from "./schema";
+export * from "./secret";
+export * from "./secretRules";
+export * from "./valueRules";
+export { exampleFor } from "./zodIssues";
+
+/** The stack config as Pulumi holds it. */
+export interface RawConfig {
+    /** Every key under the spark-cluster: namespace, WITHOUT the prefix, values already JSON-parsed objects/strings as Pulumi gives them. */
+    values: Record<string, unknown>;
+    /** Keys (without prefix) that Pulumi holds as secrets (set with --secret). */
+    secretKeys: ReadonlySet<string>;
+}
+
+/**
+ * Validates the stack config and resolves every default. Throws a {@link ConfigError} that lists
+ * every problem of the first phase that found any (fields and secrets first, then cross-field
+ * rules, which assume well-typed input).
+ */
+export function parseConfig(raw: RawConfig): Config {
+    const result = ClusterConfigSchema.safeParse(raw.values, { error: zodMessage });
+    const fieldIssues = [
+        ...(result.success ? [] : result.error.issues.flatMap((issue) => fromZodIssue(issue, raw))),
+        ...checkSecretsAreSecret(raw.values, raw.secretKeys),
+        ...checkSshKeySource(raw.values),
+    ];
+    if (!result.success || fieldIssues.length > 0) {
+        throw new ConfigError(fieldIssues);
+    }
+    const crossFieldIssues = checkCrossFieldRules(result.data);
+    if (crossFieldIssues.length > 0) {
+        throw new ConfigError(crossFieldIssues);
+    }
+    return resolveConfig(result.data);
+}

@@ -1,0 +1,338 @@
+/**
+ * Cross-field rules: what the schema cannot see field by field (one head, unique names and
+ * addresses, subnets per link, parallelism vs GPUs, transport vs Thor, ports, topology). Each is
+ * pure and exported, and table-tested in test/config.test.ts; {@link checkCrossFieldRules} runs
+ * them all on a config that passed the schema.
+ */
+import { ConfigIssue, describeValue } from "./issues";
+import { formatIpv4, formatSubnet, parseCidr, subnetsOverlap } from "./ipv4";
+import { resolveParallelism } from "./resolve";
+import type { InterconnectSchema, NcclSchema, ParsedConfig, ParsedModel, ParsedNode, RaySchema } from "./schema";
+import { exampleFor } from "./zodIssues";
+import type { z } from "zod";
+
+function nodeLabel(index: number, nodes: readonly { name: string }[]): string {
+    return `nodes[${index}] (${nodes[index].name})`;
+}
+
+/** A Thor needs a venv runtime (pip wheels lack sm_110; seed 004); only a Spark has twin interfaces. */
+export function checkNodeKinds(
+    nodes: readonly Pick<ParsedNode, "name" | "kind" | "runtime" | "interconnect">[],
+): ConfigIssue[] {
+    const issues: ConfigIssue[] = [];
+    nodes.forEach((node, i) => {
+        if (node.kind === "thor" && node.runtime === undefined) {
+            issues.push({
+                path: `nodes[${i}].runtime`,
+                message:
+                    "is required on a thor: vLLM's pip wheels lack sm_110 kernels, so a Jetson Thor runs vLLM from a source-built venv (seed 004)",
+                got: "nothing",
+                example: "{ kind: venv, path: /opt/vllm-venv }",
+            });
+        } else if (node.kind === "thor" && node.runtime?.kind === "docker") {
+            issues.push({
+                path: `nodes[${i}].runtime.kind`,
+                message:
+                    "must be venv on a thor: vLLM's pip wheels lack sm_110 kernels, so a Jetson Thor runs vLLM from a source-built venv (seed 004)",
+                got: describeValue(node.runtime.kind),
+                example: "{ kind: venv, path: /opt/vllm-venv }",
+            });
+        }
+        if (node.kind === "thor") {
+            node.interconnect.forEach((iface, j) => {
+                if (iface.name === undefined) {
+                    issues.push({
+                        path: `nodes[${i}].interconnect[${j}].name`,
+                        message:
+                            "is required on a thor: interfaces are detected through ibdev2netdev, and a Jetson Thor has no RoCE device to report (`ip -br link` on the Thor shows the name)",
+                        got: "nothing",
+                        example: "name: mgbe0_0",
+                    });
+                }
+            });
+        }
+        if (node.kind !== "spark" && node.interconnect.length > 1) {
+            issues.push({
+                path: `nodes[${i}].interconnect`,
+                message: `lists ${node.interconnect.length} interfaces, but only a spark has twin interfaces; a ${node.kind} has one`,
+                got: `${node.interconnect.length} interfaces`,
+                example: "[{ address: 192.168.100.31/24 }]",
+            });
+        }
+    });
+    return issues;
+}
+
+/** Exactly one node has `head: true`. */
+export function checkExactlyOneHead(nodes: readonly Pick<ParsedNode, "name" | "head">[]): ConfigIssue[] {
+    const heads = nodes.flatMap((node, i) => (node.head ? [i] : []));
+    if (heads.length === 0) {
+        return [
+            {
+                path: "nodes",
+                message: "has no head: exactly one node must have head: true (it runs the Ray head and serves the API)",
+                got: `${nodes.length} nodes, none with head: true`,
+                example: nodes.length > 0 ? `head: true on ${nodeLabel(0, nodes)}` : "head: true on one node",
+            },
+        ];
+    }
+    return heads.slice(1).map((i) => ({
+        path: `nodes[${i}].head`,
+        message: `is true, but ${nodeLabel(heads[0], nodes)} is already the head; exactly one node may be the head`,
+        got: "true",
+        example: "false (or leave head out)",
+    }));
+}
+
+/** Node names are unique (they name resources and /etc/hosts entries). */
+export function checkUniqueNodeNames(nodes: readonly Pick<ParsedNode, "name">[]): ConfigIssue[] {
+    const issues: ConfigIssue[] = [];
+    nodes.forEach((node, i) => {
+        const first = nodes.findIndex((other) => other.name === node.name);
+        if (first < i) {
+            issues.push({
+                path: `nodes[${i}].name`,
+                message: `repeats the name of nodes[${first}]; node names must be unique`,
+                got: describeValue(node.name),
+                example: `${node.name}-2`,
+            });
+        }
+    });
+    return issues;
+}
+
+/** No two nodes share an SSH endpoint (host:port); host names compare case-insensitively. */
+export function checkUniqueSshEndpoints(nodes: readonly (Pick<ParsedNode, "name"> & { ssh: { host: string; port: number } })[]): ConfigIssue[] {
+    const endpoint = (node: { ssh: { host: string; port: number } }) => `${node.ssh.host.toLowerCase()}:${node.ssh.port}`;
+    const issues: ConfigIssue[] = [];
+    nodes.forEach((node, i) => {
+        const first = nodes.findIndex((other) => endpoint(other) === endpoint(node));
+        if (first < i) {
+            issues.push({
+                path: `nodes[${i}].ssh.host`,
+                message: `with port ${node.ssh.port} is also the SSH endpoint of ${nodeLabel(first, nodes)}; each node needs its own`,
+                got: describeValue(node.ssh.host),
+                example: "10.0.0.12",
+            });
+        }
+    });
+    return issues;
+}
+
+/** Every interconnect IP address is used once in the whole cluster. */
+export function checkUniqueAddresses(nodes: readonly Pick<ParsedNode, "name" | "interconnect">[]): ConfigIssue[] {
+    const seen = new Map<number, string>();
+    const issues: ConfigIssue[] = [];
+    nodes.forEach((node, i) => {
+        node.interconnect.forEach((iface, k) => {
+            const ip = parseCidr(iface.address).ip;
+            const owner = seen.get(ip);
+            if (owner !== undefined) {
+                issues.push({
+                    path: `nodes[${i}].interconnect[${k}].address`,
+                    message: `uses ${formatIpv4(ip)}, which ${owner} already has; every interconnect address must be unique`,
+                    got: describeValue(iface.address),
+                    example: "192.168.100.12/24",
+                });
+            } else {
+                seen.set(ip, `nodes[${i}].interconnect[${k}] (${node.name})`);
+            }
+        });
+    });
+    return issues;
+}
+
+/**
+ * Each link is one subnet: for every interface index i, each node's i-th interface lies in the
+ * subnet (same prefix length) of the first node that has an i-th interface, and that subnet has
+ * at least two members ("no peer on this link" otherwise).
+ */
+export function checkAddressesInSubnets(nodes: readonly Pick<ParsedNode, "name" | "interconnect">[]): ConfigIssue[] {
+    const issues: ConfigIssue[] = [];
+    const maxInterfaces = Math.max(0, ...nodes.map((node) => node.interconnect.length));
+    for (let k = 0; k < maxInterfaces; k++) {
+        const members = nodes.flatMap((node, i) => (node.interconnect[k] ? [i] : []));
+        const refIndex = members[0];
+        const ref = parseCidr(nodes[refIndex].interconnect[k].address);
+        const refLabel = `nodes[${refIndex}].interconnect[${k}] (${nodes[refIndex].name})`;
+        if (members.length < 2) {
+            issues.push({
+                path: `nodes[${refIndex}].interconnect[${k}].address`,
+                message: `has no peer on this link: no other node has an interconnect[${k}] in ${formatSubnet(ref)}`,
+                got: describeValue(nodes[refIndex].interconnect[k].address),
+                example: `remove this interface, or give another node an interconnect[${k}] in ${formatSubnet(ref)}`,
+            });
+            continue;
+        }
+        for (const i of members.slice(1)) {
+            const address = nodes[i].interconnect[k].address;
+            const cidr = parseCidr(address);
+            if (cidr.prefixLength !== ref.prefixLength) {
+                issues.push({
+                    path: `nodes[${i}].interconnect[${k}].address`,
+                    message: `has prefix /${cidr.prefixLength}, but ${refLabel} uses /${ref.prefixLength}; every address on one link needs the same prefix`,
+                    got: describeValue(address),
+                    example: `${formatIpv4(cidr.ip)}/${ref.prefixLength}`,
+                });
+            } else if (cidr.network !== ref.network) {
+                issues.push({
+                    path: `nodes[${i}].interconnect[${k}].address`,
+                    message: `is not inside ${formatSubnet(ref)}, the subnet of ${refLabel}`,
+                    got: describeValue(address),
+                    example: `${formatIpv4(ref.network + ((cidr.ip - cidr.network) % (ref.broadcast - ref.network)))}/${ref.prefixLength}`,
+                });
+            }
+        }
+    }
+    return issues;
+}
+
+/** A Spark's twin interfaces never share (or overlap) a subnet (NVIDIA's playbook). */
+export function checkTwinSubnets(nodes: readonly Pick<ParsedNode, "name" | "interconnect">[]): ConfigIssue[] {
+    const issues: ConfigIssue[] = [];
+    nodes.forEach((node, i) => {
+        const [first, second] = node.interconnect;
+        if (first && second && subnetsOverlap(parseCidr(first.address), parseCidr(second.address))) {
+            issues.push({
+                path: `nodes[${i}].interconnect[1].address`,
+                message: `overlaps the subnet of its twin interconnect[0] (${first.address}); twin interfaces must never share a subnet`,
+                got: describeValue(second.address),
+                example: "192.168.101.11/24 next to 192.168.100.11/24",
+            });
+        }
+    });
+    return issues;
+}
+
+/** Interface names on one node are unique. */
+export function checkInterfaceNames(nodes: readonly Pick<ParsedNode, "name" | "interconnect">[]): ConfigIssue[] {
+    const issues: ConfigIssue[] = [];
+    nodes.forEach((node, i) => {
+        node.interconnect.forEach((iface, k) => {
+            if (iface.name !== undefined && node.interconnect.findIndex((other) => other.name === iface.name) < k) {
+                issues.push({
+                    path: `nodes[${i}].interconnect[${k}].name`,
+                    message: "names the same interface as another interconnect entry of this node",
+                    got: describeValue(iface.name),
+                    example: "enP2p1s0f1np1 next to enp1s0f1np1",
+                });
+            }
+        });
+    });
+    return issues;
+}
+
+/** tensorParallel × pipelineParallel fits in the cluster's GPUs. */
+export function checkParallelismFitsGpus(
+    model: Pick<ParsedModel, "tensorParallel" | "pipelineParallel">,
+    totalGpus: number,
+): ConfigIssue[] {
+    const { tensorParallel, pipelineParallel } = resolveParallelism(model, totalGpus);
+    const product = tensorParallel * pipelineParallel;
+    if (product <= totalGpus) {
+        return [];
+    }
+    const key = model.tensorParallel !== undefined ? "tensorParallel" : "pipelineParallel";
+    return [
+        {
+            path: `model.${key}`,
+            message: `asks for tensorParallel x pipelineParallel = ${tensorParallel} x ${pipelineParallel} = ${product} GPUs, but the cluster has ${totalGpus} GPUs (the sum of nodes[].gpus)`,
+            got: describeValue(model[key]),
+            example: `tensorParallel: ${totalGpus}, pipelineParallel: 1 (or tensorParallel: 1, pipelineParallel: ${totalGpus})`,
+        },
+    ];
+}
+
+/** A cluster with a Thor runs NCCL over sockets everywhere (seed 004). */
+export function checkTransport(
+    requested: z.output<typeof NcclSchema>["transport"],
+    nodes: readonly Pick<ParsedNode, "name" | "kind">[],
+): ConfigIssue[] {
+    const thor = nodes.findIndex((node) => node.kind === "thor");
+    if (requested !== "roce" || thor < 0) {
+        return [];
+    }
+    return [
+        {
+            path: "nccl.transport",
+            message: `cannot be roce: ${nodeLabel(thor, nodes)} is a thor, and Thor has no RoCE; NCCL fails with 'wrong type 3 != 4'. A cluster with a Thor runs NCCL over sockets on every node`,
+            got: describeValue(requested),
+            example: "auto (socket when a Thor is present) or socket",
+        },
+    ];
+}
+
+/** The service ports differ from each other and from every node's SSH port. */
+export function checkPorts(
+    ray: Pick<z.output<typeof RaySchema>, "port" | "dashboardPort">,
+    model: Pick<ParsedModel, "apiPort" | "masterPort">,
+    nodes: readonly (Pick<ParsedNode, "name"> & { ssh: { port: number } })[],
+): ConfigIssue[] {
+    const services: [string, number][] = [
+        ["ray.port", ray.port],
+        ["ray.dashboardPort", ray.dashboardPort],
+        ["model.apiPort", model.apiPort],
+        ["model.masterPort", model.masterPort],
+    ];
+    const issues: ConfigIssue[] = [];
+    services.forEach(([key, value], s) => {
+        const earlier = services.slice(0, s).find(([, other]) => other === value);
+        const sshNode = nodes.findIndex((node) => node.ssh.port === value);
+        const clash = earlier ? earlier[0] : sshNode >= 0 ? `nodes[${sshNode}].ssh.port (${nodes[sshNode].name})` : undefined;
+        if (clash) {
+            issues.push({
+                path: key,
+                message: `collides with ${clash}; ray.port, ray.dashboardPort, model.apiPort, model.masterPort and the SSH ports must all differ`,
+                got: describeValue(value),
+                example: exampleFor(key.split(".")),
+            });
+        }
+    });
+    return issues;
+}
+
+/** `pair` is two nodes cabled back to back; `switch` is two or more. */
+export function checkTopology(topology: z.output<typeof InterconnectSchema>["topology"], nodeCount: number): ConfigIssue[] {
+    if (topology === "pair" && nodeCount !== 2) {
+        return [
+            {
+                path: "interconnect.topology",
+                message: `is pair (two nodes cabled back to back), but nodes lists ${nodeCount}`,
+                got: describeValue(topology),
+                example: "switch",
+            },
+        ];
+    }
+    if (topology === "switch" && nodeCount < 2) {
+        return [
+            {
+                path: "interconnect.topology",
+                message: `is switch, but nodes lists ${nodeCount}; a cluster needs at least 2 nodes`,
+                got: describeValue(topology),
+                example: "switch, with two or more nodes",
+            },
+        ];
+    }
+    return [];
+}
+
+/** Every cross-field rule, in the order their issues are reported. */
+export function checkCrossFieldRules(config: ParsedConfig): ConfigIssue[] {
+    const totalGpus = config.nodes.reduce((sum, node) => sum + node.gpus, 0);
+    return [
+        ...checkNodeKinds(config.nodes),
+        ...checkExactlyOneHead(config.nodes),
+        ...checkUniqueNodeNames(config.nodes),
+        ...checkUniqueSshEndpoints(config.nodes),
+        ...checkUniqueAddresses(config.nodes),
+        ...checkAddressesInSubnets(config.nodes),
+        ...checkTwinSubnets(config.nodes),
+        ...checkInterfaceNames(config.nodes),
+        ...checkParallelismFitsGpus(config.model, totalGpus),
+        ...checkTransport(config.nccl.transport, config.nodes),
+        ...checkPorts(config.ray, config.model, config.nodes),
+        ...checkTopology(config.interconnect.topology, config.nodes.length),
+    ];
+}
+
+// ---------------------------------------------------------------------------------------------

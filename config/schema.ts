@@ -1,0 +1,310 @@
+/**
+ * What a user may write in a stack's config: the zod schema of every key under the
+ * `spark-cluster:` namespace. Each field's doc comment says what it is and its default; its
+ * `.meta({ example })` is the right value an error message shows (config/zodIssues.ts reads it
+ * from here, so the example cannot drift from the field).
+ */
+import { z } from "zod";
+import { isHostOrIpv4, interfaceAddressProblem } from "./ipv4";
+import { CONFIG_NAMESPACE, DEFAULT_VLLM_IMAGE } from "./namespace";
+import { extraArgProblem, modelSourceProblem, overrideKeyProblem } from "./valueRules";
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const IFNAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$/;
+/** Text that is a private key rather than a path to one. */
+export const PRIVATE_KEY_TEXT = /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/;
+
+// zod helpers: each returns a fresh schema so defaults and refinements never leak between keys.
+const port = () => z.int().min(1).max(65535);
+const hostOrIpv4 = () =>
+    z.string().refine(isHostOrIpv4, {
+        error: "must be an IPv4 address or a hostname (no user@, no :port, no scheme)",
+    });
+const keyFilePath = () =>
+    z
+        .string()
+        .min(1)
+        .refine((p) => !p.startsWith("~"), {
+            error: "starts with ~, which is not expanded; write the full path",
+        })
+        .refine((p) => !PRIVATE_KEY_TEXT.test(p), {
+            error: `holds key text, not a path; put key text in ${CONFIG_NAMESPACE}:sshPrivateKey, as a secret`,
+        });
+
+/** How to reach a node over SSH (the management network, not the interconnect). */
+export const SshSchema = z.strictObject({
+    /** IPv4 address or hostname of the node's management interface. Required. */
+    host: hostOrIpv4().meta({ example: "10.0.0.11" }),
+    /** SSH port. Defaults to 22. */
+    port: port().default(22).meta({ example: "22" }),
+    /** Login user; it needs root rights (netplan, systemd). Defaults to "root". */
+    user: z
+        .string()
+        .regex(/^[a-z_][a-z0-9_-]{0,31}$/, { error: "must be a Linux user name (lowercase letters, digits, _ and -)" })
+        .default("root").meta({ example: "root" }),
+    /**
+     * Path to the private key for this node, on the machine that runs pulumi; overrides the
+     * cluster-wide `sshPrivateKey`/`sshPrivateKeyPath`. `~` is not expanded. Defaults to the
+     * cluster-wide key.
+     */
+    privateKeyPath: keyFilePath().optional().meta({ example: "/home/you/.ssh/id_ed25519" }),
+});
+
+/** Runs vLLM and Ray in a container driven by a systemd unit (Spark and workstation). */
+export const DockerRuntimeSchema = z.strictObject({
+    /** Selects this runtime. Required when `runtime` is given. */
+    kind: z.literal("docker").meta({ example: "docker (or venv)" }),
+    /** Image with vLLM and Ray; the same multi-arch tag serves Spark and workstation. Defaults to "nvcr.io/nvidia/vllm:25.09-py3". */
+    image: z
+        .string()
+        .regex(/^[^\s]+$/, { error: "must be an image reference without spaces" })
+        .default(DEFAULT_VLLM_IMAGE).meta({ example: DEFAULT_VLLM_IMAGE }),
+    /** Run the container with `--privileged` (RDMA devices). Defaults to true. */
+    privileged: z.boolean().default(true).meta({ example: "true" }),
+    /** Run the container with `--ulimit memlock=-1` (RDMA memory registration). Defaults to true. */
+    memlockUnlimited: z.boolean().default(true).meta({ example: "true" }),
+    /** Mount the host's /dev/infiniband (RDMA devices) into the container. Defaults to true. */
+    infiniband: z.boolean().default(true).meta({ example: "true" }),
+    /** Size of /dev/shm in the container, as docker reads it. Defaults to "16g". */
+    shmSize: z
+        .string()
+        .regex(/^[1-9][0-9]*([bkmg]|[kmg]b)?$/i, { error: "must be a size like 16g or 10240m" })
+        .default("16g").meta({ example: "16g" }),
+});
+
+/** Runs vLLM and Ray from a Python venv on the host (Jetson Thor: a source build, seed 004). */
+export const VenvRuntimeSchema = z.strictObject({
+    /** Selects this runtime. Required when `runtime` is given. */
+    kind: z.literal("venv").meta({ example: "docker (or venv)" }),
+    /** Absolute path of the venv (the directory holding bin/vllm and bin/ray). Required. */
+    path: z.string().regex(/^\/[^\s]*$/, { error: "must be an absolute path without spaces" }).meta({ example: "/opt/vllm-venv" }),
+});
+
+/** How a node runs vLLM and Ray. */
+export const RuntimeSchema = z.discriminatedUnion("kind", [DockerRuntimeSchema, VenvRuntimeSchema]);
+
+/** One interconnect interface of a node. */
+export const InterfaceSchema = z.strictObject({
+    /**
+     * Linux interface name, e.g. enp1s0f1np1. Defaults to detection on the node at deploy time
+     * (the next linked-up RoCE interface `ibdev2netdev` reports); required on a thor, which has none.
+     */
+    name: z
+        .string()
+        .regex(IFNAME, { error: "must be a Linux interface name: up to 15 letters, digits, _ . -" })
+        .optional().meta({ example: "enp1s0f1np1" }),
+    /** Static address with prefix length, a.b.c.d/prefix. Required. */
+    address: z.string().superRefine((text, ctx) => {
+        const problem = interfaceAddressProblem(text);
+        if (problem) {
+            ctx.addIssue({ code: "custom", message: problem });
+        }
+    }).meta({ example: "192.168.100.11/24" }),
+}).meta({ example: "{ name: enp1s0f1np1, address: 192.168.100.11/24 }" });
+
+/** One machine of the cluster. */
+export const NodeSchema = z.strictObject({
+    /** Name used in resource names and /etc/hosts: a DNS label. Required. */
+    name: z.string().regex(DNS_LABEL, {
+        error: "must be a DNS label: 1-63 lowercase letters, digits and -, not starting or ending with -",
+    }).meta({ example: "spark-a" }),
+    /** What the machine is: a DGX Spark, a Jetson Thor or an x86 workstation. Required. */
+    kind: z.enum(["spark", "thor", "workstation"]).meta({ example: "spark (or thor, workstation)" }),
+    /** Whether this node runs the Ray head and serves the API; exactly one node is the head. Defaults to false. */
+    head: z.boolean().default(false).meta({ example: "true" }),
+    /** How to reach the node over SSH. Required (at least `host`). */
+    ssh: SshSchema.meta({ example: "{ host: 10.0.0.11, port: 22, user: root }" }),
+    /** GPUs on this node (a Spark and a Thor have one). Defaults to 1. */
+    gpus: z.int().min(1).default(1).meta({ example: "1" }),
+    /**
+     * How vLLM runs here. Defaults to `{ kind: docker }` with its defaults on a spark or a
+     * workstation; required, and a venv, on a thor.
+     */
+    runtime: RuntimeSchema.optional().meta({ example: `{ kind: docker, image: ${DEFAULT_VLLM_IMAGE} } (or { kind: venv, path: /opt/vllm-venv })` }),
+    /** The interconnect interfaces: one, or a Spark's two twins (each in its own subnet). Required. */
+    interconnect: z.array(InterfaceSchema).min(1).max(2).meta({ example: "[{ name: enp1s0f1np1, address: 192.168.100.11/24 }, { name: enP2p1s0f1np1, address: 192.168.101.11/24 }]" }),
+}).meta({ example: "{ name: spark-a, kind: spark, ssh: { host: 10.0.0.11 }, interconnect: [{ address: 192.168.100.11/24 }] }" });
+
+/** How the nodes are cabled. */
+export const InterconnectSchema = z.strictObject({
+    /** `pair`: two nodes cabled back to back; `switch`: any number of nodes on a switch. Defaults to "pair". */
+    topology: z.enum(["pair", "switch"]).default("pair").meta({ example: "pair (or switch)" }),
+    /** MTU of the interconnect interfaces (a switch must carry it too). Defaults to 9000. */
+    mtu: z.int().min(1280).max(9216).default(9000).meta({ example: "9000" }),
+});
+
+/** RoCE host settings on nodes that have RoCE (Spark, workstation with ConnectX). */
+export const RoceSchema = z.strictObject({
+    /** Configure PFC (lossless RoCE) on the interconnect; off or unavailable means lossy RoCE. Defaults to true. */
+    enabled: z.boolean().default(true).meta({ example: "true" }),
+    /** The priority PFC is enabled on (`mlnx_qos --pfc`). Defaults to 3. */
+    priority: z.int().min(0).max(7).default(3).meta({ example: "3" }),
+    /** Trust DSCP marks (`mlnx_qos --trust dscp`). Defaults to true. */
+    trustDscp: z.boolean().default(true).meta({ example: "true" }),
+    /** Load nvidia-peermem for GPUDirect RDMA, persisted across reboot. Defaults to true. */
+    peermem: z.boolean().default(true).meta({ example: "true" }),
+});
+
+/** NCCL settings, rendered to /etc/nccl.conf and the runtime's env file. */
+export const NcclSchema = z.strictObject({
+    /**
+     * `roce` (NET/IB), `socket` (NET/Socket, `NCCL_IB_DISABLE=1`) or `auto`: socket when any node
+     * is a Thor (it has no RoCE), else roce. The choice is cluster-wide. Defaults to "auto".
+     */
+    transport: z.enum(["auto", "roce", "socket"]).default("auto").meta({ example: "auto (or roce, socket)" }),
+    /** RDMA devices for NCCL_IB_HCA, e.g. both twins `[rocep1s0f1, roceP2p1s0f1]`. Defaults to detection from the interconnect interfaces. */
+    ibHca: z
+        .array(z.string().regex(/^[^\s,]+$/, { error: "must be one RDMA device name, without spaces or commas" }).meta({ example: "rocep1s0f1" }))
+        .min(1)
+        .optional().meta({ example: "[rocep1s0f1, roceP2p1s0f1]" }),
+    /** NCCL_SOCKET_IFNAME (NCCL's syntax: a name, a prefix, ^exclusions). Defaults to the interconnect interface. */
+    socketIfname: z.string().regex(/^[^\s]+$/, { error: "must not be empty or contain spaces" }).optional().meta({ example: "enp1s0f1np1" }),
+    /** NCCL_DEBUG level (INFO shows NET/IB vs NET/Socket at start). Defaults to "WARN". */
+    debug: z.enum(["WARN", "INFO", "TRACE"]).default("WARN").meta({ example: "INFO" }),
+    /**
+     * Further NCCL variables, name to string value, e.g. `NCCL_IB_MERGE_NICS: "1"`. Variables with
+     * their own key are rejected, and so is NCCL_IB_GID_INDEX (it moves at run time). Defaults to {}.
+     */
+    overrides: z
+        .record(
+            z.string().superRefine((key, ctx) => {
+                const problem = overrideKeyProblem(key);
+                if (problem) {
+                    ctx.addIssue({ code: "custom", message: problem.message });
+                }
+            }),
+            z.string().regex(/^[^\r\n\0]*$/, { error: "must be a single line" }).meta({ example: 'NCCL_IB_MERGE_NICS: "1"' }),
+        )
+        .default({}).meta({ example: "{ NCCL_IB_MERGE_NICS: \"1\" }" }),
+});
+
+/** Ray cluster settings (used when model.executor is ray). */
+export const RaySchema = z.strictObject({
+    /** GCS port on the head. Defaults to 6379. */
+    port: port().default(6379).meta({ example: "6379" }),
+    /**
+     * Address the dashboard binds to. The dashboard accepts jobs without auth (ShadowRay,
+     * CVE-2023-48022): keep it on loopback and reach it through an SSH tunnel. Defaults to "127.0.0.1".
+     */
+    dashboardHost: hostOrIpv4().default("127.0.0.1").meta({ example: "127.0.0.1" }),
+    /** Dashboard port on the head. Defaults to 8265. */
+    dashboardPort: port().default(8265).meta({ example: "8265" }),
+    /** Object store size per node in MiB. Defaults to Ray's own choice. */
+    objectStoreMemoryMb: z.int().min(64).optional().meta({ example: "8192" }),
+    /** Logical CPUs each node offers to Ray (`ray start --num-cpus`). Defaults to Ray's own count. */
+    numCpus: z.int().min(1).optional().meta({ example: "8" }),
+});
+
+/** What vLLM serves and how. */
+export const ModelSchema = z.strictObject({
+    /** Hugging Face id `org/name`, or an absolute path to a model directory on the nodes. Required. */
+    source: z.string().superRefine((text, ctx) => {
+        const problem = modelSourceProblem(text);
+        if (problem) {
+            ctx.addIssue({ code: "custom", message: problem });
+        }
+    }).meta({ example: "Qwen/Qwen2.5-7B-Instruct (or /models/qwen2.5-7b-instruct)" }),
+    /** Name clients put in requests. Defaults to the last path segment of `source`. */
+    servedName: z.string().regex(/^[^\s]+$/, { error: "must not be empty or contain spaces" }).optional().meta({ example: "qwen2.5-7b" }),
+    /**
+     * Tensor-parallel size. When neither parallelism is given, the default is tensor parallelism
+     * over every GPU: on two Sparks TP=2 measured 2.09x one Spark while PP=2 gave 1.08x
+     * (community PR), although seed 002 recommends PP across single-GPU nodes — the choice is
+     * yours. Defaults to the cluster's total GPUs, or 1 when only pipelineParallel is given.
+     */
+    tensorParallel: z.int().min(1).optional().meta({ example: "2" }),
+    /**
+     * Pipeline-parallel size (seed 004 uses PP=4 over 2 Sparks + 2 Thors on sockets). Defaults to 1.
+     */
+    pipelineParallel: z.int().min(1).optional().meta({ example: "1" }),
+    /** `ray` (Ray cluster, as in the seeds) or `mp` (vLLM's own multi-node mode, --headless peers). Defaults to "ray". */
+    executor: z.enum(["ray", "mp"]).default("ray").meta({ example: "ray (or mp)" }),
+    /** Fraction of GPU memory vLLM may use, in (0, 1]. Defaults to 0.9. */
+    gpuMemoryUtilization: z.number().gt(0).lte(1).default(0.9).meta({ example: "0.85" }),
+    /** Context length (--max-model-len). Defaults to the model's own. */
+    maxModelLen: z.int().min(1).optional().meta({ example: "32768" }),
+    /** Concurrent sequences (--max-num-seqs). Defaults to vLLM's own. */
+    maxNumSeqs: z.int().min(1).optional().meta({ example: "64" }),
+    /** Quantization method (--quantization), e.g. fp8. Defaults to none (from the model's config). */
+    quantization: z.string().regex(/^[a-z0-9_]+$/, { error: "must be a vLLM quantization name like fp8 or awq" }).optional().meta({ example: "fp8" }),
+    /** KV cache dtype (--kv-cache-dtype), e.g. fp8. Defaults to vLLM's "auto". */
+    kvCacheDtype: z.string().regex(/^[a-z0-9_]+$/, { error: "must be a vLLM kv-cache dtype like auto or fp8" }).optional().meta({ example: "fp8" }),
+    /** Disable CUDA graphs (--enforce-eager). Defaults to true when any node is a thor, else false. */
+    enforceEager: z.boolean().optional().meta({ example: "true" }),
+    /** Attention backend (--attention-backend), e.g. TRITON_ATTN (seed 004 on Thor). Defaults to vLLM's choice. */
+    attentionBackend: z
+        .string()
+        .regex(/^[A-Za-z0-9_]+$/, { error: "must be a backend name like TRITON_ATTN or FLASH_ATTN" })
+        .optional().meta({ example: "TRITON_ATTN" }),
+    /** Allow the model repository's own Python code (--trust-remote-code). Defaults to false. */
+    trustRemoteCode: z.boolean().default(false).meta({ example: "false" }),
+    /** Further `vllm serve` flags, one `--flag` or `--flag=value` per element. Defaults to []. */
+    extraArgs: z
+        .array(
+            z.string().superRefine((arg, ctx) => {
+                const problem = extraArgProblem(arg);
+                if (problem) {
+                    ctx.addIssue({ code: "custom", message: problem.message });
+                }
+            }).meta({ example: "--swap-space=16" }),
+        )
+        .default([]).meta({ example: "[--swap-space=16, --disable-custom-all-reduce]" }),
+    /** Port of the OpenAI-compatible API on the head. Defaults to 8000. */
+    apiPort: port().default(8000).meta({ example: "8000" }),
+    /** Address the API binds to on the head. Defaults to "0.0.0.0". */
+    apiHost: hostOrIpv4().default("0.0.0.0").meta({ example: "0.0.0.0" }),
+    /** torch.distributed master port for the mp executor. Defaults to 29500. */
+    masterPort: port().default(29500).meta({ example: "29500" }),
+});
+
+/** Every key under the `spark-cluster:` namespace. */
+export const ClusterConfigSchema = z.strictObject({
+    /** The machines, at least two. Required. */
+    nodes: z.array(NodeSchema).min(2).meta({ example: "[{ name: spark-a, kind: spark, head: true, ssh: { host: 10.0.0.11 }, interconnect: [{ address: 192.168.100.11/24 }] }, { name: spark-b, ... }]" }),
+    /** Cabling. Defaults to `{ topology: pair, mtu: 9000 }`. */
+    interconnect: InterconnectSchema.prefault({}).meta({ example: "{ topology: pair, mtu: 9000 }" }),
+    /** RoCE host settings. Defaults to PFC on priority 3, trust DSCP, nvidia-peermem. */
+    roce: RoceSchema.prefault({}).meta({ example: "{ enabled: true, priority: 3 }" }),
+    /** NCCL settings. Defaults to transport auto, debug WARN. */
+    nccl: NcclSchema.prefault({}).meta({ example: "{ transport: auto, debug: WARN }" }),
+    /** Ray settings. Defaults to ports 6379/8265, dashboard on 127.0.0.1. */
+    ray: RaySchema.prefault({}).meta({ example: "{ port: 6379, dashboardHost: 127.0.0.1, dashboardPort: 8265 }" }),
+    /** The model and vLLM settings. Required (at least `source`). */
+    model: ModelSchema.meta({ example: "{ source: Qwen/Qwen2.5-7B-Instruct }" }),
+    /**
+     * SECRET. Private key text (OpenSSH or PEM) for every node. Exactly one of this and
+     * `sshPrivateKeyPath` unless every node sets ssh.privateKeyPath.
+     */
+    sshPrivateKey: z
+        .string()
+        .regex(PRIVATE_KEY_TEXT, {
+            error: "must be the text of a private key (-----BEGIN ... PRIVATE KEY-----), not a path or a public key",
+        })
+        .optional().meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:sshPrivateKey "$(cat ~/.ssh/id_ed25519)"` }),
+    /** Path of the private key file on the machine that runs pulumi; `~` is not expanded. Alternative to sshPrivateKey. */
+    sshPrivateKeyPath: keyFilePath().optional().meta({ example: `pulumi config set ${CONFIG_NAMESPACE}:sshPrivateKeyPath /home/you/.ssh/id_ed25519` }),
+    /** SECRET. Key clients must send to the OpenAI-compatible endpoint, at least 16 characters. Required. */
+    apiKey: z
+        .string()
+        .min(16)
+        .regex(/^[^\s]+$/, { error: "must not contain spaces or line breaks" }).meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:apiKey "$(openssl rand -hex 24)"` }),
+    /** SECRET. Hugging Face token for gated models. Defaults to none. */
+    hfToken: z
+        .string()
+        .regex(/^[^\s]+$/, { error: "must not be empty or contain spaces or line breaks" })
+        .optional().meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:hfToken hf_...` }),
+});
+
+/** The stack config as the schema outputs it, before cross-field defaults. */
+export type ParsedConfig = z.output<typeof ClusterConfigSchema>;
+/** One node as the schema outputs it. */
+export type ParsedNode = z.output<typeof NodeSchema>;
+/** One interconnect interface as the schema outputs it. */
+export type ParsedInterface = z.output<typeof InterfaceSchema>;
+/** The model section as the schema outputs it. */
+export type ParsedModel = z.output<typeof ModelSchema>;
+
+export type NodeKind = ParsedNode["kind"];
+export type DockerRuntime = z.output<typeof DockerRuntimeSchema>;
+export type VenvRuntime = z.output<typeof VenvRuntimeSchema>;
+export type Runtime = DockerRuntime | VenvRuntime;
