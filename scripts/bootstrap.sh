@@ -8,7 +8,7 @@
 #      (toolchain/plugins, see toolchain/README.md).
 # Built binaries live in a per-user cache keyed by version (and, for the
 # project's own plugins, by a hash of their sources), outside the work tree, so
-# a fresh clone on the same machine reuses them. .tools/bin links to them.
+# a fresh clone on the same machine reuses them. .tools/ links to them (step 4).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -105,10 +105,27 @@ else
   say "plugins cached ($plugins_key)"
 fi
 
-# --- 4. Link into the project ------------------------------------------------
-ln -sfn "$cli_dir/pulumi" "$TOOLS/pulumi"
-ln -sfn "$plugins_dir/pulumi-language-nodejs" "$TOOLS/pulumi-language-nodejs"
-ln -sfn "$plugins_dir/pulumi-resource-command" "$TOOLS/pulumi-resource-command"
+# --- 4. Install where the CLI looks for plugins ------------------------------
+# The CLI finds the Node.js language host (a "bundled" plugin) next to its own
+# executable, and the command provider in $PULUMI_HOME/plugins/resource-command-vX/.
+# Installed there, neither is an "ambient" plugin from $PATH, so Pulumi prints no
+# "using ... from $PATH" warning (scripts/env.sh sets PULUMI_HOME and ignores
+# ambient plugins). dist-* holds hard links (a copy where that fails), not symlinks:
+# the CLI resolves symlinks before it looks next to itself.
+dist="$CACHE/dist-$PULUMI_VERSION-$plugins_key"
+if [ ! -x "$dist/pulumi" ] || [ ! -x "$dist/pulumi-language-nodejs" ]; then
+  rm -rf "$dist.tmp"; mkdir -p "$dist.tmp"
+  ln -L "$cli_dir/pulumi" "$dist.tmp/pulumi" 2>/dev/null || cp -L "$cli_dir/pulumi" "$dist.tmp/pulumi"
+  ln "$plugins_dir/pulumi-language-nodejs" "$dist.tmp/" 2>/dev/null || cp "$plugins_dir/pulumi-language-nodejs" "$dist.tmp/"
+  rm -rf "$dist"; mv "$dist.tmp" "$dist"
+fi
+home="$ROOT/.tools/pulumi-home"
+command_dir="$home/plugins/resource-command-v$COMMAND_PROVIDER_VERSION"
+mkdir -p "$command_dir"
+ln -sfn "$dist/pulumi" "$TOOLS/pulumi"
+ln -sfn "$plugins_dir/pulumi-resource-command" "$command_dir/pulumi-resource-command"
+# Earlier layouts linked the plugins into .tools/bin (ambient plugins): gone now.
+rm -f "$TOOLS/pulumi-language-nodejs" "$TOOLS/pulumi-resource-command"
 have=$("$TOOLS/pulumi" version)
 [ "$have" = "v$PULUMI_VERSION" ] || die "built pulumi reports $have, expected v$PULUMI_VERSION"
-say "ready in $(( $(date +%s) - started ))s: pulumi $have, plugins in $TOOLS"
+say "ready in $(( $(date +%s) - started ))s: pulumi $have in $TOOLS, command provider in $command_dir"

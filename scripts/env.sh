@@ -4,7 +4,11 @@
 SPARK_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export SPARK_ROOT
 export PATH="$SPARK_ROOT/.tools/bin:$SPARK_ROOT/node_modules/.bin:$PATH"
-# Plugins come from .tools/bin (ambient plugins); never try to download one.
+# Plugins are installed where the CLI looks for them (scripts/bootstrap.sh, step 4):
+# the language host next to the CLI, the command provider in this project's own
+# Pulumi home. Never download one, and never pick one up from $PATH.
+export PULUMI_HOME="$SPARK_ROOT/.tools/pulumi-home"
+export PULUMI_IGNORE_AMBIENT_PLUGINS=true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
 export PULUMI_SKIP_UPDATE_CHECK=true
 # Local file backend inside the project unless the user chose another one.

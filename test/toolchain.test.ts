@@ -49,11 +49,13 @@ describe("project-local Pulumi toolchain", () => {
         assert.equal(out.trim(), `v${versions.PULUMI_VERSION}`);
     });
 
-    it("the language host and the command provider are linked next to the CLI", () => {
-        for (const name of ["pulumi-language-nodejs", "pulumi-resource-command"]) {
-            const target = path.join(tools, name);
-            fs.accessSync(target, fs.constants.X_OK);
-        }
+    it("the language host sits next to the CLI and the command provider in the project's Pulumi home", () => {
+        const cliDir = path.dirname(fs.realpathSync(path.join(tools, "pulumi")));
+        fs.accessSync(path.join(cliDir, "pulumi-language-nodejs"), fs.constants.X_OK);
+        const pluginDir = path.join(root, ".tools", "pulumi-home", "plugins", `resource-command-v${versions.COMMAND_PROVIDER_VERSION}`);
+        fs.accessSync(path.join(pluginDir, "pulumi-resource-command"), fs.constants.X_OK);
+        // Nothing on the project's PATH that the CLI would take as an ambient plugin.
+        assert.deepEqual(fs.readdirSync(tools).filter((name) => name.startsWith("pulumi-")), []);
     });
 
     it("pulumi preview --stack dev runs on the local backend with no network but loopback", () => {
@@ -92,6 +94,8 @@ describe("project-local Pulumi toolchain", () => {
             assert.match(out, /pulumi:pulumi:Stack/);
             assert.match(out, /spark-cluster:index:SparkCluster/);
             assert.match(out, /\+ \d+ to create/);
+            // Plugins are installed where the CLI looks: it warns about none taken from $PATH.
+            assert.doesNotMatch(out, /warning: using pulumi-/);
             // Secrets of the lab stack are configured but never printed.
             const apiKey = labApiKey();
             assert.ok(apiKey.length >= 16, "the lab stack has an API key");
