@@ -47,7 +47,13 @@ export class ClusterNode extends pulumi.ComponentResource {
         const ssh = this.host.command(`${node.name}-ssh`, { create: SSH_READY_SCRIPT }, this.childOptions());
         const probe = this.host.command(`${node.name}-probe`, { create: "ibdev2netdev 2>/dev/null || true" }, this.childOptions({ dependsOn: [ssh] }));
         const devices = probe.stdout.apply(parseIbdev2netdev);
-        const names = devices.apply((d) => resolveInterfaceNames(node.name, node.interconnect.map((i) => i.name), d));
+        const names = devices.apply((d) =>
+            resolveInterfaceNames(
+                node.name,
+                node.interconnect.map((i) => i.name),
+                d,
+            ),
+        );
 
         this.interconnect = new NetplanInterconnect(
             `${node.name}-interconnect`,

@@ -30,16 +30,14 @@ export class RocePfc extends pulumi.ComponentResource {
 
     constructor(name: string, args: RocePfcArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
-        const spec = pulumi.output(args.interfaces).apply(
-            (interfaces): PfcSpec => ({
-                interfaces,
-                pfcVector: pfcVector(args.priority),
-                trustDscp: args.trustDscp,
-                peermem: args.peermem,
-                unitContent: renderPfcUnit(interfaces, args.priority, args.trustDscp),
-                peermemConf: renderPeermemConf(),
-            }),
-        );
+        const spec = pulumi.output(args.interfaces).apply((interfaces): PfcSpec => ({
+            interfaces,
+            pfcVector: pfcVector(args.priority),
+            trustDscp: args.trustDscp,
+            peermem: args.peermem,
+            unitContent: renderPfcUnit(interfaces, args.priority, args.trustDscp),
+            peermemConf: renderPeermemConf(),
+        }));
         const apply = args.host.command(
             `${name}-apply`,
             {
@@ -49,7 +47,10 @@ export class RocePfc extends pulumi.ComponentResource {
             { parent: this },
         );
         this.status = apply.stdout.apply((out) => {
-            const line = out.split("\n").reverse().find((l) => l.startsWith("status="));
+            const line = out
+                .split("\n")
+                .reverse()
+                .find((l) => l.startsWith("status="));
             const status = line ? line.slice("status=".length) : "unknown: no status reported";
             if (!status.startsWith("enabled")) {
                 pulumi.log.warn(`${name}: ${status}`, this);

@@ -97,9 +97,7 @@ export class SparkCluster extends pulumi.ComponentResource {
         this.endpoint = servers[0].baseUrl;
         this.servedModel = servers[0].servedModel;
         this.transport = config.transport;
-        this.roce = pulumi
-            .all(nodes.map((n) => n.roceStatus))
-            .apply((statuses) => Object.fromEntries(nodes.map((n, i) => [n.node.name, statuses[i]])));
+        this.roce = pulumi.all(nodes.map((n) => n.roceStatus)).apply((statuses) => Object.fromEntries(nodes.map((n, i) => [n.node.name, statuses[i]])));
         this.registerOutputs({ endpoint: this.endpoint, servedModel: this.servedModel, transport: this.transport, roce: this.roce });
     }
 }

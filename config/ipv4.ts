@@ -98,4 +98,3 @@ export function formatSubnet(cidr: Cidr): string {
 export function subnetsOverlap(a: Cidr, b: Cidr): boolean {
     return a.network <= b.broadcast && b.network <= a.broadcast;
 }
-

@@ -27,8 +27,7 @@ export type Transport = "roce" | "socket";
 
 /** Where a node's SSH private key comes from. */
 export type SshKey =
-    | { kind: "secret"; /** The key text. */ text: SecretString }
-    | { kind: "path"; /** The key file on the machine that runs pulumi. */ path: string };
+    { kind: "secret"; /** The key text. */ text: SecretString } | { kind: "path"; /** The key file on the machine that runs pulumi. */ path: string };
 
 /** An interconnect interface with its address taken apart. */
 export interface InterconnectInterface {

@@ -16,24 +16,20 @@ function nodeLabel(index: number, nodes: readonly { name: string }[]): string {
 }
 
 /** A Thor needs a venv runtime (pip wheels lack sm_110; seed 004); only a Spark has twin interfaces. */
-export function checkNodeKinds(
-    nodes: readonly Pick<ParsedNode, "name" | "kind" | "runtime" | "interconnect">[],
-): ConfigIssue[] {
+export function checkNodeKinds(nodes: readonly Pick<ParsedNode, "name" | "kind" | "runtime" | "interconnect">[]): ConfigIssue[] {
     const issues: ConfigIssue[] = [];
     nodes.forEach((node, i) => {
         if (node.kind === "thor" && node.runtime === undefined) {
             issues.push({
                 path: `nodes[${i}].runtime`,
-                message:
-                    "is required on a thor: vLLM's pip wheels lack sm_110 kernels, so a Jetson Thor runs vLLM from a source-built venv (seed 004)",
+                message: "is required on a thor: vLLM's pip wheels lack sm_110 kernels, so a Jetson Thor runs vLLM from a source-built venv (seed 004)",
                 got: "nothing",
                 example: "{ kind: venv, path: /opt/vllm-venv }",
             });
         } else if (node.kind === "thor" && node.runtime?.kind === "docker") {
             issues.push({
                 path: `nodes[${i}].runtime.kind`,
-                message:
-                    "must be venv on a thor: vLLM's pip wheels lack sm_110 kernels, so a Jetson Thor runs vLLM from a source-built venv (seed 004)",
+                message: "must be venv on a thor: vLLM's pip wheels lack sm_110 kernels, so a Jetson Thor runs vLLM from a source-built venv (seed 004)",
                 got: describeValue(node.runtime.kind),
                 example: "{ kind: venv, path: /opt/vllm-venv }",
             });
@@ -223,10 +219,7 @@ export function checkInterfaceNames(nodes: readonly Pick<ParsedNode, "name" | "i
 }
 
 /** tensorParallel × pipelineParallel fits in the cluster's GPUs. */
-export function checkParallelismFitsGpus(
-    model: Pick<ParsedModel, "tensorParallel" | "pipelineParallel">,
-    totalGpus: number,
-): ConfigIssue[] {
+export function checkParallelismFitsGpus(model: Pick<ParsedModel, "tensorParallel" | "pipelineParallel">, totalGpus: number): ConfigIssue[] {
     const { tensorParallel, pipelineParallel } = resolveParallelism(model, totalGpus);
     const product = tensorParallel * pipelineParallel;
     if (product <= totalGpus) {
@@ -243,11 +236,8 @@ export function checkParallelismFitsGpus(
     ];
 }
 
-/** A cluster with a Thor runs NCCL over sockets everywhere (seed 004). */
-export function checkTransport(
-    requested: z.output<typeof NcclSchema>["transport"],
-    nodes: readonly Pick<ParsedNode, "name" | "kind">[],
-): ConfigIssue[] {
+/** A cluster with a Thor runs NCCL over sockets everywhere: a Thor has no RoCE (seed 004). */
+export function checkTransport(requested: z.output<typeof NcclSchema>["transport"], nodes: readonly Pick<ParsedNode, "name" | "kind">[]): ConfigIssue[] {
     const thor = nodes.findIndex((node) => node.kind === "thor");
     if (requested !== "roce" || thor < 0) {
         return [];

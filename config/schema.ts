@@ -41,7 +41,8 @@ export const SshSchema = z.strictObject({
     user: z
         .string()
         .regex(/^[a-z_][a-z0-9_-]{0,31}$/, { error: "must be a Linux user name (lowercase letters, digits, _ and -)" })
-        .default("root").meta({ example: "root" }),
+        .default("root")
+        .meta({ example: "root" }),
     /**
      * Path to the private key for this node, on the machine that runs pulumi; overrides the
      * cluster-wide `sshPrivateKey`/`sshPrivateKeyPath`. `~` is not expanded. Defaults to the
@@ -58,7 +59,8 @@ export const DockerRuntimeSchema = z.strictObject({
     image: z
         .string()
         .regex(/^[^\s]+$/, { error: "must be an image reference without spaces" })
-        .default(DEFAULT_VLLM_IMAGE).meta({ example: DEFAULT_VLLM_IMAGE }),
+        .default(DEFAULT_VLLM_IMAGE)
+        .meta({ example: DEFAULT_VLLM_IMAGE }),
     /** Run the container with `--privileged` (RDMA devices). Defaults to true. */
     privileged: z.boolean().default(true).meta({ example: "true" }),
     /** Run the container with `--ulimit memlock=-1` (RDMA memory registration). Defaults to true. */
@@ -69,7 +71,8 @@ export const DockerRuntimeSchema = z.strictObject({
     shmSize: z
         .string()
         .regex(/^[1-9][0-9]*([bkmg]|[kmg]b)?$/i, { error: "must be a size like 16g or 10240m" })
-        .default("16g").meta({ example: "16g" }),
+        .default("16g")
+        .meta({ example: "16g" }),
 });
 
 /** Runs vLLM and Ray from a Python venv on the host (Jetson Thor: a source build, seed 004). */
@@ -77,53 +80,71 @@ export const VenvRuntimeSchema = z.strictObject({
     /** Selects this runtime. Required when `runtime` is given. */
     kind: z.literal("venv").meta({ example: "docker (or venv)" }),
     /** Absolute path of the venv (the directory holding bin/vllm and bin/ray). Required. */
-    path: z.string().regex(/^\/[^\s]*$/, { error: "must be an absolute path without spaces" }).meta({ example: "/opt/vllm-venv" }),
+    path: z
+        .string()
+        .regex(/^\/[^\s]*$/, { error: "must be an absolute path without spaces" })
+        .meta({ example: "/opt/vllm-venv" }),
 });
 
 /** How a node runs vLLM and Ray. */
 export const RuntimeSchema = z.discriminatedUnion("kind", [DockerRuntimeSchema, VenvRuntimeSchema]);
 
 /** One interconnect interface of a node. */
-export const InterfaceSchema = z.strictObject({
-    /**
-     * Linux interface name, e.g. enp1s0f1np1. Defaults to detection on the node at deploy time
-     * (the next linked-up RoCE interface `ibdev2netdev` reports); required on a thor, which has none.
-     */
-    name: z
-        .string()
-        .regex(IFNAME, { error: "must be a Linux interface name: up to 15 letters, digits, _ . -" })
-        .optional().meta({ example: "enp1s0f1np1" }),
-    /** Static address with prefix length, a.b.c.d/prefix. Required. */
-    address: z.string().superRefine((text, ctx) => {
-        const problem = interfaceAddressProblem(text);
-        if (problem) {
-            ctx.addIssue({ code: "custom", message: problem });
-        }
-    }).meta({ example: "192.168.100.11/24" }),
-}).meta({ example: "{ name: enp1s0f1np1, address: 192.168.100.11/24 }" });
+export const InterfaceSchema = z
+    .strictObject({
+        /**
+         * Linux interface name, e.g. enp1s0f1np1. Defaults to detection on the node at deploy time
+         * (the next linked-up RoCE interface `ibdev2netdev` reports); required on a thor, which has none.
+         */
+        name: z
+            .string()
+            .regex(IFNAME, { error: "must be a Linux interface name: up to 15 letters, digits, _ . -" })
+            .optional()
+            .meta({ example: "enp1s0f1np1" }),
+        /** Static address with prefix length, a.b.c.d/prefix. Required. */
+        address: z
+            .string()
+            .superRefine((text, ctx) => {
+                const problem = interfaceAddressProblem(text);
+                if (problem) {
+                    ctx.addIssue({ code: "custom", message: problem });
+                }
+            })
+            .meta({ example: "192.168.100.11/24" }),
+    })
+    .meta({ example: "{ name: enp1s0f1np1, address: 192.168.100.11/24 }" });
 
 /** One machine of the cluster. */
-export const NodeSchema = z.strictObject({
-    /** Name used in resource names and /etc/hosts: a DNS label. Required. */
-    name: z.string().regex(DNS_LABEL, {
-        error: "must be a DNS label: 1-63 lowercase letters, digits and -, not starting or ending with -",
-    }).meta({ example: "spark-a" }),
-    /** What the machine is: a DGX Spark, a Jetson Thor or an x86 workstation. Required. */
-    kind: z.enum(["spark", "thor", "workstation"]).meta({ example: "spark (or thor, workstation)" }),
-    /** Whether this node runs the Ray head and serves the API; exactly one node is the head. Defaults to false. */
-    head: z.boolean().default(false).meta({ example: "true" }),
-    /** How to reach the node over SSH. Required (at least `host`). */
-    ssh: SshSchema.meta({ example: "{ host: 10.0.0.11, port: 22, user: root }" }),
-    /** GPUs on this node (a Spark and a Thor have one). Defaults to 1. */
-    gpus: z.int().min(1).default(1).meta({ example: "1" }),
-    /**
-     * How vLLM runs here. Defaults to `{ kind: docker }` with its defaults on a spark or a
-     * workstation; required, and a venv, on a thor.
-     */
-    runtime: RuntimeSchema.optional().meta({ example: `{ kind: docker, image: ${DEFAULT_VLLM_IMAGE} } (or { kind: venv, path: /opt/vllm-venv })` }),
-    /** The interconnect interfaces: one, or a Spark's two twins (each in its own subnet). Required. */
-    interconnect: z.array(InterfaceSchema).min(1).max(2).meta({ example: "[{ name: enp1s0f1np1, address: 192.168.100.11/24 }, { name: enP2p1s0f1np1, address: 192.168.101.11/24 }]" }),
-}).meta({ example: "{ name: spark-a, kind: spark, ssh: { host: 10.0.0.11 }, interconnect: [{ address: 192.168.100.11/24 }] }" });
+export const NodeSchema = z
+    .strictObject({
+        /** Name used in resource names and /etc/hosts: a DNS label. Required. */
+        name: z
+            .string()
+            .regex(DNS_LABEL, {
+                error: "must be a DNS label: 1-63 lowercase letters, digits and -, not starting or ending with -",
+            })
+            .meta({ example: "spark-a" }),
+        /** What the machine is: a DGX Spark, a Jetson Thor or an x86 workstation. Required. */
+        kind: z.enum(["spark", "thor", "workstation"]).meta({ example: "spark (or thor, workstation)" }),
+        /** Whether this node runs the Ray head and serves the API; exactly one node is the head. Defaults to false. */
+        head: z.boolean().default(false).meta({ example: "true" }),
+        /** How to reach the node over SSH. Required (at least `host`). */
+        ssh: SshSchema.meta({ example: "{ host: 10.0.0.11, port: 22, user: root }" }),
+        /** GPUs on this node (a Spark and a Thor have one). Defaults to 1. */
+        gpus: z.int().min(1).default(1).meta({ example: "1" }),
+        /**
+         * How vLLM runs here. Defaults to `{ kind: docker }` with its defaults on a spark or a
+         * workstation; required, and a venv, on a thor.
+         */
+        runtime: RuntimeSchema.optional().meta({ example: `{ kind: docker, image: ${DEFAULT_VLLM_IMAGE} } (or { kind: venv, path: /opt/vllm-venv })` }),
+        /** The interconnect interfaces: one, or a Spark's two twins (each in its own subnet). Required. */
+        interconnect: z
+            .array(InterfaceSchema)
+            .min(1)
+            .max(2)
+            .meta({ example: "[{ name: enp1s0f1np1, address: 192.168.100.11/24 }, { name: enP2p1s0f1np1, address: 192.168.101.11/24 }]" }),
+    })
+    .meta({ example: "{ name: spark-a, kind: spark, ssh: { host: 10.0.0.11 }, interconnect: [{ address: 192.168.100.11/24 }] }" });
 
 /** How the nodes are cabled. */
 export const InterconnectSchema = z.strictObject({
@@ -154,11 +175,21 @@ export const NcclSchema = z.strictObject({
     transport: z.enum(["auto", "roce", "socket"]).default("auto").meta({ example: "auto (or roce, socket)" }),
     /** RDMA devices for NCCL_IB_HCA, e.g. both twins `[rocep1s0f1, roceP2p1s0f1]`. Defaults to detection from the interconnect interfaces. */
     ibHca: z
-        .array(z.string().regex(/^[^\s,]+$/, { error: "must be one RDMA device name, without spaces or commas" }).meta({ example: "rocep1s0f1" }))
+        .array(
+            z
+                .string()
+                .regex(/^[^\s,]+$/, { error: "must be one RDMA device name, without spaces or commas" })
+                .meta({ example: "rocep1s0f1" }),
+        )
         .min(1)
-        .optional().meta({ example: "[rocep1s0f1, roceP2p1s0f1]" }),
+        .optional()
+        .meta({ example: "[rocep1s0f1, roceP2p1s0f1]" }),
     /** NCCL_SOCKET_IFNAME (NCCL's syntax: a name, a prefix, ^exclusions). Defaults to the interconnect interface. */
-    socketIfname: z.string().regex(/^[^\s]+$/, { error: "must not be empty or contain spaces" }).optional().meta({ example: "enp1s0f1np1" }),
+    socketIfname: z
+        .string()
+        .regex(/^[^\s]+$/, { error: "must not be empty or contain spaces" })
+        .optional()
+        .meta({ example: "enp1s0f1np1" }),
     /** NCCL_DEBUG level (INFO shows NET/IB vs NET/Socket at start). Defaults to "WARN". */
     debug: z.enum(["WARN", "INFO", "TRACE"]).default("WARN").meta({ example: "INFO" }),
     /**
@@ -173,9 +204,13 @@ export const NcclSchema = z.strictObject({
                     ctx.addIssue({ code: "custom", message: problem.message });
                 }
             }),
-            z.string().regex(/^[^\r\n\0]*$/, { error: "must be a single line" }).meta({ example: 'NCCL_IB_MERGE_NICS: "1"' }),
+            z
+                .string()
+                .regex(/^[^\r\n\0]*$/, { error: "must be a single line" })
+                .meta({ example: 'NCCL_IB_MERGE_NICS: "1"' }),
         )
-        .default({}).meta({ example: "{ NCCL_IB_MERGE_NICS: \"1\" }" }),
+        .default({})
+        .meta({ example: '{ NCCL_IB_MERGE_NICS: "1" }' }),
 });
 
 /** Ray cluster settings (used when model.executor is ray). */
@@ -198,14 +233,21 @@ export const RaySchema = z.strictObject({
 /** What vLLM serves and how. */
 export const ModelSchema = z.strictObject({
     /** Hugging Face id `org/name`, or an absolute path to a model directory on the nodes. Required. */
-    source: z.string().superRefine((text, ctx) => {
-        const problem = modelSourceProblem(text);
-        if (problem) {
-            ctx.addIssue({ code: "custom", message: problem });
-        }
-    }).meta({ example: "Qwen/Qwen2.5-7B-Instruct (or /models/qwen2.5-7b-instruct)" }),
+    source: z
+        .string()
+        .superRefine((text, ctx) => {
+            const problem = modelSourceProblem(text);
+            if (problem) {
+                ctx.addIssue({ code: "custom", message: problem });
+            }
+        })
+        .meta({ example: "Qwen/Qwen2.5-7B-Instruct (or /models/qwen2.5-7b-instruct)" }),
     /** Name clients put in requests. Defaults to the last path segment of `source`. */
-    servedName: z.string().regex(/^[^\s]+$/, { error: "must not be empty or contain spaces" }).optional().meta({ example: "qwen2.5-7b" }),
+    servedName: z
+        .string()
+        .regex(/^[^\s]+$/, { error: "must not be empty or contain spaces" })
+        .optional()
+        .meta({ example: "qwen2.5-7b" }),
     /**
      * Tensor-parallel size. When neither parallelism is given, the default is tensor parallelism
      * over every GPU: on two Sparks TP=2 measured 2.09x one Spark while PP=2 gave 1.08x
@@ -226,29 +268,42 @@ export const ModelSchema = z.strictObject({
     /** Concurrent sequences (--max-num-seqs). Defaults to vLLM's own. */
     maxNumSeqs: z.int().min(1).optional().meta({ example: "64" }),
     /** Quantization method (--quantization), e.g. fp8. Defaults to none (from the model's config). */
-    quantization: z.string().regex(/^[a-z0-9_]+$/, { error: "must be a vLLM quantization name like fp8 or awq" }).optional().meta({ example: "fp8" }),
+    quantization: z
+        .string()
+        .regex(/^[a-z0-9_]+$/, { error: "must be a vLLM quantization name like fp8 or awq" })
+        .optional()
+        .meta({ example: "fp8" }),
     /** KV cache dtype (--kv-cache-dtype), e.g. fp8. Defaults to vLLM's "auto". */
-    kvCacheDtype: z.string().regex(/^[a-z0-9_]+$/, { error: "must be a vLLM kv-cache dtype like auto or fp8" }).optional().meta({ example: "fp8" }),
+    kvCacheDtype: z
+        .string()
+        .regex(/^[a-z0-9_]+$/, { error: "must be a vLLM kv-cache dtype like auto or fp8" })
+        .optional()
+        .meta({ example: "fp8" }),
     /** Disable CUDA graphs (--enforce-eager). Defaults to true when any node is a thor, else false. */
     enforceEager: z.boolean().optional().meta({ example: "true" }),
     /** Attention backend (--attention-backend), e.g. TRITON_ATTN (seed 004 on Thor). Defaults to vLLM's choice. */
     attentionBackend: z
         .string()
         .regex(/^[A-Za-z0-9_]+$/, { error: "must be a backend name like TRITON_ATTN or FLASH_ATTN" })
-        .optional().meta({ example: "TRITON_ATTN" }),
+        .optional()
+        .meta({ example: "TRITON_ATTN" }),
     /** Allow the model repository's own Python code (--trust-remote-code). Defaults to false. */
     trustRemoteCode: z.boolean().default(false).meta({ example: "false" }),
     /** Further `vllm serve` flags, one `--flag` or `--flag=value` per element. Defaults to []. */
     extraArgs: z
         .array(
-            z.string().superRefine((arg, ctx) => {
-                const problem = extraArgProblem(arg);
-                if (problem) {
-                    ctx.addIssue({ code: "custom", message: problem.message });
-                }
-            }).meta({ example: "--swap-space=16" }),
+            z
+                .string()
+                .superRefine((arg, ctx) => {
+                    const problem = extraArgProblem(arg);
+                    if (problem) {
+                        ctx.addIssue({ code: "custom", message: problem.message });
+                    }
+                })
+                .meta({ example: "--swap-space=16" }),
         )
-        .default([]).meta({ example: "[--swap-space=16, --disable-custom-all-reduce]" }),
+        .default([])
+        .meta({ example: "[--swap-space=16, --disable-custom-all-reduce]" }),
     /** Port of the OpenAI-compatible API on the head. Defaults to 8000. */
     apiPort: port().default(8000).meta({ example: "8000" }),
     /** Address the API binds to on the head. Defaults to "0.0.0.0". */
@@ -260,7 +315,13 @@ export const ModelSchema = z.strictObject({
 /** Every key under the `spark-cluster:` namespace. */
 export const ClusterConfigSchema = z.strictObject({
     /** The machines, at least two. Required. */
-    nodes: z.array(NodeSchema).min(2).meta({ example: "[{ name: spark-a, kind: spark, head: true, ssh: { host: 10.0.0.11 }, interconnect: [{ address: 192.168.100.11/24 }] }, { name: spark-b, ... }]" }),
+    nodes: z
+        .array(NodeSchema)
+        .min(2)
+        .meta({
+            example:
+                "[{ name: spark-a, kind: spark, head: true, ssh: { host: 10.0.0.11 }, interconnect: [{ address: 192.168.100.11/24 }] }, { name: spark-b, ... }]",
+        }),
     /** Cabling. Defaults to `{ topology: pair, mtu: 9000 }`. */
     interconnect: InterconnectSchema.prefault({}).meta({ example: "{ topology: pair, mtu: 9000 }" }),
     /** RoCE host settings. Defaults to PFC on priority 3, trust DSCP, nvidia-peermem. */
@@ -280,19 +341,24 @@ export const ClusterConfigSchema = z.strictObject({
         .regex(PRIVATE_KEY_TEXT, {
             error: "must be the text of a private key (-----BEGIN ... PRIVATE KEY-----), not a path or a public key",
         })
-        .optional().meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:sshPrivateKey "$(cat ~/.ssh/id_ed25519)"` }),
+        .optional()
+        .meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:sshPrivateKey "$(cat ~/.ssh/id_ed25519)"` }),
     /** Path of the private key file on the machine that runs pulumi; `~` is not expanded. Alternative to sshPrivateKey. */
-    sshPrivateKeyPath: keyFilePath().optional().meta({ example: `pulumi config set ${CONFIG_NAMESPACE}:sshPrivateKeyPath /home/you/.ssh/id_ed25519` }),
+    sshPrivateKeyPath: keyFilePath()
+        .optional()
+        .meta({ example: `pulumi config set ${CONFIG_NAMESPACE}:sshPrivateKeyPath /home/you/.ssh/id_ed25519` }),
     /** SECRET. Key clients must send to the OpenAI-compatible endpoint, at least 16 characters. Required. */
     apiKey: z
         .string()
         .min(16)
-        .regex(/^[^\s]+$/, { error: "must not contain spaces or line breaks" }).meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:apiKey "$(openssl rand -hex 24)"` }),
+        .regex(/^[^\s]+$/, { error: "must not contain spaces or line breaks" })
+        .meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:apiKey "$(openssl rand -hex 24)"` }),
     /** SECRET. Hugging Face token for gated models. Defaults to none. */
     hfToken: z
         .string()
         .regex(/^[^\s]+$/, { error: "must not be empty or contain spaces or line breaks" })
-        .optional().meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:hfToken hf_...` }),
+        .optional()
+        .meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:hfToken hf_...` }),
 });
 
 /** The stack config as the schema outputs it, before cross-field defaults. */

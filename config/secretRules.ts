@@ -9,14 +9,10 @@ import { exampleFor, valueAt } from "./zodIssues";
  * Secrets must be set with `--secret`: a secret key present in the config but missing from
  * `secretKeys` sits in plaintext in the stack file.
  */
-export function checkSecretsAreSecret(
-    values: Readonly<Record<string, unknown>>,
-    secretKeys: ReadonlySet<string>,
-): ConfigIssue[] {
+export function checkSecretsAreSecret(values: Readonly<Record<string, unknown>>, secretKeys: ReadonlySet<string>): ConfigIssue[] {
     return SECRET_KEYS.filter((key) => values[key] !== undefined && !secretKeys.has(key)).map((key) => ({
         path: key,
-        message:
-            "was set without --secret, so it sits in plaintext in the stack file; set it again as a secret (and rotate it if that file was shared)",
+        message: "was set without --secret, so it sits in plaintext in the stack file; set it again as a secret (and rotate it if that file was shared)",
         got: describeSecret(values[key]),
         example: exampleFor([key]),
     }));
@@ -40,10 +36,7 @@ export function checkSshKeySource(values: Readonly<Record<string, unknown>>): Co
         ];
     }
     const nodes = values["nodes"];
-    const everyNodeHasKey =
-        Array.isArray(nodes) &&
-        nodes.length > 0 &&
-        nodes.every((node) => typeof valueAt(node, ["ssh", "privateKeyPath"]) === "string");
+    const everyNodeHasKey = Array.isArray(nodes) && nodes.length > 0 && nodes.every((node) => typeof valueAt(node, ["ssh", "privateKeyPath"]) === "string");
     if (!hasText && !hasPath && !everyNodeHasKey) {
         return [
             {

@@ -13,9 +13,7 @@ export function modelSourceProblem(text: string): string | undefined {
         }
         return undefined;
     }
-    return HF_MODEL_ID.test(text)
-        ? undefined
-        : "must be a Hugging Face model id (org/name) or an absolute path to a local model directory";
+    return HF_MODEL_ID.test(text) ? undefined : "must be a Hugging Face model id (org/name) or an absolute path to a local model directory";
 }
 
 /** The vLLM flags this project renders itself, with the key to set instead and an example. */
@@ -76,9 +74,8 @@ export function extraArgProblem(arg: string): { message: string; example: string
 /** NCCL variables that have their own key, or that must not be set at all. */
 const RESERVED_NCCL_VARIABLES: Readonly<Record<string, { message: string; example: string }>> = {
     NCCL_IB_GID_INDEX: {
-        message:
-            "must not be pinned: the RoCE GID index moves at run time (3 to 4 within 30 minutes on one Spark) and NCCL >= 2.21 picks it itself",
-        example: "remove it; set NCCL_IB_ROCE_VERSION_NUM: \"2\" if you need RoCE v2",
+        message: "must not be pinned: the RoCE GID index moves at run time (3 to 4 within 30 minutes on one Spark) and NCCL >= 2.21 picks it itself",
+        example: 'remove it; set NCCL_IB_ROCE_VERSION_NUM: "2" if you need RoCE v2',
     },
     NCCL_IB_DISABLE: { message: "is rendered from nccl.transport; set that instead", example: "nccl: { transport: socket }" },
     NCCL_SOCKET_IFNAME: { message: "is rendered from nccl.socketIfname; set that instead", example: "nccl: { socketIfname: enp1s0f1np1 }" },
@@ -95,4 +92,3 @@ export function overrideKeyProblem(key: string): { message: string; example: str
     }
     return RESERVED_NCCL_VARIABLES[key];
 }
-

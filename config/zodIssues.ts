@@ -47,9 +47,7 @@ export const zodMessage: z.core.$ZodErrorMap = (issue) => {
             return issue.inclusive ? `must be at most ${max}` : `must be less than ${max}`;
         }
         case "invalid_value":
-            return issue.values.length === 1
-                ? `must be ${String(issue.values[0])}`
-                : `must be one of ${issue.values.map(String).join(", ")}`;
+            return issue.values.length === 1 ? `must be ${String(issue.values[0])}` : `must be one of ${issue.values.map(String).join(", ")}`;
         case "invalid_union":
             return "options" in issue && Array.isArray(issue.options)
                 ? `must be one of ${issue.options.map(String).join(", ")}`
@@ -146,9 +144,7 @@ export function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
 
 /** The edit distance between two short strings, a swap of neighbours counting as one edit (for "did you mean"). */
 function editDistance(a: string, b: string): number {
-    const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
-        Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
-    );
+    const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
     for (let i = 1; i <= a.length; i++) {
         for (let j = 1; j <= b.length; j++) {
             const cost = a[i - 1] === b[j - 1] ? 0 : 1;
@@ -203,9 +199,7 @@ export function fromZodIssue(issue: z.core.$ZodIssue, raw: RawConfig): ConfigIss
                 path: formatPath([...path, key]),
                 message: suggestion ? `is not a known key; did you mean "${suggestion}"?` : "is not a known key",
                 got: describeAt(raw, [...path, key]),
-                example: suggestion
-                    ? `${suggestion}: ${exampleFor([...path, suggestion], raw.values)}`
-                    : `remove it; the keys here are ${known.join(", ")}`,
+                example: suggestion ? `${suggestion}: ${exampleFor([...path, suggestion], raw.values)}` : `remove it; the keys here are ${known.join(", ")}`,
             };
         });
     }
@@ -228,4 +222,3 @@ export function fromZodIssue(issue: z.core.$ZodIssue, raw: RawConfig): ConfigIss
     }
     return [{ path: formatPath(path), message: issue.message, got: describeAt(raw, path), example }];
 }
-

@@ -7,6 +7,7 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { inspect } from "node:util";
 import {
+    ClusterConfigSchema,
     ConfigError,
     ConfigIssue,
     DEFAULT_VLLM_IMAGE,
@@ -21,6 +22,7 @@ import {
     checkSecretsAreSecret,
     checkSshKeySource,
     checkTopology,
+    exampleFor,
     checkTransport,
     checkTwinSubnets,
     checkUniqueAddresses,
@@ -961,5 +963,44 @@ describe("field formats", () => {
     test("defaultServedName", () => {
         assert.equal(defaultServedName("Qwen/Qwen2.5-7B-Instruct"), "Qwen2.5-7B-Instruct");
         assert.equal(defaultServedName("/models/llama/"), "llama");
+    });
+});
+
+describe("examples live beside their fields", () => {
+    /** Every key path of the schema: array items as [0], map values as ["*"], the runtime union once per arm. */
+    function keyPaths(schema: unknown, prefix: PropertyKey[], root: Record<string, unknown>): { path: PropertyKey[]; root: Record<string, unknown> }[] {
+        let current = schema as { _zod: { def: { type: string; innerType?: unknown; element?: unknown; valueType?: unknown; options?: unknown[] } }; shape?: Record<string, unknown> };
+        while (["optional", "default", "prefault"].includes(current._zod.def.type)) {
+            current = current._zod.def.innerType as typeof current;
+        }
+        const def = current._zod.def;
+        if (def.type === "object" && current.shape) {
+            return Object.entries(current.shape).flatMap(([key, field]) => [{ path: [...prefix, key], root }, ...keyPaths(field, [...prefix, key], root)]);
+        }
+        if (def.type === "array") {
+            return [{ path: [...prefix, 0], root }, ...keyPaths(def.element, [...prefix, 0], root)];
+        }
+        if (def.type === "record") {
+            return [{ path: [...prefix, "*"], root }];
+        }
+        if (def.type === "union") {
+            return (def.options ?? []).flatMap((arm) => {
+                const kind = [...((arm as { shape: { kind: { _zod: { values: Set<string> } } } }).shape.kind._zod.values)][0];
+                return keyPaths(arm, prefix, { nodes: [{ runtime: { kind } }] });
+            });
+        }
+        return [];
+    }
+
+    test("every key of the schema has an example in its .meta()", () => {
+        const paths = keyPaths(ClusterConfigSchema, [], {});
+        assert.ok(paths.length > 60, `walked ${paths.length} key paths`);
+        const missing = paths.filter(({ path, root }) => exampleFor(path, root).startsWith("see the doc comment")).map(({ path }) => path.join("."));
+        assert.deepEqual(missing, []);
+    });
+
+    test("the runtime union gives the example of the arm the value names", () => {
+        assert.equal(exampleFor(["nodes", 0, "runtime", "path"], { nodes: [{ runtime: { kind: "venv" } }] }), "/opt/vllm-venv");
+        assert.equal(exampleFor(["nodes", 0, "runtime", "shmSize"], { nodes: [{ runtime: { kind: "docker" } }] }), "16g");
     });
 });

@@ -36,6 +36,9 @@ function rawConfigOf(file: string): RawConfig {
         }
     }
     for (const [key, value] of Object.entries(FAKE_SECRETS)) {
+        if (secretKeys.has(key)) {
+            continue; // set encrypted in the file (the lab stack's API key)
+        }
         assert.equal(values[key], undefined, `${file}: ${key} must not be in the file in plaintext`);
         values[key] = value;
         secretKeys.add(key);
@@ -146,6 +149,75 @@ describe("stacks/*.yaml", () => {
             );
             assert.ok(text.includes("config set --secret spark-cluster:apiKey"), "the comment shows how to set the API key");
             assert.ok(!/^\s*[^#\n]*~\//m.test(text), "no ~ in a value: pulumi does not expand it");
+        });
+    }
+});
+
+/** The decisions resolve.ts makes for a stack, in a form a reader can check against the file. */
+function decisions(config: Config) {
+    return {
+        head: config.head.name,
+        workers: config.workers.map((n) => n.name),
+        hasThor: config.hasThor,
+        transport: config.transport,
+        parallelism: `tp=${config.model.tensorParallel} pp=${config.model.pipelineParallel}`,
+        nodes: Object.fromEntries(
+            config.nodes.map((n) => [
+                n.name,
+                { ip: n.ip, roce: n.roce.enabled ? "enabled" : n.roce.reason, peers: n.peers.map((p) => `${p.node} ${p.ip} via [${p.via}]`) },
+            ]),
+        ),
+    };
+}
+
+const PAIR_NODES = {
+    "spark-a": { ip: "192.168.100.11", roce: "enabled", peers: ["spark-b 192.168.100.12 via [0]", "spark-b 192.168.101.12 via [1]"] },
+    "spark-b": { ip: "192.168.100.12", roce: "enabled", peers: ["spark-a 192.168.100.11 via [0]", "spark-a 192.168.101.11 via [1]"] },
+};
+const SOCKET = "skipped: the cluster uses socket transport";
+
+/** The resolution step's output for the dev stack and every stack in stacks/. */
+const DECISIONS: Readonly<Record<string, ReturnType<typeof decisions>>> = {
+    "Pulumi.dev.yaml": { head: "spark-a", workers: ["spark-b"], hasThor: false, transport: "roce", parallelism: "tp=2 pp=1", nodes: PAIR_NODES },
+    "stacks/Pulumi.spark-pair.yaml": { head: "spark-a", workers: ["spark-b"], hasThor: false, transport: "roce", parallelism: "tp=2 pp=1", nodes: PAIR_NODES },
+    "stacks/Pulumi.spark-workstation.yaml": {
+        head: "spark",
+        workers: ["workstation"],
+        hasThor: false,
+        transport: "roce",
+        parallelism: "tp=2 pp=1",
+        nodes: {
+            spark: { ip: "192.168.100.11", roce: "enabled", peers: ["workstation 192.168.100.21 via [0]"] },
+            workstation: { ip: "192.168.100.21", roce: "enabled", peers: ["spark 192.168.100.11 via [0]"] },
+        },
+    },
+    "stacks/Pulumi.sparks-thors.yaml": {
+        head: "spark-1",
+        workers: ["spark-2", "thor-1", "thor-2"],
+        hasThor: true,
+        transport: "socket",
+        parallelism: "tp=1 pp=4",
+        nodes: {
+            "spark-1": {
+                ip: "192.168.100.11",
+                roce: SOCKET,
+                peers: ["spark-2 192.168.100.12 via [0]", "spark-2 192.168.101.12 via [1]", "thor-1 192.168.100.27 via [0]", "thor-2 192.168.100.26 via [0]"],
+            },
+            "spark-2": {
+                ip: "192.168.100.12",
+                roce: SOCKET,
+                peers: ["spark-1 192.168.100.11 via [0]", "spark-1 192.168.101.11 via [1]", "thor-1 192.168.100.27 via [0]", "thor-2 192.168.100.26 via [0]"],
+            },
+            "thor-1": { ip: "192.168.100.27", roce: SOCKET, peers: ["spark-1 192.168.100.11 via [0]", "spark-2 192.168.100.12 via [0]", "thor-2 192.168.100.26 via [0]"] },
+            "thor-2": { ip: "192.168.100.26", roce: SOCKET, peers: ["spark-1 192.168.100.11 via [0]", "spark-2 192.168.100.12 via [0]", "thor-1 192.168.100.27 via [0]"] },
+        },
+    },
+};
+
+describe("the resolution step decides once, for the dev stack and every stack in stacks/", () => {
+    for (const [file, expected] of Object.entries(DECISIONS)) {
+        test(file, () => {
+            assert.deepEqual(decisions(parseConfig(rawConfigOf(path.join(STACKS_DIR, "..", file)))), expected);
         });
     }
 });

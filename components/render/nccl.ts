@@ -1,7 +1,7 @@
 // /etc/nccl.conf and the environment file the runtime units read. The
 // transport is a cluster decision passed in; interface and HCA names come from
 // config or from `ibdev2netdev` on the node. No GID index is ever written:
-// it moves at run time and NCCL >= 2.21 picks it (FACTS.md).
+// it moved from 3 to 4 within 30 minutes on one Spark, and NCCL >= 2.21 picks it itself.
 import { MANAGED_MARKER } from "./paths";
 
 export interface NcclSpec {
@@ -12,7 +12,7 @@ export interface NcclSpec {
     interfaceName: string;
     /** RDMA devices of the interconnect (RoCE only). */
     ibHca: string[];
-    /** The cluster has a Thor: sockets with the seed 004 settings. */
+    /** The cluster has a Thor: sockets with P2P, SHM off and the Simple protocol (NCCL otherwise fails with 'wrong type 3 != 4' between a Spark and a Thor). */
     heterogeneous: boolean;
     debug: string;
     overrides: Record<string, string>;
@@ -49,11 +49,7 @@ export function ncclVariables(spec: NcclSpec): [string, string][] {
 
 /** /etc/nccl.conf: read by NCCL itself at run time. */
 export function renderNcclConf(spec: NcclSpec): string {
-    return [
-        `# ${MANAGED_MARKER}`,
-        `# transport: ${spec.transport}`,
-        ...ncclVariables(spec).map(([k, v]) => `${k}=${v}`),
-    ].join("\n") + "\n";
+    return [`# ${MANAGED_MARKER}`, `# transport: ${spec.transport}`, ...ncclVariables(spec).map(([k, v]) => `${k}=${v}`)].join("\n") + "\n";
 }
 
 export interface RuntimeEnvSpec {

@@ -61,9 +61,7 @@ export function netplanApplyScript(spec: NetplanSpec, peerWaitSeconds = 120): st
     );
     return bashScript([
         HOST_LIB,
-        ...spec.interfaces.map(
-            (iface) => `[ -e /sys/class/net/${shellQuote(iface.name)} ] || { sc_log "no interface ${iface.name} on $(hostname)"; exit 1; }`,
-        ),
+        ...spec.interfaces.map((iface) => `[ -e /sys/class/net/${shellQuote(iface.name)} ] || { sc_log "no interface ${iface.name} on $(hostname)"; exit 1; }`),
         ...originalMtu,
         `rollback=$(mktemp); had_previous=0`,
         `if [ -e ${NETPLAN_PATH} ]; then cp -a ${NETPLAN_PATH} "$rollback"; had_previous=1; fi`,

@@ -13,23 +13,26 @@ export function pfcVector(priority: number): string {
 /** Oneshot unit re-applying PFC at boot (mlnx_qos settings do not survive a reboot). */
 export function renderPfcUnit(interfaces: readonly string[], priority: number, trustDscp: boolean): string {
     const devices = interfaces.map((i) => `sys-subsystem-net-devices-${systemdEscape(i)}.device`).join(" ");
-    return [
-        `# ${MANAGED_MARKER}`,
-        "[Unit]",
-        `Description=spark-cluster: PFC on priority ${priority} for RoCE`,
-        `After=network-pre.target ${devices}`,
-        `Wants=${devices}`,
-        "",
-        "[Service]",
-        "Type=oneshot",
-        "RemainAfterExit=yes",
-        ...interfaces.map(
-            (iface) => `ExecStart=${systemdJoin(["/usr/bin/env", "mlnx_qos", "-i", iface, "--pfc", pfcVector(priority), ...(trustDscp ? ["--trust", "dscp"] : [])])}`,
-        ),
-        "",
-        "[Install]",
-        "WantedBy=multi-user.target",
-    ].join("\n") + "\n";
+    return (
+        [
+            `# ${MANAGED_MARKER}`,
+            "[Unit]",
+            `Description=spark-cluster: PFC on priority ${priority} for RoCE`,
+            `After=network-pre.target ${devices}`,
+            `Wants=${devices}`,
+            "",
+            "[Service]",
+            "Type=oneshot",
+            "RemainAfterExit=yes",
+            ...interfaces.map(
+                (iface) =>
+                    `ExecStart=${systemdJoin(["/usr/bin/env", "mlnx_qos", "-i", iface, "--pfc", pfcVector(priority), ...(trustDscp ? ["--trust", "dscp"] : [])])}`,
+            ),
+            "",
+            "[Install]",
+            "WantedBy=multi-user.target",
+        ].join("\n") + "\n"
+    );
 }
 
 /** `systemd-escape` for an interface name: `-` and other odd bytes become `\xNN`. */

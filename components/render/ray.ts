@@ -76,4 +76,3 @@ export function rayReadyScript(rayStatusCommand: string, nodes: number, gpus: nu
         `fi`,
     ]);
 }
-

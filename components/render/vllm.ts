@@ -36,20 +36,31 @@ export type VllmServeSpec = Pick<
  */
 export function vllmServeArgv(spec: VllmServeSpec): string[] {
     const argv = [
-        "vllm", "serve", spec.source,
-        "--served-model-name", spec.servedName,
-        "--tensor-parallel-size", String(spec.tensorParallel),
-        "--pipeline-parallel-size", String(spec.pipelineParallel),
-        "--distributed-executor-backend", spec.executor,
-        "--gpu-memory-utilization", String(spec.gpuMemoryUtilization),
+        "vllm",
+        "serve",
+        spec.source,
+        "--served-model-name",
+        spec.servedName,
+        "--tensor-parallel-size",
+        String(spec.tensorParallel),
+        "--pipeline-parallel-size",
+        String(spec.pipelineParallel),
+        "--distributed-executor-backend",
+        spec.executor,
+        "--gpu-memory-utilization",
+        String(spec.gpuMemoryUtilization),
     ];
     const rank = spec.multiNode?.rank ?? 0;
     if (spec.multiNode) {
         argv.push(
-            "--nnodes", String(spec.multiNode.nnodes),
-            "--node-rank", String(rank),
-            "--master-addr", spec.multiNode.masterAddr,
-            "--master-port", String(spec.multiNode.masterPort),
+            "--nnodes",
+            String(spec.multiNode.nnodes),
+            "--node-rank",
+            String(rank),
+            "--master-addr",
+            spec.multiNode.masterAddr,
+            "--master-port",
+            String(spec.multiNode.masterPort),
         );
     }
     if (rank > 0) {
@@ -127,4 +138,3 @@ export function chatReadyScript(opts: { port: number; model: string; envFile: st
         `sc_cleanup_state`,
     ]);
 }
-

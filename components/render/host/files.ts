@@ -86,4 +86,3 @@ export function removeUnitScript(name: string): string {
         "sc_cleanup_state",
     ]);
 }
-

@@ -13,23 +13,34 @@ export interface ExecSpec {
     environment: Record<string, string>;
 }
 
-/** docker run flags from the seeds; privileged and memlock are configuration (DESIGN.md). */
+/** docker run flags from the seeds; privileged, memlock and /dev/infiniband are configuration: real Sparks want them for RDMA, a VM (the lab) cannot grant them. */
 export function dockerRunArgv(runtime: DockerRuntime, container: string, envFiles: string[], environment: Record<string, string> = {}): string[] {
     const argv = [
-        "/usr/bin/docker", "run", "--rm", "--name", container,
-        "--network", "host", "--ipc", "host",
-        "--gpus", "all",
+        "/usr/bin/docker",
+        "run",
+        "--rm",
+        "--name",
+        container,
+        "--network",
+        "host",
+        "--ipc",
+        "host",
+        "--gpus",
+        "all",
         `--shm-size=${runtime.shmSize}`,
-        "--ulimit", "stack=67108864",
+        "--ulimit",
+        "stack=67108864",
     ];
     if (runtime.privileged) argv.push("--privileged");
     if (runtime.memlockUnlimited) argv.push("--ulimit", "memlock=-1");
     if (runtime.infiniband) argv.push("-v", "/dev/infiniband:/dev/infiniband");
     argv.push(
-        "-v", "/root/.cache/huggingface:/root/.cache/huggingface",
+        "-v",
+        "/root/.cache/huggingface:/root/.cache/huggingface",
         // Ray's session directory (raylet and object store sockets): the vLLM
         // container's Ray driver reaches the Ray container's node through it.
-        "-v", "/tmp/ray:/tmp/ray",
+        "-v",
+        "/tmp/ray:/tmp/ray",
     );
     for (const file of envFiles) argv.push("--env-file", file);
     for (const [key, value] of Object.entries(environment)) argv.push("-e", `${key}=${value}`);

@@ -49,7 +49,9 @@ export function renderUnit(spec: UnitSpec): string {
         "[Service]",
         "Type=simple",
         ...spec.envFiles.map((file) => `EnvironmentFile=${file}`),
-        ...Object.entries(spec.environment ?? {}).map(([k, v]) => `Environment="${`${k}=${v}`.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/%/g, "%%")}"`),
+        ...Object.entries(spec.environment ?? {}).map(
+            ([k, v]) => `Environment="${`${k}=${v}`.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/%/g, "%%")}"`,
+        ),
         ...(docker ? [`ExecStartPre=-/usr/bin/docker rm -f ${spec.container}`] : []),
         ...(spec.preStart ?? []).map((argv) => `ExecStartPre=${systemdJoin(argv)}`),
         `ExecStart=${systemdJoin(execStartArgv({ runtime: spec.runtime, container: spec.container, argv: spec.argv, envFiles: spec.envFiles, environment: spec.environment ?? {} }))}`,
