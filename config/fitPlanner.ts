@@ -8,8 +8,16 @@
  */
 import { z } from "zod";
 import {
-    BYTES_PER_PARAM, kvBytesPerToken, ModelSize, ModelSizeConfig, ModelSizeSchema, modelSizeFromConfig,
-    modelSizeFromHfConfig, WeightDtype,
+    BYTES_PER_PARAM,
+    kvBytesPerToken,
+    kvElementBytes,
+    ModelSize,
+    ModelSizeConfig,
+    ModelSizeSchema,
+    modelSizeFromConfig,
+    modelSizeFromHfConfig,
+    pipelineStageLayers,
+    servedWeightDtype,
 } from "./modelSize";
 
 export const GIB = 2 ** 30;
@@ -30,7 +38,7 @@ export const UNIFIED_GPU_MEMORY_GIB = 121.63;
  * on a Spark gpuMemoryUtilization above (121.63 − 11) / 121.63 = 0.90 does not start.
  */
 export const UNIFIED_OS_RESERVED_GIB = 11;
-/** CUDA context, NCCL buffers and other non-torch memory per GPU: vLLM's profile logged 2.18 GiB on a Jetson (unified memory). */
+/** CUDA context, NCCL buffers and other non-torch memory per GPU: vLLM's profile logged 2.18 GiB on a Jetson AGX Orin (unified memory). */
 export const RUNTIME_OVERHEAD_GIB = 2;
 /** Activation peak of vLLM's profile run per GPU: its logs show 0.2–2.0 GiB for 7B–32B text models at default batch sizes. */
 export const ACTIVATION_PEAK_GIB = 2;
@@ -59,7 +67,6 @@ export interface FitNode {
  * required on a workstation for the fit check (an RTX PRO 6000 has 96 GB = 89.4 GiB or more).
  */
 export const GpuMemoryGiBSchema = z.number().gt(0).lte(4096).optional().meta({ example: "89.4" });
-export { ModelSizeSchema };
 
 /** The serving plan: the vLLM flags that decide memory. */
 export interface ServingPlan {
@@ -123,14 +130,6 @@ export type FitResult =
     | { status: "does-not-fit"; estimates: GpuEstimate[]; message: string; keys: string[]; proposal?: Proposal; alternatives: Proposal[] }
     | { status: "skipped"; reason: string; keys: string[] };
 
-/** vLLM --quantization names → stored weight type; "fp4" is seed 002's spelling (vLLM itself has no method of that name). */
-const QUANTIZATION_DTYPES: Readonly<Record<string, WeightDtype>> = {
-    fp8: "fp8", fbgemm_fp8: "fp8", ptpc_fp8: "fp8", deepgemm_fp8: "fp8", modelopt: "fp8",
-    modelopt_fp4: "fp4", mxfp4: "fp4", nvfp4: "fp4", fp4: "fp4",
-    awq: "int4", awq_marlin: "int4", gptq: "int4", gptq_marlin: "int4", bitsandbytes: "int4",
-};
-/** Methods that read the checkpoint's own format: the weights keep the dtype config.json says. */
-const CHECKPOINT_FORMATS = new Set(["compressed-tensors", "compressed_tensors", "gguf", "quark", "auto-round", "torchao"]);
 /** What a proposal asks for, per target dtype. */
 const PROPOSED_QUANTIZATION = { fp8: "fp8", fp4: "modelopt_fp4" } as const;
 
@@ -139,29 +138,13 @@ const round1 = (n: number) => Math.round(n * 10) / 10;
 const gib = (n: number | undefined) => (n === undefined ? "?" : round1(n).toFixed(1));
 
 type Evaluation = { skip: string; keys: string[] } | { estimates: GpuEstimate[]; problems: string[]; fits: boolean };
+const skip = (reason: string, ...keys: string[]) => ({ skip: reason, keys });
 
-function weightDtype(size: ModelSize, quantization: string | undefined): WeightDtype | undefined {
-    if (quantization === undefined || CHECKPOINT_FORMATS.has(quantization)) return size.dtype;
-    const q = QUANTIZATION_DTYPES[quantization];
-    if (q === undefined) return undefined;
-    return BYTES_PER_PARAM[q] < BYTES_PER_PARAM[size.dtype] ? q : size.dtype;
-}
-
-function kvElementBytes(size: ModelSize, kvCacheDtype: string | undefined): number | undefined {
-    const kv = kvCacheDtype ?? "auto";
-    if (kv === "auto") return size.dtype === "fp32" ? 4 : 2;
-    if (kv.startsWith("fp8")) return 1;
-    return ["bfloat16", "float16", "half"].includes(kv) ? 2 : undefined;
-}
-
-/** vLLM's get_pp_indices: layers split evenly; the remainder goes to the stages before the last, from the back. */
-export function pipelineStageLayers(layers: number, pipelineParallel: number): [number, number][] {
-    const parts = Array<number>(pipelineParallel).fill(Math.floor(layers / pipelineParallel));
-    for (let i = 2; i < (layers % pipelineParallel) + 2; i++) parts[pipelineParallel - i] += 1;
-    return parts.map((n, s) => {
-        const start = parts.slice(0, s).reduce((a, b) => a + b, 0);
-        return [start, start + n];
-    });
+/** The highest gpuMemoryUtilization (2 decimals) with which vLLM still starts on the node: the OS keeps its part of unified memory. */
+function startableUtilization(node: FitNode): number {
+    const memory = node.gpuMemoryGiB ?? UNIFIED_GPU_MEMORY_GIB;
+    const reserved = node.osReservedGiB ?? (node.kind === "workstation" ? 0 : UNIFIED_OS_RESERVED_GIB);
+    return Math.floor(((memory - reserved) / memory) * 100) / 100;
 }
 
 /** Why vLLM would refuse this TP × PP for the model, if it would. */
@@ -181,33 +164,44 @@ export function evaluatePlan(size: ModelSize, plan: ServingPlan, nodes: readonly
     const gpus = nodes.flatMap((node, nodeIndex) => Array.from({ length: node.gpus ?? 1 }, (_, gpu) => ({ node, nodeIndex, gpu })));
     const missing = nodes.findIndex((n) => n.kind === "workstation" && n.gpuMemoryGiB === undefined);
     if (missing >= 0) {
-        return { skip: `nodes[${missing}] (${nodes[missing].name}) is a workstation: its GPU memory must come from nodes[${missing}].gpuMemoryGiB`, keys: [`nodes[${missing}].gpuMemoryGiB`] };
+        return skip(
+            `nodes[${missing}] (${nodes[missing].name}) is a workstation: its GPU memory must come from nodes[${missing}].gpuMemoryGiB`,
+            `nodes[${missing}].gpuMemoryGiB`,
+        );
     }
     if (tp * pp > gpus.length) {
-        return { skip: `model.tensorParallel × model.pipelineParallel = ${tp * pp} exceeds the cluster's ${gpus.length} GPUs`, keys: ["model.tensorParallel", "model.pipelineParallel"] };
+        return skip(
+            `model.tensorParallel × model.pipelineParallel = ${tp * pp} exceeds the cluster's ${gpus.length} GPUs`,
+            "model.tensorParallel",
+            "model.pipelineParallel",
+        );
     }
-    const dtype = weightDtype(size, plan.quantization);
+    const dtype = servedWeightDtype(size, plan.quantization);
     if (dtype === undefined) {
-        return { skip: `model.quantization ${plan.quantization}: the planner does not know its bytes per parameter. Example: quantization: fp8`, keys: ["model.quantization"] };
+        return skip(
+            `model.quantization ${plan.quantization}: the planner does not know its bytes per parameter. Example: quantization: fp8`,
+            "model.quantization",
+        );
     }
     const kvBytes = kvElementBytes(size, plan.kvCacheDtype);
     if (kvBytes === undefined) {
-        return { skip: `model.kvCacheDtype ${plan.kvCacheDtype}: the planner does not know its bytes per element. Example: kvCacheDtype: fp8`, keys: ["model.kvCacheDtype"] };
+        return skip(
+            `model.kvCacheDtype ${plan.kvCacheDtype}: the planner does not know its bytes per element. Example: kvCacheDtype: fp8`,
+            "model.kvCacheDtype",
+        );
     }
     const total = size.paramsB * 1e9;
     const embed = size.vocabSize && size.hiddenSize ? size.vocabSize * size.hiddenSize : 0;
     const perLayer = size.layers ? Math.max(0, total - embed * (size.tiedEmbeddings ? 1 : 2)) / size.layers : 0;
     const stages = size.layers ? pipelineStageLayers(size.layers, pp) : undefined;
     const len = plan.maxModelLen ?? size.maxContext;
-    const seqs = plan.kvBudget === "one-sequence" ? 1 : plan.maxNumSeqs ?? 1;
+    const seqs = plan.kvBudget === "one-sequence" ? 1 : (plan.maxNumSeqs ?? 1);
     const overhead = RUNTIME_OVERHEAD_GIB + ACTIVATION_PEAK_GIB + (plan.enforceEager ? 0 : CUDA_GRAPHS_GIB);
     const estimates = gpus.slice(0, tp * pp).map(({ node, nodeIndex, gpu }, rank): GpuEstimate => {
         const stage = Math.floor(rank / tp);
         const layers = stages?.[stage];
         const head = size.tiedEmbeddings && pp === 1 ? 0 : embed;
-        const params = layers
-            ? perLayer * (layers[1] - layers[0]) + (stage === 0 ? embed : 0) + (stage === pp - 1 ? head : 0)
-            : total / pp;
+        const params = layers ? perLayer * (layers[1] - layers[0]) + (stage === 0 ? embed : 0) + (stage === pp - 1 ? head : 0) : total / pp;
         const weightsGiB = (params * BYTES_PER_PARAM[dtype]) / tp / GIB;
         const kv = layers && kvBytesPerToken(size, kvBytes, tp, layers[0], layers[1]);
         const perSeq = kv && len ? kv.full * len + kv.sliding * Math.min(len, size.slidingWindow ?? len) : undefined;
@@ -215,13 +209,26 @@ export function evaluatePlan(size: ModelSize, plan: ServingPlan, nodes: readonly
         const memoryGiB = node.gpuMemoryGiB ?? UNIFIED_GPU_MEMORY_GIB;
         const usableGiB = memoryGiB * util;
         const reserved = node.osReservedGiB ?? (node.kind === "workstation" ? 0 : UNIFIED_OS_RESERVED_GIB);
-        const problem = usableGiB > memoryGiB - reserved + 1e-9
-            ? `model.gpuMemoryUtilization ${util} asks for ${gib(usableGiB)} GiB of ${gib(memoryGiB)} but the OS keeps about ${reserved}; vLLM refuses to start when free memory is below that (at most ${Math.floor(((memoryGiB - reserved) / memoryGiB) * 100) / 100})`
-            : undefined;
+        const problem =
+            util > startableUtilization(node)
+                ? `model.gpuMemoryUtilization ${util} asks for ${gib(usableGiB)} GiB of ${gib(memoryGiB)} but the OS keeps about ${reserved} GiB; vLLM refuses to start when free memory is below that (at most ${startableUtilization(node)})`
+                : undefined;
         const totalGiB = weightsGiB + (kvCacheGiB ?? 0) + overhead;
         return {
-            node: node.name, nodeIndex, gpu, stage, tpRank: rank % tp, layers, weightsGiB, kvCacheGiB, overheadGiB: overhead,
-            totalGiB, memoryGiB, usableGiB, problem, fits: totalGiB <= usableGiB && problem === undefined,
+            node: node.name,
+            nodeIndex,
+            gpu,
+            stage,
+            tpRank: rank % tp,
+            layers,
+            weightsGiB,
+            kvCacheGiB,
+            overheadGiB: overhead,
+            totalGiB,
+            memoryGiB,
+            usableGiB,
+            problem,
+            fits: totalGiB <= usableGiB && problem === undefined,
             fullLengthSequences: perSeq ? Math.max(0, Math.floor(((usableGiB - weightsGiB - overhead) * GIB) / perSeq)) : undefined,
         };
     });
@@ -237,19 +244,27 @@ const fitsPlan = (size: ModelSize, plan: ServingPlan, nodes: readonly FitNode[])
 
 /** The largest value in [low, high] (multiples of `step`) for which `fits` holds; fits must be monotone. */
 function largestFitting(low: number, high: number, step: number, fits: (n: number) => boolean): number | undefined {
-    let lo = Math.ceil(low / step), hi = Math.floor(high / step), best: number | undefined;
+    let lo = Math.ceil(low / step),
+        hi = Math.floor(high / step),
+        best: number | undefined;
     while (lo <= hi) {
         const mid = Math.floor((lo + hi) / 2);
-        if (fits(mid * step)) { best = mid * step; lo = mid + 1; } else hi = mid - 1;
+        if (fits(mid * step)) {
+            best = mid * step;
+            lo = mid + 1;
+        } else hi = mid - 1;
     }
     return best;
 }
 
 function describeChanges(from: ServingPlan, to: ServingPlan, size: ModelSize): string[] {
     return PLAN_KEYS.filter((k) => from[k] !== to[k]).map((k) => {
-        const note = k === "quantization" && to.quantization === PROPOSED_QUANTIZATION.fp4
-            ? " (an NVFP4 checkpoint of the model: vLLM does not quantize to FP4 on load)"
-            : k === "quantization" && size.dtype !== "fp8" ? " (vLLM quantizes the weights to FP8 on load)" : "";
+        const note =
+            k === "quantization" && to.quantization === PROPOSED_QUANTIZATION.fp4
+                ? " (an NVFP4 checkpoint of the model: vLLM does not quantize to FP4 on load)"
+                : k === "quantization" && size.dtype !== "fp8"
+                  ? " (vLLM quantizes the weights to FP8 on load)"
+                  : "";
         return `model.${k}: ${from[k] ?? "(unset)"} → ${to[k]}${note}`;
     });
 }
@@ -265,42 +280,48 @@ export function proposePlans(size: ModelSize, plan: ServingPlan, nodes: readonly
     const gpuCount = nodes.reduce((n, node) => n + (node.gpus ?? 1), 0);
     const worlds = [...new Set([plan.tensorParallel * plan.pipelineParallel, gpuCount])];
     const layouts = worlds
-        .flatMap((w) => Array.from({ length: w }, (_, i) => i + 1).filter((tp) => w % tp === 0).map((tp) => ({ tensorParallel: tp, pipelineParallel: w / tp })))
-        .filter((l) => !layoutProblem(size, l.tensorParallel, l.pipelineParallel))
-        .sort((a, b) => Number(b.tensorParallel === plan.tensorParallel && b.pipelineParallel === plan.pipelineParallel)
-            - Number(a.tensorParallel === plan.tensorParallel && a.pipelineParallel === plan.pipelineParallel));
-    const maxUtil = Math.min(plan.gpuMemoryUtilization, ...nodes.filter((n) => n.kind !== "workstation").map((n) => {
-        const mem = n.gpuMemoryGiB ?? UNIFIED_GPU_MEMORY_GIB;
-        return Math.floor(((mem - (n.osReservedGiB ?? UNIFIED_OS_RESERVED_GIB)) / mem) * 100) / 100;
-    }));
+        .flatMap((w) =>
+            Array.from({ length: w }, (_, i) => i + 1)
+                .filter((tp) => w % tp === 0)
+                .map((tp) => ({ tensorParallel: tp, pipelineParallel: w / tp })),
+        )
+        .filter((l) => !layoutProblem(size, l.tensorParallel, l.pipelineParallel));
+    const isCurrent = (l: (typeof layouts)[number]) => l.tensorParallel === plan.tensorParallel && l.pipelineParallel === plan.pipelineParallel;
+    layouts.sort((a, b) => Number(isCurrent(b)) - Number(isCurrent(a)));
+    const maxUtil = Math.min(plan.gpuMemoryUtilization, ...nodes.map(startableUtilization));
     const base: ServingPlan = { ...plan, gpuMemoryUtilization: maxUtil };
     const len = plan.maxModelLen ?? size.maxContext;
     const firstFit = (plans: ServingPlan[]) => plans.find((p) => fitsPlan(size, p, nodes));
-    const shorter = (p: ServingPlan) => {
-        if (len === undefined) return undefined;
-        const best = largestFitting(Math.min(MIN_PROPOSED_CONTEXT, len), len - 1, len > 1024 ? 256 : 16,
-            (n) => fitsPlan(size, { ...p, maxModelLen: n }, nodes) !== undefined);
-        return best === undefined ? undefined : { ...p, maxModelLen: best };
+    /** `p` with the largest `key` in [low, high] that fits. */
+    const lowered = (p: ServingPlan, key: "maxModelLen" | "maxNumSeqs", low: number, high: number, step: number) => {
+        const best = largestFitting(low, high, step, (n) => fitsPlan(size, { ...p, [key]: n }, nodes) !== undefined);
+        return best === undefined ? undefined : { ...p, [key]: best };
     };
-    const fewerSeqs = (p: ServingPlan) => {
-        if (plan.kvBudget === "one-sequence" || !plan.maxNumSeqs || plan.maxNumSeqs < 2) return undefined;
-        const best = largestFitting(1, plan.maxNumSeqs - 1, 1, (n) => fitsPlan(size, { ...p, maxNumSeqs: n }, nodes) !== undefined);
-        return best === undefined ? undefined : { ...p, maxNumSeqs: best };
-    };
+    const shorter = (p: ServingPlan) =>
+        len === undefined ? undefined : lowered(p, "maxModelLen", Math.min(MIN_PROPOSED_CONTEXT, len), len - 1, len > 1024 ? 256 : 16);
+    const fewerSeqs = (p: ServingPlan) =>
+        plan.kvBudget === "one-sequence" || !plan.maxNumSeqs ? undefined : lowered(p, "maxNumSeqs", 1, plan.maxNumSeqs - 1, 1);
     const kvFp8 = kvElementBytes(size, plan.kvCacheDtype) === 1 ? [] : ["fp8"];
     const withLayouts = (p: ServingPlan) => layouts.map((l) => ({ ...p, ...l }));
     const requantized = (target: "fp8" | "fp4") => {
-        if (BYTES_PER_PARAM[weightDtype(size, plan.quantization) ?? size.dtype] <= BYTES_PER_PARAM[target]) return undefined;
+        if (BYTES_PER_PARAM[servedWeightDtype(size, plan.quantization) ?? size.dtype] <= BYTES_PER_PARAM[target]) return undefined;
         const q = withLayouts({ ...base, quantization: PROPOSED_QUANTIZATION[target] });
-        return firstFit([...q, ...kvFp8.flatMap((kv) => q.map((p) => ({ ...p, kvCacheDtype: kv })))])
-            ?? q.map(shorter).find((p) => p !== undefined);
+        return firstFit([...q, ...kvFp8.flatMap((kv) => q.map((p) => ({ ...p, kvCacheDtype: kv })))]) ?? q.map(shorter).find((p) => p !== undefined);
     };
     const families: (() => ServingPlan | undefined)[] = [
         () => (maxUtil < plan.gpuMemoryUtilization ? firstFit([base]) : undefined),
         () => firstFit(withLayouts(base)),
         () => firstFit(kvFp8.flatMap((kv) => withLayouts({ ...base, kvCacheDtype: kv }))),
-        () => withLayouts(base).map(shorter).filter((p) => p !== undefined).sort((a, b) => (b.maxModelLen ?? 0) - (a.maxModelLen ?? 0))[0],
-        () => withLayouts(base).map(fewerSeqs).filter((p) => p !== undefined).sort((a, b) => (b.maxNumSeqs ?? 0) - (a.maxNumSeqs ?? 0))[0],
+        () =>
+            withLayouts(base)
+                .map(shorter)
+                .filter((p) => p !== undefined)
+                .sort((a, b) => (b.maxModelLen ?? 0) - (a.maxModelLen ?? 0))[0],
+        () =>
+            withLayouts(base)
+                .map(fewerSeqs)
+                .filter((p) => p !== undefined)
+                .sort((a, b) => (b.maxNumSeqs ?? 0) - (a.maxNumSeqs ?? 0))[0],
         () => requantized("fp8"),
         () => requantized("fp4"),
     ];
@@ -317,7 +338,10 @@ export function proposePlans(size: ModelSize, plan: ServingPlan, nodes: readonly
 function resolveSize(model: ModelDescription): { size: ModelSize } | { reason: string; keys: string[] } {
     switch (model.from) {
         case "unknown":
-            return { reason: `the size of ${model.name} is not known offline and model.size gives no numbers; add e.g. model.size: { paramsB: 72.7, dtype: bf16, layers: 80, kvHeads: 8, headDim: 128 } to check the fit at preview`, keys: ["model.size"] };
+            return {
+                reason: `the size of ${model.name} is not known offline and model.size gives no numbers; add e.g. model.size: { paramsB: 72.7, dtype: bf16, layers: 80, kvHeads: 8, headDim: 128 } to check the fit at preview`,
+                keys: ["model.size"],
+            };
         case "size": {
             const parsed = ModelSizeSchema.safeParse(model.size);
             if (!parsed.success) {
@@ -336,9 +360,12 @@ function resolveSize(model: ModelDescription): { size: ModelSize } | { reason: s
     }
 }
 
-function describeGpu(e: GpuEstimate, nodes: readonly FitNode[]): string {
+function describeGpu(e: GpuEstimate, nodes: readonly FitNode[], util?: number): string {
     const where = (nodes[e.nodeIndex].gpus ?? 1) > 1 ? `${e.node} GPU ${e.gpu}` : e.node;
-    return `${where} ${gib(e.totalGiB)} of ${gib(e.usableGiB)} GiB (weights ${gib(e.weightsGiB)}, KV ${gib(e.kvCacheGiB)}, overhead ${gib(e.overheadGiB)})`;
+    const parts = `weights ${gib(e.weightsGiB)} + KV ${gib(e.kvCacheGiB)} + overhead ${gib(e.overheadGiB)}`;
+    return util === undefined
+        ? `${where}: ${gib(e.totalGiB)} of ${gib(e.usableGiB)} GiB (${parts})`
+        : `${where} needs ${gib(e.totalGiB)} GiB (${parts}) but model.gpuMemoryUtilization ${util} × ${gib(e.memoryGiB)} GiB allows ${gib(e.usableGiB)}`;
 }
 
 /**
@@ -356,26 +383,38 @@ export function planFit(model: ModelDescription, plan: ServingPlan, nodes: reado
     if (ev.estimates.some((e) => e.kvCacheGiB === undefined)) {
         notes.push(`KV cache not estimated: set ${len === undefined ? "model.maxModelLen" : "model.size.layers, kvHeads and headDim"}`);
     }
-    const quant = weightDtype(size, plan.quantization);
+    const quant = servedWeightDtype(size, plan.quantization);
     const what = `${size.name} (${round1(size.paramsB)}B, ${quant} weights) with TP=${plan.tensorParallel} PP=${plan.pipelineParallel}`;
     if (ev.fits) {
         const tightest = ev.estimates.reduce((a, b) => (b.usableGiB - b.totalGiB < a.usableGiB - a.totalGiB ? b : a));
         const seqs = Math.min(...ev.estimates.map((e) => e.fullLengthSequences ?? Infinity));
         const holds = Number.isFinite(seqs) ? `; the KV cache holds ${seqs} sequence(s) of ${len} tokens` : "";
-        return { status: "fits", estimates: ev.estimates, notes, summary: `fits: ${what}; tightest ${describeGpu(tightest, nodes)}${holds}${notes.length ? ` (${notes.join("; ")})` : ""}` };
+        return {
+            status: "fits",
+            estimates: ev.estimates,
+            notes,
+            summary: `fits: ${what}; tightest ${describeGpu(tightest, nodes)}${holds}${notes.length ? ` (${notes.join("; ")})` : ""}`,
+        };
     }
     const failing = ev.estimates.filter((e) => !e.fits);
-    const keys = [...PLAN_KEYS.map((k) => `model.${k}`), ...(model.from === "size" ? ["model.size"] : []),
-        ...[...new Set(failing.map((e) => e.nodeIndex))].map((i) => `nodes[${i}].gpuMemoryGiB`)];
+    const keys = [
+        ...PLAN_KEYS.map((k) => `model.${k}`),
+        ...(model.from === "size" ? ["model.size"] : []),
+        ...[...new Set(failing.map((e) => e.nodeIndex))].map((i) => `nodes[${i}].gpuMemoryGiB`),
+    ];
     const [proposal, ...alternatives] = proposePlans(size, plan, nodes);
     const cheapest = (size.paramsB * 1e9 * BYTES_PER_PARAM.fp4) / GIB;
-    const usable = ev.estimates.reduce((n, e) => n + e.usableGiB, 0);
+    const usable = nodes.reduce((n, node) => n + (node.gpus ?? 1) * (node.gpuMemoryGiB ?? UNIFIED_GPU_MEMORY_GIB) * plan.gpuMemoryUtilization, 0);
     const next = proposal
         ? `It fits with ${proposal.changes.join(", ")}${alternatives.length ? `; or with ${alternatives.map((a) => a.changes.join(", ")).join("; or with ")}` : ""}.`
         : `No plan over these GPUs fits: even FP4 weights take ${gib(cheapest)} GiB against ${gib(usable)} GiB usable in all; add nodes.`;
-    const why = [...ev.problems, ...failing.map((e) => e.problem ? `${e.node}: ${e.problem}` : `${describeGpu(e, nodes)} does not fit`)];
+    const why = [...ev.problems, ...failing.map((e) => (e.problem ? `${e.node}: ${e.problem}` : describeGpu(e, nodes, plan.gpuMemoryUtilization)))];
     return {
-        status: "does-not-fit", estimates: ev.estimates, keys, proposal, alternatives,
+        status: "does-not-fit",
+        estimates: ev.estimates,
+        keys,
+        proposal,
+        alternatives,
         message: `${what} does not fit: ${why.join("; ")}. Keys involved: ${keys.join(", ")}. ${next}`,
     };
 }

@@ -16,7 +16,13 @@ export type WeightDtype = (typeof WEIGHT_DTYPES)[number];
  * counted: an FP4 estimate runs a few percent low.
  */
 export const BYTES_PER_PARAM: Readonly<Record<WeightDtype, number>> = {
-    fp32: 4, bf16: 2, fp16: 2, fp8: 1, int8: 1, fp4: 0.5, int4: 0.5,
+    fp32: 4,
+    bf16: 2,
+    fp16: 2,
+    fp8: 1,
+    int8: 1,
+    fp4: 0.5,
+    int4: 0.5,
 };
 
 /** Which layers keep a paged KV cache: all tokens, only the last `slidingWindow`, or none (linear attention, Mamba). */
@@ -94,18 +100,25 @@ export type ModelSizeConfig = z.input<typeof ModelSizeSchema>;
 
 /** Every `every`-th layer of `layers`, spread evenly: `kv` of them "full", the rest "none". */
 function spreadKvLayers(layers: number, kv: number): LayerKv[] {
-    return Array.from({ length: layers }, (_, i) =>
-        Math.floor(((i + 1) * kv) / layers) > Math.floor((i * kv) / layers) ? "full" : "none");
+    return Array.from({ length: layers }, (_, i) => (Math.floor(((i + 1) * kv) / layers) > Math.floor((i * kv) / layers) ? "full" : "none"));
 }
 
-/** A {@link ModelSize} from the numbers of `model.size` (already parsed by {@link ModelSizeSchema}). */
+/** A {@link ModelSize} from the numbers of `model.size`; throws zod's error on input {@link ModelSizeSchema} refuses. */
 export function modelSizeFromConfig(name: string, raw: ModelSizeConfig): ModelSize {
     const size = ModelSizeSchema.parse(raw);
     const headDim = size.headDim ?? (size.hiddenSize && size.attentionHeads ? size.hiddenSize / size.attentionHeads : undefined);
     return {
-        name, paramsB: size.paramsB, dtype: size.dtype, layers: size.layers, hiddenSize: size.hiddenSize,
-        attentionHeads: size.attentionHeads, kvHeads: size.kvHeads ?? size.attentionHeads, headDim,
-        vocabSize: size.vocabSize, tiedEmbeddings: size.tiedEmbeddings, maxContext: size.maxContext,
+        name,
+        paramsB: size.paramsB,
+        dtype: size.dtype,
+        layers: size.layers,
+        hiddenSize: size.hiddenSize,
+        attentionHeads: size.attentionHeads,
+        kvHeads: size.kvHeads ?? size.attentionHeads,
+        headDim,
+        vocabSize: size.vocabSize,
+        tiedEmbeddings: size.tiedEmbeddings,
+        maxContext: size.maxContext,
         layerKv: size.layers && size.kvLayers !== undefined ? spreadKvLayers(size.layers, size.kvLayers) : undefined,
         notes: [],
     };
@@ -140,9 +153,11 @@ export function weightDtypeFromHfConfig(config: unknown): { dtype: WeightDtype }
         const algo = String(q["quant_algo"] ?? "").toUpperCase();
         const group = isObject(q["config_groups"]) ? Object.values(q["config_groups"]).find(isObject) : undefined;
         const weights = group && isObject(group["weights"]) ? group["weights"] : {};
-        const bits = num(q, "bits", "w_bit", "weight_bits") ?? num(weights, "num_bits")
-            ?? (/FP4/.test(algo) || /fp4/.test(method) ? 4 : /FP8/.test(algo) || method === "fp8" ? 8 : undefined)
-            ?? (q["load_in_4bit"] === true ? 4 : q["load_in_8bit"] === true ? 8 : undefined);
+        const bits =
+            num(q, "bits", "w_bit", "weight_bits") ??
+            num(weights, "num_bits") ??
+            (/FP4/.test(algo) || /fp4/.test(method) ? 4 : /FP8/.test(algo) || method === "fp8" ? 8 : undefined) ??
+            (q["load_in_4bit"] === true ? 4 : q["load_in_8bit"] === true ? 8 : undefined);
         const float = /fp/.test(method) || /FP/.test(algo) || weights["type"] === "float";
         if (bits === 8) return { dtype: float ? "fp8" : "int8" };
         if (bits === 4) return { dtype: float ? "fp4" : "int4" };
@@ -168,7 +183,7 @@ function layerKvFromHfConfig(c: Json, layers: number): LayerKv[] | undefined {
  * embeddings (and an untied LM head), attention (GQA, MLA, or linear attention per layer type),
  * gated MLPs, and MoE layers (routed + shared experts + router; DeepSeek's first dense layers).
  * Norms and biases are left out (under 0.1%). Qwen2.5-72B gives 72.7, Llama-3.1-405B 405.8,
- * DeepSeek-V3 670.9 (its 14B MTP module is not served). Says why when a needed field is missing.
+ * DeepSeek-V3 671.0 (its 14B MTP module is not served). Says why when a needed field is missing.
  */
 export function estimateParamsFromHfConfig(config: unknown): { paramsB: number } | { reason: string } {
     if (!isObject(config)) return { reason: "config.json is not a JSON object" };
@@ -180,9 +195,15 @@ export function estimateParamsFromHfConfig(config: unknown): { paramsB: number }
     const inter = num(c, "intermediate_size", "ffn_dim");
     const experts = num(c, "num_local_experts", "n_routed_experts", "num_experts") ?? 0;
     const moeInter = num(c, "moe_intermediate_size") ?? inter;
-    const missing = Object.entries({ hidden_size: hidden, num_hidden_layers: layers, vocab_size: vocab,
-        num_attention_heads: heads, [experts ? "moe_intermediate_size" : "intermediate_size"]: experts ? moeInter : inter })
-        .filter(([, v]) => v === undefined).map(([k]) => k);
+    const missing = Object.entries({
+        hidden_size: hidden,
+        num_hidden_layers: layers,
+        vocab_size: vocab,
+        num_attention_heads: heads,
+        [experts ? "moe_intermediate_size" : "intermediate_size"]: experts ? moeInter : inter,
+    })
+        .filter(([, v]) => v === undefined)
+        .map(([k]) => k);
     if (missing.length > 0 || !hidden || !layers || !vocab || !heads) {
         return { reason: `cannot estimate the parameter count: config.json has no ${missing.join(", ")}; give model.size.paramsB` };
     }
@@ -198,18 +219,22 @@ export function estimateParamsFromHfConfig(config: unknown): { paramsB: number }
         const q = qLora ? hidden * qLora + qLora * heads * qkHead : hidden * heads * qkHead;
         attention = q + hidden * (kvLora + rope) + kvLora * heads * ((num(c, "qk_nope_head_dim") ?? 0) + vHead) + heads * vHead * hidden;
     }
-    const lkH = num(c, "linear_num_key_heads"), lvH = num(c, "linear_num_value_heads");
-    const lkD = num(c, "linear_key_head_dim") ?? 128, lvD = num(c, "linear_value_head_dim") ?? 128;
+    const lkH = num(c, "linear_num_key_heads"),
+        lvH = num(c, "linear_num_value_heads");
+    const lkD = num(c, "linear_key_head_dim") ?? 128,
+        lvD = num(c, "linear_value_head_dim") ?? 128;
     const linearAttention = lkH && lvH ? hidden * (2 * lkH * lkD + 2 * lvH * lvD) + lvH * lvD * hidden : attention;
     const kinds = layerKvFromHfConfig(c, layers);
     const linearLayers = kinds ? kinds.filter((k) => k === "none").length : 0;
-    const denseLayers = experts ? (num(c, "first_k_dense_replace") ?? 0)
-        + (Array.isArray(c["mlp_only_layers"]) ? c["mlp_only_layers"].length : 0) : layers;
+    const denseLayers = experts ? (num(c, "first_k_dense_replace") ?? 0) + (Array.isArray(c["mlp_only_layers"]) ? c["mlp_only_layers"].length : 0) : layers;
     const shared = num(c, "shared_expert_intermediate_size") ?? (num(c, "n_shared_experts") ?? 0) * (moeInter ?? 0);
     const moeLayer = experts * 3 * hidden * (moeInter ?? 0) + 3 * hidden * shared + hidden * experts;
-    const total = (config["tie_word_embeddings"] === true || c["tie_word_embeddings"] === true ? 1 : 2) * vocab * hidden
-        + (layers - linearLayers) * attention + linearLayers * linearAttention
-        + denseLayers * 3 * hidden * (inter ?? 0) + (layers - denseLayers) * moeLayer;
+    const total =
+        (config["tie_word_embeddings"] === true || c["tie_word_embeddings"] === true ? 1 : 2) * vocab * hidden +
+        (layers - linearLayers) * attention +
+        linearLayers * linearAttention +
+        denseLayers * 3 * hidden * (inter ?? 0) +
+        (layers - denseLayers) * moeLayer;
     return { paramsB: total / 1e9 };
 }
 
@@ -231,7 +256,12 @@ export function modelSizeFromHfConfig(name: string, config: unknown, paramsB?: n
     const notes = paramsB === undefined ? [`${estimate.paramsB.toFixed(1)}B parameters estimated from config.json`] : [];
     return {
         size: {
-            name, paramsB: estimate.paramsB, dtype: dtype.dtype, layers, hiddenSize: hidden, attentionHeads: heads,
+            name,
+            paramsB: estimate.paramsB,
+            dtype: dtype.dtype,
+            layers,
+            hiddenSize: hidden,
+            attentionHeads: heads,
             kvHeads: num(c, "num_key_value_heads") ?? heads,
             headDim: num(c, "head_dim") ?? (hidden && heads ? hidden / heads : undefined),
             vocabSize: num(c, "vocab_size"),
@@ -253,13 +283,18 @@ export function modelSizeFromHfConfig(name: string, config: unknown, paramsB?: n
  * (a sliding layer holds at most `slidingWindow` tokens); undefined when the shapes are unknown.
  */
 export function kvBytesPerToken(
-    size: ModelSize, kvElementBytes: number, tensorParallel: number, start = 0, end = size.layers ?? 0,
+    size: ModelSize,
+    kvElementBytes: number,
+    tensorParallel: number,
+    start = 0,
+    end = size.layers ?? 0,
 ): { full: number; sliding: number } | undefined {
-    const perLayer = size.mlaCacheDim !== undefined
-        ? size.mlaCacheDim * kvElementBytes
-        : size.kvHeads && size.headDim
-            ? 2 * Math.max(1, size.kvHeads / tensorParallel) * size.headDim * kvElementBytes
-            : undefined;
+    const perLayer =
+        size.mlaCacheDim !== undefined
+            ? size.mlaCacheDim * kvElementBytes
+            : size.kvHeads && size.headDim
+              ? 2 * Math.max(1, size.kvHeads / tensorParallel) * size.headDim * kvElementBytes
+              : undefined;
     if (perLayer === undefined || !size.layers) return undefined;
     const kinds = size.layerKv ?? Array<LayerKv>(size.layers).fill("full");
     const slice = kinds.slice(start, end);
@@ -267,4 +302,53 @@ export function kvBytesPerToken(
         full: slice.filter((k) => k === "full" || (k === "sliding" && !size.slidingWindow)).length * perLayer,
         sliding: size.slidingWindow ? slice.filter((k) => k === "sliding").length * perLayer : 0,
     };
+}
+
+// ---------------------------------------------------------------------------------------------
+// What vLLM's flags make of it
+// ---------------------------------------------------------------------------------------------
+
+/** vLLM --quantization names → stored weight type; "fp4" is seed 002's spelling (vLLM itself has no method of that name). */
+const QUANTIZATION_DTYPES: Readonly<Record<string, WeightDtype>> = {
+    fp8: "fp8",
+    fbgemm_fp8: "fp8",
+    ptpc_fp8: "fp8",
+    deepgemm_fp8: "fp8",
+    modelopt: "fp8",
+    modelopt_fp4: "fp4",
+    mxfp4: "fp4",
+    nvfp4: "fp4",
+    fp4: "fp4",
+    awq: "int4",
+    awq_marlin: "int4",
+    gptq: "int4",
+    gptq_marlin: "int4",
+    bitsandbytes: "int4",
+};
+/** Methods that read the checkpoint's own format: the weights keep the dtype config.json says. */
+const CHECKPOINT_FORMATS = new Set(["compressed-tensors", "compressed_tensors", "gguf", "quark", "auto-round", "torchao"]);
+/** The weights as vLLM serves them: the --quantization method's type when it is smaller than the checkpoint's; undefined for a method the planner does not know. */
+export function servedWeightDtype(size: ModelSize, quantization: string | undefined): WeightDtype | undefined {
+    if (quantization === undefined || CHECKPOINT_FORMATS.has(quantization)) return size.dtype;
+    const q = QUANTIZATION_DTYPES[quantization];
+    if (q === undefined) return undefined;
+    return BYTES_PER_PARAM[q] < BYTES_PER_PARAM[size.dtype] ? q : size.dtype;
+}
+
+/** Bytes per KV cache element for --kv-cache-dtype: auto is the model's dtype (2, or 4 for fp32); undefined when unknown. */
+export function kvElementBytes(size: ModelSize, kvCacheDtype: string | undefined): number | undefined {
+    const kv = kvCacheDtype ?? "auto";
+    if (kv === "auto") return size.dtype === "fp32" ? 4 : 2;
+    if (kv.startsWith("fp8")) return 1;
+    return ["bfloat16", "float16", "half"].includes(kv) ? 2 : undefined;
+}
+
+/** vLLM's get_pp_indices: layers split evenly; the remainder goes to the stages before the last, from the back. */
+export function pipelineStageLayers(layers: number, pipelineParallel: number): [number, number][] {
+    const parts = Array<number>(pipelineParallel).fill(Math.floor(layers / pipelineParallel));
+    for (let i = 2; i < (layers % pipelineParallel) + 2; i++) parts[pipelineParallel - i] += 1;
+    return parts.map((n, s) => {
+        const start = parts.slice(0, s).reduce((a, b) => a + b, 0);
+        return [start, start + n];
+    });
 }
