@@ -28,6 +28,8 @@ export const endpoint = sparkCluster.endpoint;
 export const servedModel = sparkCluster.servedModel;
 export const transport = sparkCluster.transport;
 export const roce = sparkCluster.roce;
+/** Ray per node: version and token authentication (ray executor), or why Ray is not used. */
+export const ray = sparkCluster.ray;
 /** How to reach the Ray dashboard (bound to the head's loopback by default). */
 export const rayDashboard = sparkCluster.dashboard;
 /** Try it: the API key stays in config (`pulumi config get spark-cluster:apiKey`). */

@@ -23,7 +23,7 @@ export function readStackConfig(): RawConfig {
             secretKeys.add(key);
         }
     }
-    return { values, secretKeys };
+    return { values, secretKeys, stack: pulumi.getStack() };
 }
 
 /** Structured config (objects, lists) arrives as JSON text; everything else stays a string. */

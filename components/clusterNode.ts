@@ -3,8 +3,9 @@ import type { Config, NodeConfig } from "../config";
 import { NcclConfig } from "./ncclConfig";
 import { NetplanInterconnect } from "./netplanInterconnect";
 import { NodeHost, SSH_READY_SCRIPT, nodeConnection } from "./nodeConnection";
-import { hcasFor, parseIbdev2netdev, resolveInterfaceNames } from "./nodeFacts";
+import { hcasFor, parseIbdev2netdev, parseRayVersion, resolveInterfaceNames } from "./nodeFacts";
 import { typeToken } from "./package";
+import { probeScript } from "./render/probe";
 import { RocePfc } from "./rocePfc";
 
 const TYPE = typeToken("ClusterNode");
@@ -33,6 +34,8 @@ export class ClusterNode extends pulumi.ComponentResource {
     public readonly interconnect: NetplanInterconnect;
     public readonly nccl: NcclConfig;
     public readonly pfc?: RocePfc;
+    /** The Ray version the probe found in the node's runtime (ray executor only; the probe fails without Ray). */
+    public readonly rayVersion: pulumi.Output<string | undefined>;
     /** PFC result (`enabled: …` / `lossy: …` / `skipped: …`). */
     public readonly roceStatus: pulumi.Output<string>;
     readonly #cluster: pulumi.Resource;
@@ -45,7 +48,12 @@ export class ClusterNode extends pulumi.ComponentResource {
         this.host = new NodeHost(nodeConnection(node), node.ssh.user);
 
         const ssh = this.host.command(`${node.name}-ssh`, { create: SSH_READY_SCRIPT }, this.childOptions());
-        const probe = this.host.command(`${node.name}-probe`, { create: "ibdev2netdev 2>/dev/null || true" }, this.childOptions({ dependsOn: [ssh] }));
+        const probe = this.host.command(
+            `${node.name}-probe`,
+            { create: probeScript({ node: node.name, runtime: node.runtime, executor: cluster.model.executor }) },
+            this.childOptions({ dependsOn: [ssh] }),
+        );
+        this.rayVersion = probe.stdout.apply(parseRayVersion);
         const devices = probe.stdout.apply(parseIbdev2netdev);
         const names = devices.apply((d) =>
             resolveInterfaceNames(

@@ -1,4 +1,6 @@
 // Reading what a node reports about its hardware: `ibdev2netdev` lines.
+import { RAY_VERSION_PREFIX } from "./render/probe";
+import { RAY_TOKEN_AUTH_SINCE } from "./render/ray";
 
 export interface RoceDevice {
     /** RDMA device, e.g. rocep1s0f1. */
@@ -44,4 +46,31 @@ export function resolveInterfaceNames(node: string, configured: readonly (string
 /** The RDMA devices behind the given interfaces. */
 export function hcasFor(interfaces: readonly string[], devices: readonly RoceDevice[]): string[] {
     return interfaces.flatMap((name) => devices.filter((d) => d.netdev === name).map((d) => d.device));
+}
+
+/** The Ray version the probe found in the node's runtime (`ray-version=2.60.0`), or undefined where it did not look. */
+export function parseRayVersion(output: string): string | undefined {
+    const line = output.split("\n").find((l) => l.startsWith(RAY_VERSION_PREFIX));
+    return line === undefined ? undefined : line.slice(RAY_VERSION_PREFIX.length).trim();
+}
+
+/** Compares dotted versions numerically: negative when a < b. Pre-release suffixes are ignored. */
+export function compareVersions(a: string, b: string): number {
+    const parts = (v: string) => v.split(/[.+-]/).map((p) => Number.parseInt(p, 10) || 0);
+    const [x, y] = [parts(a), parts(b)];
+    for (let i = 0; i < Math.max(x.length, y.length); i++) {
+        const d = (x[i] ?? 0) - (y[i] ?? 0);
+        if (d !== 0) return d;
+    }
+    return 0;
+}
+
+/** What the `ray` output says of one node: its Ray version and whether token authentication is on. */
+export function rayAuthStatus(version: string | undefined): string {
+    if (version === undefined || version === "none") {
+        return "no Ray found";
+    }
+    return compareVersions(version, RAY_TOKEN_AUTH_SINCE) >= 0
+        ? `Ray ${version}, token authentication on`
+        : `Ray ${version} is older than ${RAY_TOKEN_AUTH_SINCE}: it has no token authentication, so anyone who reaches its ports can join; upgrade Ray`;
 }

@@ -4,9 +4,9 @@ import * as pulumi from "@pulumi/pulumi";
 import type * as command from "@pulumi/command";
 import type { Runtime } from "../config";
 import type { NodeHost } from "./nodeConnection";
-import { installUnitScript, removeUnitScript } from "./render/host/files";
-import { UNITS } from "./render/paths";
-import { RayStartSpec, renderRayUnit } from "./render/ray";
+import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./render/host/files";
+import { CONFIG_DIR, RAY_ENV_PATH, UNITS } from "./render/paths";
+import { RayStartSpec, renderRayEnv, renderRayUnit } from "./render/ray";
 
 export interface RayNodeArgs {
     /** The node's connection and SSH user. */
@@ -16,6 +16,8 @@ export interface RayNodeArgs {
     ray: Omit<RayStartSpec, "role">;
     /** Hash of the runtime environment file: a change restarts Ray. */
     envHash: pulumi.Input<string>;
+    /** The cluster's Ray token (secret): written to the root-only ray.env, never into argv or the unit. */
+    authToken: pulumi.Input<string>;
 }
 
 /** The unit of one node, re-rendered when the runtime environment changes. */
@@ -23,11 +25,24 @@ export function rayUnit(role: RayStartSpec["role"], args: RayNodeArgs): pulumi.O
     return pulumi.output(args.envHash).apply((hash) => renderRayUnit({ ...args.ray, role }, args.runtime, hash));
 }
 
-/** The unit install/remove step shared by head and workers. */
+/**
+ * The steps shared by head and workers: the root-only token file (from stdin, so the token stays
+ * out of the script, its output and the process list; a new token restarts Ray), then the unit.
+ */
 export function rayUnitCommand(name: string, unit: pulumi.Output<string>, args: RayNodeArgs, parent: pulumi.Resource): command.remote.Command {
+    const auth = args.host.command(
+        `${name}-auth`,
+        {
+            create: installFileFromStdinScript(RAY_ENV_PATH, "600", UNITS.ray),
+            delete: removeFilesScript([RAY_ENV_PATH], [CONFIG_DIR]),
+            stdin: pulumi.secret(pulumi.output(args.authToken).apply(renderRayEnv)),
+            logging: "none",
+        },
+        { parent },
+    );
     return args.host.command(
         `${name}-unit`,
         { create: unit.apply((content) => installUnitScript(UNITS.ray, content)), delete: removeUnitScript(UNITS.ray) },
-        { parent, customTimeouts: { create: "10m", update: "10m" } },
+        { parent, dependsOn: [auth], customTimeouts: { create: "10m", update: "10m" } },
     );
 }

@@ -1,6 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { Config } from "../config";
 import { ClusterNode } from "./clusterNode";
+import { rayAuthStatus } from "./nodeFacts";
 import { typeToken } from "./package";
 import { RayHead } from "./rayHead";
 import { RayNodeArgs } from "./rayNode";
@@ -28,6 +29,8 @@ export class SparkCluster extends pulumi.ComponentResource {
     public readonly dashboard?: string;
     /** PFC result per node (`enabled: …` / `lossy: …` / `skipped: …`). */
     public readonly roce: pulumi.Output<Record<string, string>>;
+    /** Ray per node: its version and whether token authentication is on (or why Ray is not used). */
+    public readonly ray: pulumi.Output<Record<string, string>>;
 
     constructor(name: string, args: SparkClusterArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
@@ -42,6 +45,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                 host: n.host,
                 runtime: n.node.runtime,
                 envHash: n.nccl.envHash,
+                authToken: pulumi.secret(config.rayAuthToken.reveal()),
                 ray: {
                     nodeIp: n.node.ip,
                     headIp: config.head.ip,
@@ -98,6 +102,9 @@ export class SparkCluster extends pulumi.ComponentResource {
         this.servedModel = servers[0].servedModel;
         this.transport = config.transport;
         this.roce = pulumi.all(nodes.map((n) => n.roceStatus)).apply((statuses) => Object.fromEntries(nodes.map((n, i) => [n.node.name, statuses[i]])));
-        this.registerOutputs({ endpoint: this.endpoint, servedModel: this.servedModel, transport: this.transport, roce: this.roce });
+        this.ray = rayHead
+            ? pulumi.all(nodes.map((n) => n.rayVersion)).apply((versions) => Object.fromEntries(nodes.map((n, i) => [n.node.name, rayAuthStatus(versions[i])])))
+            : pulumi.output(Object.fromEntries(nodes.map((n) => [n.node.name, "not used: model.executor is mp"])));
+        this.registerOutputs({ endpoint: this.endpoint, servedModel: this.servedModel, transport: this.transport, roce: this.roce, ray: this.ray });
     }
 }

@@ -40,6 +40,8 @@ export interface RawConfig {
     values: Record<string, unknown>;
     /** Keys (without prefix) that Pulumi holds as secrets (set with --secret). */
     secretKeys: ReadonlySet<string>;
+    /** The stack's name (derived secrets differ per stack). Defaults to "dev". */
+    stack?: string;
 }
 
 /**
@@ -61,5 +63,5 @@ export function parseConfig(raw: RawConfig): Config {
     if (crossFieldIssues.length > 0) {
         throw new ConfigError(crossFieldIssues);
     }
-    return resolveConfig(result.data);
+    return resolveConfig(result.data, raw.stack ?? "dev");
 }

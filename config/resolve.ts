@@ -5,6 +5,7 @@
  * the reason when it is skipped), each node's peers on each link, and the SSH key of each node.
  * Components read these fields; none derives them again.
  */
+import { createHmac } from "node:crypto";
 import type { z } from "zod";
 import { formatIpv4, formatSubnet, parseCidr } from "./ipv4";
 import {
@@ -97,6 +98,8 @@ export interface Config {
     model: ModelConfig;
     apiKey: SecretString;
     hfToken?: SecretString;
+    /** The token of Ray's token authentication (ray executor): rayAuthToken, or derived from apiKey. */
+    rayAuthToken: SecretString;
 }
 
 /**
@@ -159,8 +162,17 @@ function resolveInterface(iface: ParsedInterface): InterconnectInterface {
     };
 }
 
+/**
+ * The Ray token when none is configured: HMAC-SHA256 of the stack name keyed by the API key, so it
+ * is stable across runs, differs per stack, never stored anywhere but in Pulumi's encrypted state,
+ * and changes when the API key is rotated.
+ */
+export function deriveRayAuthToken(apiKey: string, stack: string): string {
+    return createHmac("sha256", apiKey).update(`spark-cluster ray auth token for stack ${stack}`).digest("hex");
+}
+
 /** Resolves a config that passed the schema and every cross-field rule (exactly one head, among others). */
-export function resolveConfig(parsed: ParsedConfig): Config {
+export function resolveConfig(parsed: ParsedConfig, stack: string): Config {
     const totalGpus = parsed.nodes.reduce((sum, node) => sum + node.gpus, 0);
     const hasThor = parsed.nodes.some((node) => node.kind === "thor");
     const { transport: requestedTransport, ...nccl } = parsed.nccl;
@@ -217,5 +229,6 @@ export function resolveConfig(parsed: ParsedConfig): Config {
         },
         apiKey: new SecretString(parsed.apiKey),
         ...(parsed.hfToken !== undefined ? { hfToken: new SecretString(parsed.hfToken) } : {}),
+        rayAuthToken: new SecretString(parsed.rayAuthToken ?? deriveRayAuthToken(parsed.apiKey, stack)),
     };
 }

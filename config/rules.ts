@@ -236,6 +236,54 @@ export function checkParallelismFitsGpus(model: Pick<ParsedModel, "tensorParalle
     ];
 }
 
+/**
+ * The mp executor runs world_size / nnodes workers on every node (vLLM 0.33,
+ * vllm/v1/executor/multiproc_executor.py and ParallelConfig.local_world_size), so
+ * tensorParallel x pipelineParallel must split evenly over the nodes and fit each node's GPUs.
+ */
+export function checkMpLayout(
+    model: Pick<ParsedModel, "executor" | "tensorParallel" | "pipelineParallel">,
+    nodes: readonly Pick<ParsedNode, "name" | "gpus">[],
+): ConfigIssue[] {
+    if (model.executor !== "mp") {
+        return [];
+    }
+    const totalGpus = nodes.reduce((sum, node) => sum + node.gpus, 0);
+    const { tensorParallel, pipelineParallel } = resolveParallelism(model, totalGpus);
+    const world = tensorParallel * pipelineParallel;
+    if (world > totalGpus) {
+        return []; // checkParallelismFitsGpus reports it
+    }
+    const key = model.pipelineParallel !== undefined && model.tensorParallel === undefined ? "pipelineParallel" : "tensorParallel";
+    const fewest = Math.min(...nodes.map((node) => node.gpus));
+    const fits = `tensorParallel: ${nodes.length * fewest}, pipelineParallel: 1 (or pipelineParallel: ${nodes.length}), or executor: ray`;
+    if (world % nodes.length !== 0) {
+        return [
+            {
+                path: `model.${key}`,
+                message:
+                    `gives world_size ${tensorParallel} x ${pipelineParallel} = ${world}, which the mp executor cannot split over ${nodes.length} nodes: ` +
+                    `vLLM refuses it with "global world_size (${world}) must be divisible by nnodes_within_dp (${nodes.length})"`,
+                got: describeValue(model[key] ?? world),
+                example: fits,
+            },
+        ];
+    }
+    const perNode = world / nodes.length;
+    const short = nodes.findIndex((node) => node.gpus < perNode);
+    if (short >= 0) {
+        return [
+            {
+                path: `model.${key}`,
+                message: `makes the mp executor run ${perNode} workers on every node (world_size ${world} / ${nodes.length} nodes), but ${nodeLabel(short, nodes)} has ${nodes[short].gpus} GPU(s)`,
+                got: describeValue(model[key] ?? world),
+                example: fits,
+            },
+        ];
+    }
+    return [];
+}
+
 /** A cluster with a Thor runs NCCL over sockets everywhere: a Thor has no RoCE (seed 004). */
 export function checkTransport(requested: z.output<typeof NcclSchema>["transport"], nodes: readonly Pick<ParsedNode, "name" | "kind">[]): ConfigIssue[] {
     const thor = nodes.findIndex((node) => node.kind === "thor");
@@ -319,6 +367,7 @@ export function checkCrossFieldRules(config: ParsedConfig): ConfigIssue[] {
         ...checkTwinSubnets(config.nodes),
         ...checkInterfaceNames(config.nodes),
         ...checkParallelismFitsGpus(config.model, totalGpus),
+        ...checkMpLayout(config.model, config.nodes),
         ...checkTransport(config.nccl.transport, config.nodes),
         ...checkPorts(config.ray, config.model, config.nodes),
         ...checkTopology(config.interconnect.topology, config.nodes.length),

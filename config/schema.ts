@@ -259,8 +259,14 @@ export const ModelSchema = z.strictObject({
      * Pipeline-parallel size (seed 004 uses PP=4 over 2 Sparks + 2 Thors on sockets). Defaults to 1.
      */
     pipelineParallel: z.int().min(1).optional().meta({ example: "1" }),
-    /** `ray` (Ray cluster, as in the seeds) or `mp` (vLLM's own multi-node mode, --headless peers). Defaults to "ray". */
-    executor: z.enum(["ray", "mp"]).default("ray").meta({ example: "ray (or mp)" }),
+    /**
+     * How vLLM spans the nodes. `mp`: vLLM's own multi-node mode (`--nnodes`, `--node-rank`,
+     * `--master-addr`, `--headless` peers), no Ray at all — what vLLM >= 0.18 does without Ray,
+     * what NGC vLLM images from 26.05 on support (they ship without Ray), and the default of the
+     * most used community launcher since July 2026. `ray`: a Ray cluster (head and workers) as in
+     * the older seeds; needs Ray in every node's runtime. Defaults to "mp".
+     */
+    executor: z.enum(["ray", "mp"]).default("mp").meta({ example: "mp (or ray)" }),
     /** Fraction of GPU memory vLLM may use, in (0, 1]. Defaults to 0.9. */
     gpuMemoryUtilization: z.number().gt(0).lte(1).default(0.9).meta({ example: "0.85" }),
     /** Context length (--max-model-len). Defaults to the model's own. */
@@ -308,20 +314,17 @@ export const ModelSchema = z.strictObject({
     apiPort: port().default(8000).meta({ example: "8000" }),
     /** Address the API binds to on the head. Defaults to "0.0.0.0". */
     apiHost: hostOrIpv4().default("0.0.0.0").meta({ example: "0.0.0.0" }),
-    /** torch.distributed master port for the mp executor. Defaults to 29500. */
-    masterPort: port().default(29500).meta({ example: "29500" }),
+    /** torch.distributed master port for the mp executor (`--master-port`; vLLM's own default). Defaults to 29501. */
+    masterPort: port().default(29501).meta({ example: "29501" }),
 });
 
 /** Every key under the `spark-cluster:` namespace. */
 export const ClusterConfigSchema = z.strictObject({
     /** The machines, at least two. Required. */
-    nodes: z
-        .array(NodeSchema)
-        .min(2)
-        .meta({
-            example:
-                "[{ name: spark-a, kind: spark, head: true, ssh: { host: 10.0.0.11 }, interconnect: [{ address: 192.168.100.11/24 }] }, { name: spark-b, ... }]",
-        }),
+    nodes: z.array(NodeSchema).min(2).meta({
+        example:
+            "[{ name: spark-a, kind: spark, head: true, ssh: { host: 10.0.0.11 }, interconnect: [{ address: 192.168.100.11/24 }] }, { name: spark-b, ... }]",
+    }),
     /** Cabling. Defaults to `{ topology: pair, mtu: 9000 }`. */
     interconnect: InterconnectSchema.prefault({}).meta({ example: "{ topology: pair, mtu: 9000 }" }),
     /** RoCE host settings. Defaults to PFC on priority 3, trust DSCP, nvidia-peermem. */
@@ -359,6 +362,17 @@ export const ClusterConfigSchema = z.strictObject({
         .regex(/^[^\s]+$/, { error: "must not be empty or contain spaces or line breaks" })
         .optional()
         .meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:hfToken hf_...` }),
+    /**
+     * SECRET. The token every Ray node authenticates with (Ray's token authentication,
+     * `RAY_AUTH_MODE=token`); only with the ray executor. Set it to rotate the token (every Ray
+     * unit restarts with the new one). Defaults to a token derived from apiKey and the stack
+     * name (HMAC-SHA256), stable across `pulumi up` and rotated with the API key.
+     */
+    rayAuthToken: z
+        .string()
+        .regex(/^[A-Za-z0-9_-]{32,256}$/, { error: "must be 32-256 letters, digits, _ or - (e.g. 64 hex digits)" })
+        .optional()
+        .meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:rayAuthToken "$(openssl rand -hex 32)"` }),
 });
 
 /** The stack config as the schema outputs it, before cross-field defaults. */

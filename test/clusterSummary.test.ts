@@ -11,11 +11,16 @@ const config = parseConfig({
     values: {
         nodes: [
             {
-                name: "spark-a", kind: "spark", head: true, ssh: { host: "10.0.0.11" },
+                name: "spark-a",
+                kind: "spark",
+                head: true,
+                ssh: { host: "10.0.0.11" },
                 interconnect: [{ name: "enp1s0f1np1", address: "192.168.100.11/24" }],
             },
             {
-                name: "spark-b", kind: "spark", ssh: { host: "10.0.0.12", user: "ubuntu" },
+                name: "spark-b",
+                kind: "spark",
+                ssh: { host: "10.0.0.12", user: "ubuntu" },
                 runtime: { kind: "venv", path: "/opt/vllm" },
                 interconnect: [{ address: "192.168.100.12/24" }],
             },
@@ -39,17 +44,31 @@ describe("clusterSummary", () => {
             mtu: 9000,
             nodes: [
                 {
-                    name: "spark-a", kind: "spark", head: true, ssh: "root@10.0.0.11:22", gpus: 1,
-                    runtime: "docker nvcr.io/nvidia/vllm:25.09-py3", interconnect: ["enp1s0f1np1 192.168.100.11/24"],
+                    name: "spark-a",
+                    kind: "spark",
+                    head: true,
+                    ssh: "root@10.0.0.11:22",
+                    gpus: 1,
+                    runtime: "docker nvcr.io/nvidia/vllm:25.09-py3",
+                    interconnect: ["enp1s0f1np1 192.168.100.11/24"],
                 },
                 {
-                    name: "spark-b", kind: "spark", head: false, ssh: "ubuntu@10.0.0.12:22", gpus: 1,
-                    runtime: "venv /opt/vllm", interconnect: ["(detected) 192.168.100.12/24"],
+                    name: "spark-b",
+                    kind: "spark",
+                    head: false,
+                    ssh: "ubuntu@10.0.0.12:22",
+                    gpus: 1,
+                    runtime: "venv /opt/vllm",
+                    interconnect: ["(detected) 192.168.100.12/24"],
                 },
             ],
             model: {
-                source: "Qwen/Qwen2.5-7B-Instruct", servedName: "Qwen2.5-7B-Instruct", executor: "ray",
-                tensorParallel: 2, pipelineParallel: 1, apiPort: 8000,
+                source: "Qwen/Qwen2.5-7B-Instruct",
+                servedName: "Qwen2.5-7B-Instruct",
+                executor: "mp",
+                tensorParallel: 2,
+                pipelineParallel: 1,
+                apiPort: 8000,
             },
         });
     });

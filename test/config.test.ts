@@ -21,6 +21,7 @@ import {
     checkPorts,
     checkSecretsAreSecret,
     checkSshKeySource,
+    checkMpLayout,
     checkTopology,
     exampleFor,
     checkTransport,
@@ -198,16 +199,37 @@ interface BadCase {
 
 const BAD_CONFIGS: readonly BadCase[] = [
     // unknown keys
-    { name: "unknown top-level key", edits: [["modelSource", "x"]], path: "modelSource", message: "is not a known key", example: "the keys here are nodes, interconnect" },
+    {
+        name: "unknown top-level key",
+        edits: [["modelSource", "x"]],
+        path: "modelSource",
+        message: "is not a known key",
+        example: "the keys here are nodes, interconnect",
+    },
     {
         name: "misspelled top-level key is suggested",
-        edits: [["modle", { source: "Qwen/Qwen2.5-7B-Instruct" }], ["model", REMOVE]],
+        edits: [
+            ["modle", { source: "Qwen/Qwen2.5-7B-Instruct" }],
+            ["model", REMOVE],
+        ],
         path: "modle",
         message: 'did you mean "model"?',
         count: 2,
     },
-    { name: "unknown nested key with a suggestion", edits: [["nodes[1].ssh.prot", 2222]], path: "nodes[1].ssh.prot", message: 'did you mean "port"?', example: "port: 22" },
-    { name: "unknown key in a docker runtime", edits: [["nodes[0].runtime", { kind: "docker", shm: "16g" }]], path: "nodes[0].runtime.shm", message: "is not a known key", example: "shmSize" },
+    {
+        name: "unknown nested key with a suggestion",
+        edits: [["nodes[1].ssh.prot", 2222]],
+        path: "nodes[1].ssh.prot",
+        message: 'did you mean "port"?',
+        example: "port: 22",
+    },
+    {
+        name: "unknown key in a docker runtime",
+        edits: [["nodes[0].runtime", { kind: "docker", shm: "16g" }]],
+        path: "nodes[0].runtime.shm",
+        message: "is not a known key",
+        example: "shmSize",
+    },
     { name: "unknown key in model", edits: [["model.tp", 2]], path: "model.tp", message: "is not a known key" },
     {
         name: "unknown secret-looking key hides its value",
@@ -284,26 +306,63 @@ const BAD_CONFIGS: readonly BadCase[] = [
     },
     {
         name: "sshPrivateKeyPath with a tilde",
-        edits: [["sshPrivateKey", REMOVE], ["sshPrivateKeyPath", "~/.ssh/id_ed25519"]],
+        edits: [
+            ["sshPrivateKey", REMOVE],
+            ["sshPrivateKeyPath", "~/.ssh/id_ed25519"],
+        ],
         path: "sshPrivateKeyPath",
         message: "is not expanded",
     },
     {
         name: "key text pasted into sshPrivateKeyPath is not shown",
-        edits: [["sshPrivateKey", REMOVE], ["sshPrivateKeyPath", SSH_KEY]],
+        edits: [
+            ["sshPrivateKey", REMOVE],
+            ["sshPrivateKeyPath", SSH_KEY],
+        ],
         path: "sshPrivateKeyPath",
         message: "holds key text, not a path",
         got: `a value of ${SSH_KEY.length} characters`,
     },
-    { name: "node privateKeyPath with a tilde", edits: [["nodes[1].ssh.privateKeyPath", "~/.ssh/b"]], path: "nodes[1].ssh.privateKeyPath", message: "is not expanded" },
+    {
+        name: "node privateKeyPath with a tilde",
+        edits: [["nodes[1].ssh.privateKeyPath", "~/.ssh/b"]],
+        path: "nodes[1].ssh.privateKeyPath",
+        message: "is not expanded",
+    },
     // node fields
     { name: "node name not a DNS label", edits: [["nodes[0].name", "Spark_A"]], path: "nodes[0].name", message: "must be a DNS label", got: '"Spark_A"' },
     { name: "unknown node kind", edits: [["nodes[1].kind", "jetson"]], path: "nodes[1].kind", message: "must be one of spark, thor, workstation" },
-    { name: "unknown runtime kind", edits: [["nodes[0].runtime", { kind: "podman" }]], path: "nodes[0].runtime.kind", message: "must be one of docker, venv", got: '"podman"' },
-    { name: "relative venv path", edits: [["nodes[0].runtime", { kind: "venv", path: "opt/venv" }]], path: "nodes[0].runtime.path", message: "must be an absolute path" },
-    { name: "bad shm size", edits: [["nodes[0].runtime", { kind: "docker", shmSize: "16 GB" }]], path: "nodes[0].runtime.shmSize", message: "must be a size like 16g" },
-    { name: "user@ in ssh host", edits: [["nodes[0].ssh.host", "root@10.0.0.11"]], path: "nodes[0].ssh.host", message: "must be an IPv4 address or a hostname" },
-    { name: "octet out of range in ssh host", edits: [["nodes[1].ssh.host", "10.0.0.256"]], path: "nodes[1].ssh.host", message: "must be an IPv4 address or a hostname" },
+    {
+        name: "unknown runtime kind",
+        edits: [["nodes[0].runtime", { kind: "podman" }]],
+        path: "nodes[0].runtime.kind",
+        message: "must be one of docker, venv",
+        got: '"podman"',
+    },
+    {
+        name: "relative venv path",
+        edits: [["nodes[0].runtime", { kind: "venv", path: "opt/venv" }]],
+        path: "nodes[0].runtime.path",
+        message: "must be an absolute path",
+    },
+    {
+        name: "bad shm size",
+        edits: [["nodes[0].runtime", { kind: "docker", shmSize: "16 GB" }]],
+        path: "nodes[0].runtime.shmSize",
+        message: "must be a size like 16g",
+    },
+    {
+        name: "user@ in ssh host",
+        edits: [["nodes[0].ssh.host", "root@10.0.0.11"]],
+        path: "nodes[0].ssh.host",
+        message: "must be an IPv4 address or a hostname",
+    },
+    {
+        name: "octet out of range in ssh host",
+        edits: [["nodes[1].ssh.host", "10.0.0.256"]],
+        path: "nodes[1].ssh.host",
+        message: "must be an IPv4 address or a hostname",
+    },
     { name: "ssh port out of range", edits: [["nodes[1].ssh.port", 70000]], path: "nodes[1].ssh.port", message: "must be at most 65535" },
     { name: "a single node", edits: [["nodes", [firstNode()]]], path: "nodes", message: "must list at least 2 items" },
     { name: "zero GPUs", edits: [["nodes[0].gpus", 0]], path: "nodes[0].gpus", message: "must be at least 1" },
@@ -319,7 +378,12 @@ const BAD_CONFIGS: readonly BadCase[] = [
         path: "nodes[0].interconnect[0].name",
         message: "must be a Linux interface name",
     },
-    { name: "address without prefix", edits: [["nodes[0].interconnect[0].address", "192.168.100.11"]], path: "nodes[0].interconnect[0].address", message: "with its prefix length" },
+    {
+        name: "address without prefix",
+        edits: [["nodes[0].interconnect[0].address", "192.168.100.11"]],
+        path: "nodes[0].interconnect[0].address",
+        message: "with its prefix length",
+    },
     {
         name: "network address",
         edits: [["nodes[1].interconnect[0].address", "192.168.100.0/24"]],
@@ -332,7 +396,12 @@ const BAD_CONFIGS: readonly BadCase[] = [
         path: "nodes[1].interconnect[1].address",
         message: "is the broadcast address of 192.168.101.0/24",
     },
-    { name: "a /32", edits: [["nodes[1].interconnect[0].address", "192.168.100.12/32"]], path: "nodes[1].interconnect[0].address", message: "no room for a peer" },
+    {
+        name: "a /32",
+        edits: [["nodes[1].interconnect[0].address", "192.168.100.12/32"]],
+        path: "nodes[1].interconnect[0].address",
+        message: "no room for a peer",
+    },
     { name: "loopback address", edits: [["nodes[1].interconnect[0].address", "127.0.0.2/8"]], path: "nodes[1].interconnect[0].address", message: "loopback" },
     // cluster-wide fields
     { name: "MTU too large", edits: [["interconnect", { mtu: 9500 }]], path: "interconnect.mtu", message: "must be at most 9216", got: "9500" },
@@ -347,7 +416,12 @@ const BAD_CONFIGS: readonly BadCase[] = [
         message: "the RoCE GID index moves at run time",
         got: '"NCCL_IB_GID_INDEX"',
     },
-    { name: "override key not an NCCL variable", edits: [["nccl", { overrides: { nccl_debug: "INFO" } }]], path: "nccl.overrides.nccl_debug", message: "is not an NCCL variable" },
+    {
+        name: "override key not an NCCL variable",
+        edits: [["nccl", { overrides: { nccl_debug: "INFO" } }]],
+        path: "nccl.overrides.nccl_debug",
+        message: "is not an NCCL variable",
+    },
     {
         name: "override that has its own key",
         edits: [["nccl", { overrides: { NCCL_SOCKET_IFNAME: "eth0" } }]],
@@ -377,13 +451,33 @@ const BAD_CONFIGS: readonly BadCase[] = [
         message: "use the apiKey secret instead",
         example: "pulumi config set --secret spark-cluster:apiKey",
     },
-    { name: "extraArgs element without --", edits: [["model.extraArgs", ["swap-space=16"]]], path: "model.extraArgs[0]", message: "must be one token starting with --" },
-    { name: "extraArgs negated rendered flag", edits: [["model.extraArgs", ["--no-enforce-eager"]]], path: "model.extraArgs[0]", message: "use model.enforceEager instead" },
-    { name: "extraArgs rendered flag with underscores", edits: [["model.extraArgs", ["--max_model_len=4096"]]], path: "model.extraArgs[0]", message: "use model.maxModelLen instead" },
+    {
+        name: "extraArgs element without --",
+        edits: [["model.extraArgs", ["swap-space=16"]]],
+        path: "model.extraArgs[0]",
+        message: "must be one token starting with --",
+    },
+    {
+        name: "extraArgs negated rendered flag",
+        edits: [["model.extraArgs", ["--no-enforce-eager"]]],
+        path: "model.extraArgs[0]",
+        message: "use model.enforceEager instead",
+    },
+    {
+        name: "extraArgs rendered flag with underscores",
+        edits: [["model.extraArgs", ["--max_model_len=4096"]]],
+        path: "model.extraArgs[0]",
+        message: "use model.maxModelLen instead",
+    },
     { name: "extraArgs as a string", edits: [["model.extraArgs", "--swap-space=16"]], path: "model.extraArgs", message: "must be a list" },
     { name: "gpuMemoryUtilization zero", edits: [["model.gpuMemoryUtilization", 0]], path: "model.gpuMemoryUtilization", message: "must be greater than 0" },
     { name: "gpuMemoryUtilization above 1", edits: [["model.gpuMemoryUtilization", 1.5]], path: "model.gpuMemoryUtilization", message: "must be at most 1" },
-    { name: "model source neither id nor path", edits: [["model.source", "qwen"]], path: "model.source", message: "Hugging Face model id (org/name) or an absolute path" },
+    {
+        name: "model source neither id nor path",
+        edits: [["model.source", "qwen"]],
+        path: "model.source",
+        message: "Hugging Face model id (org/name) or an absolute path",
+    },
     { name: "unknown executor", edits: [["model.executor", "torchrun"]], path: "model.executor", message: "must be one of ray, mp" },
     { name: "upper-case quantization", edits: [["model.quantization", "FP8"]], path: "model.quantization", message: "must be a vLLM quantization name" },
     { name: "zero tensor parallelism", edits: [["model.tensorParallel", 0]], path: "model.tensorParallel", message: "must be at least 1" },
@@ -409,7 +503,12 @@ const BAD_CONFIGS: readonly BadCase[] = [
         message: "is required on a thor",
         example: "name: mgbe0_0",
     },
-    { name: "workstation with twin interfaces", edits: [["nodes[1].kind", "workstation"]], path: "nodes[1].interconnect", message: "only a spark has twin interfaces" },
+    {
+        name: "workstation with twin interfaces",
+        edits: [["nodes[1].kind", "workstation"]],
+        path: "nodes[1].interconnect",
+        message: "only a spark has twin interfaces",
+    },
     {
         name: "no head",
         edits: [["nodes[0].head", false]],
@@ -468,11 +567,19 @@ const BAD_CONFIGS: readonly BadCase[] = [
     },
     {
         name: "TP x PP above the GPUs",
-        edits: [["model.tensorParallel", 2], ["model.pipelineParallel", 2]],
+        edits: [
+            ["model.tensorParallel", 2],
+            ["model.pipelineParallel", 2],
+        ],
         path: "model.tensorParallel",
         message: "2 x 2 = 4 GPUs, but the cluster has 2 GPUs",
     },
-    { name: "PP alone above the GPUs", edits: [["model.pipelineParallel", 3]], path: "model.pipelineParallel", message: "1 x 3 = 3 GPUs, but the cluster has 2 GPUs" },
+    {
+        name: "PP alone above the GPUs",
+        edits: [["model.pipelineParallel", 3]],
+        path: "model.pipelineParallel",
+        message: "1 x 3 = 3 GPUs, but the cluster has 2 GPUs",
+    },
     {
         name: "RoCE forced with a Thor",
         edits: [...THOR_B, ["nccl", { transport: "roce" }]],
@@ -480,7 +587,12 @@ const BAD_CONFIGS: readonly BadCase[] = [
         message: "Thor has no RoCE; NCCL fails with 'wrong type 3 != 4'",
     },
     { name: "API port on the Ray port", edits: [["model.apiPort", 6379]], path: "model.apiPort", message: "collides with ray.port", got: "6379" },
-    { name: "dashboard on the SSH port", edits: [["ray", { dashboardPort: 22 }]], path: "ray.dashboardPort", message: "collides with nodes[0].ssh.port (spark-a)" },
+    {
+        name: "dashboard on the SSH port",
+        edits: [["ray", { dashboardPort: 22 }]],
+        path: "ray.dashboardPort",
+        message: "collides with nodes[0].ssh.port (spark-a)",
+    },
     {
         name: "pair topology with three nodes",
         edits: [["nodes[2]", THIRD_NODE]],
@@ -520,24 +632,50 @@ describe("parseConfig rejects bad configs with the exact path and an actionable 
 
 describe("all problems are reported at once", () => {
     test("three field problems in one config", () => {
-        const err = parseError(edited([["nodes[1].ssh.port", "22"], ["model.foo", 1], ["apiKey", REMOVE]]));
+        const err = parseError(
+            edited([
+                ["nodes[1].ssh.port", "22"],
+                ["model.foo", 1],
+                ["apiKey", REMOVE],
+            ]),
+        );
         assert.deepEqual(err.issues.map((i) => i.path).sort(), ["apiKey", "model.foo", "nodes[1].ssh.port"]);
         assert.equal(err.message.split("\n").length, 3);
         assert.deepEqual(err.message.split("\n"), err.issues.map(renderIssue));
     });
 
     test("three cross-field problems in one config", () => {
-        const err = parseError(edited([["nodes[1].name", "spark-a"], ["model.tensorParallel", 4], ["model.apiPort", 6379]]));
+        const err = parseError(
+            edited([
+                ["nodes[1].name", "spark-a"],
+                ["model.tensorParallel", 4],
+                ["model.apiPort", 6379],
+            ]),
+        );
         assert.deepEqual(err.issues.map((i) => i.path).sort(), ["model.apiPort", "model.tensorParallel", "nodes[1].name"]);
     });
 
     test("cross-field rules wait until every field is valid", () => {
-        const err = parseError(edited([["nodes[1].name", "spark-a"], ["nodes[1].ssh.port", "22"]]));
-        assert.deepEqual(err.issues.map((i) => i.path), ["nodes[1].ssh.port"]);
+        const err = parseError(
+            edited([
+                ["nodes[1].name", "spark-a"],
+                ["nodes[1].ssh.port", "22"],
+            ]),
+        );
+        assert.deepEqual(
+            err.issues.map((i) => i.path),
+            ["nodes[1].ssh.port"],
+        );
     });
 
     test("secret problems are reported with field problems", () => {
-        const err = parseError(edited([["interconnect", { mtu: 100 }], ["sshPrivateKey", REMOVE]]), ["apiKey"]);
+        const err = parseError(
+            edited([
+                ["interconnect", { mtu: 100 }],
+                ["sshPrivateKey", REMOVE],
+            ]),
+            ["apiKey"],
+        );
         assert.deepEqual(err.issues.map((i) => i.path).sort(), ["interconnect.mtu", "sshPrivateKey"]);
     });
 });
@@ -566,7 +704,10 @@ describe("a minimal config gets the documented defaults", () => {
             subnet: "192.168.101.0/24",
         });
         assert.equal(config.head.name, "spark-a");
-        assert.deepEqual(config.workers.map((n) => n.name), ["spark-b"]);
+        assert.deepEqual(
+            config.workers.map((n) => n.name),
+            ["spark-b"],
+        );
         assert.equal(config.totalGpus, 2);
     });
 
@@ -584,14 +725,14 @@ describe("a minimal config gets the documented defaults", () => {
             servedName: "Qwen2.5-7B-Instruct",
             tensorParallel: 2,
             pipelineParallel: 1,
-            executor: "ray",
+            executor: "mp",
             gpuMemoryUtilization: 0.9,
             enforceEager: false,
             trustRemoteCode: false,
             extraArgs: [],
             apiPort: 8000,
             apiHost: "0.0.0.0",
-            masterPort: 29500,
+            masterPort: 29501,
         });
     });
 
@@ -624,7 +765,12 @@ describe("resolution", () => {
     });
 
     test("only tensorParallel given: pipelineParallel is 1", () => {
-        const { model } = parse(edited([["model.tensorParallel", 1]]));
+        const { model } = parse(
+            edited([
+                ["model.tensorParallel", 1],
+                ["model.executor", "ray"],
+            ]),
+        );
         assert.deepEqual([model.tensorParallel, model.pipelineParallel], [1, 1]);
     });
 
@@ -640,7 +786,11 @@ describe("resolution", () => {
 
     test("a key path and per-node key paths", () => {
         const config = parse(
-            edited([["sshPrivateKey", REMOVE], ["sshPrivateKeyPath", "/home/you/.ssh/id_ed25519"], ["nodes[1].ssh.privateKeyPath", "/home/you/.ssh/b"]]),
+            edited([
+                ["sshPrivateKey", REMOVE],
+                ["sshPrivateKeyPath", "/home/you/.ssh/id_ed25519"],
+                ["nodes[1].ssh.privateKeyPath", "/home/you/.ssh/b"],
+            ]),
             ["apiKey"],
         );
         assert.deepEqual(config.nodes[0].ssh.privateKey, { kind: "path", path: "/home/you/.ssh/id_ed25519" });
@@ -649,13 +799,20 @@ describe("resolution", () => {
 
     test("no cluster key is needed when every node names its own", () => {
         const config = parse(
-            edited([["sshPrivateKey", REMOVE], ["nodes[0].ssh.privateKeyPath", "/keys/a"], ["nodes[1].ssh.privateKeyPath", "/keys/b"]]),
+            edited([
+                ["sshPrivateKey", REMOVE],
+                ["nodes[0].ssh.privateKeyPath", "/keys/a"],
+                ["nodes[1].ssh.privateKeyPath", "/keys/b"],
+            ]),
             ["apiKey"],
         );
-        assert.deepEqual(config.nodes.map((n) => n.ssh.privateKey), [
-            { kind: "path", path: "/keys/a" },
-            { kind: "path", path: "/keys/b" },
-        ]);
+        assert.deepEqual(
+            config.nodes.map((n) => n.ssh.privateKey),
+            [
+                { kind: "path", path: "/keys/a" },
+                { kind: "path", path: "/keys/b" },
+            ],
+        );
     });
 
     test("hfToken is wrapped", () => {
@@ -739,12 +896,20 @@ const RULE_CASES: readonly RuleCase[] = [
     },
     {
         name: "checkUniqueSshEndpoints: host names compare case-insensitively",
-        issues: () => checkUniqueSshEndpoints([node("a", [], { ssh: { host: "Spark.lan", port: 22, user: "root" } }), node("b", [], { ssh: { host: "spark.lan", port: 22, user: "root" } })]),
+        issues: () =>
+            checkUniqueSshEndpoints([
+                node("a", [], { ssh: { host: "Spark.lan", port: 22, user: "root" } }),
+                node("b", [], { ssh: { host: "spark.lan", port: 22, user: "root" } }),
+            ]),
         paths: ["nodes[1].ssh.host"],
     },
     {
         name: "checkUniqueSshEndpoints: other port is fine",
-        issues: () => checkUniqueSshEndpoints([node("a", [], { ssh: { host: "h", port: 22, user: "root" } }), node("b", [], { ssh: { host: "h", port: 2222, user: "root" } })]),
+        issues: () =>
+            checkUniqueSshEndpoints([
+                node("a", [], { ssh: { host: "h", port: 22, user: "root" } }),
+                node("b", [], { ssh: { host: "h", port: 2222, user: "root" } }),
+            ]),
         paths: [],
     },
     {
@@ -776,7 +941,11 @@ const RULE_CASES: readonly RuleCase[] = [
     {
         name: "checkAddressesInSubnets: the first node with an i-th interface is the reference",
         issues: () =>
-            checkAddressesInSubnets([node("t", ["192.168.100.3/24"]), node("a", ["192.168.100.1/24", "192.168.101.1/24"]), node("b", ["192.168.100.2/24", "192.168.111.2/24"])]),
+            checkAddressesInSubnets([
+                node("t", ["192.168.100.3/24"]),
+                node("a", ["192.168.100.1/24", "192.168.101.1/24"]),
+                node("b", ["192.168.100.2/24", "192.168.111.2/24"]),
+            ]),
         paths: ["nodes[2].interconnect[1].address"],
         message: "the subnet of nodes[1].interconnect[1] (a)",
     },
@@ -808,7 +977,13 @@ const RULE_CASES: readonly RuleCase[] = [
         issues: () =>
             checkInterfaceNames([
                 { name: "a", interconnect: [{ name: "eth1", address: "10.0.0.1/24" }] },
-                { name: "b", interconnect: [{ name: "eth1", address: "10.0.0.2/24" }, { name: "eth1", address: "10.0.1.2/24" }] },
+                {
+                    name: "b",
+                    interconnect: [
+                        { name: "eth1", address: "10.0.0.2/24" },
+                        { name: "eth1", address: "10.0.1.2/24" },
+                    ],
+                },
             ]),
         paths: ["nodes[1].interconnect[1].name"],
     },
@@ -821,7 +996,12 @@ const RULE_CASES: readonly RuleCase[] = [
         paths: ["model.tensorParallel"],
         message: "4 x 2 = 8 GPUs, but the cluster has 4 GPUs",
     },
-    { name: "checkTransport: roce with a Thor", issues: () => checkTransport("roce", [node("a", []), node("t", [], { kind: "thor" })]), paths: ["nccl.transport"], message: "nodes[1] (t) is a thor" },
+    {
+        name: "checkTransport: roce with a Thor",
+        issues: () => checkTransport("roce", [node("a", []), node("t", [], { kind: "thor" })]),
+        paths: ["nccl.transport"],
+        message: "nodes[1] (t) is a thor",
+    },
     { name: "checkTransport: auto with a Thor", issues: () => checkTransport("auto", [node("t", [], { kind: "thor" })]), paths: [] },
     { name: "checkTransport: roce without a Thor", issues: () => checkTransport("roce", [node("a", []), node("w", [], { kind: "workstation" })]), paths: [] },
     {
@@ -838,6 +1018,34 @@ const RULE_CASES: readonly RuleCase[] = [
             ]),
         paths: ["ray.dashboardPort", "model.apiPort"],
         message: "collides with",
+    },
+    {
+        name: "checkMpLayout: TP=2 over two 1-GPU nodes",
+        issues: () => checkMpLayout({ executor: "mp", tensorParallel: 2 }, [node("a", []), node("b", [])]),
+        paths: [],
+    },
+    {
+        name: "checkMpLayout: TP=1 cannot be split over two nodes (vLLM's reason)",
+        issues: () => checkMpLayout({ executor: "mp", tensorParallel: 1 }, [node("a", []), node("b", [])]),
+        paths: ["model.tensorParallel"],
+        message: 'vLLM refuses it with "global world_size (1) must be divisible by nnodes_within_dp (2)"',
+    },
+    {
+        name: "checkMpLayout: PP=3 over two nodes",
+        issues: () => checkMpLayout({ executor: "mp", pipelineParallel: 3 }, [node("a", [], { gpus: 2 }), node("b", [], { gpus: 2 })]),
+        paths: ["model.pipelineParallel"],
+        message: "must be divisible by nnodes_within_dp (2)",
+    },
+    {
+        name: "checkMpLayout: 4 workers per node, but one node has 2 GPUs",
+        issues: () => checkMpLayout({ executor: "mp", tensorParallel: 8 }, [node("a", [], { gpus: 6 }), node("b", [], { gpus: 2 })]),
+        paths: ["model.tensorParallel"],
+        message: "nodes[1] (b) has 2 GPU(s)",
+    },
+    {
+        name: "checkMpLayout: the ray executor places shards itself",
+        issues: () => checkMpLayout({ executor: "ray", tensorParallel: 1 }, [node("a", []), node("b", [])]),
+        paths: [],
     },
     { name: "checkTopology: pair of two", issues: () => checkTopology("pair", 2), paths: [] },
     { name: "checkTopology: pair of four", issues: () => checkTopology("pair", 4), paths: ["interconnect.topology"], message: "nodes lists 4" },
@@ -878,7 +1086,10 @@ describe("cross-field rules", () => {
             const issues = c.issues();
             assert.deepEqual(paths(issues), c.paths, issues.map(renderIssue).join("\n"));
             if (c.message !== undefined) {
-                assert.ok(issues.every((i) => i.message.includes(c.message ?? "")), issues.map(renderIssue).join("\n"));
+                assert.ok(
+                    issues.every((i) => i.message.includes(c.message ?? "")),
+                    issues.map(renderIssue).join("\n"),
+                );
             }
             for (const issue of issues) {
                 assert.ok(issue.got !== "" && issue.example !== "");
@@ -969,7 +1180,10 @@ describe("field formats", () => {
 describe("examples live beside their fields", () => {
     /** Every key path of the schema: array items as [0], map values as ["*"], the runtime union once per arm. */
     function keyPaths(schema: unknown, prefix: PropertyKey[], root: Record<string, unknown>): { path: PropertyKey[]; root: Record<string, unknown> }[] {
-        let current = schema as { _zod: { def: { type: string; innerType?: unknown; element?: unknown; valueType?: unknown; options?: unknown[] } }; shape?: Record<string, unknown> };
+        let current = schema as {
+            _zod: { def: { type: string; innerType?: unknown; element?: unknown; valueType?: unknown; options?: unknown[] } };
+            shape?: Record<string, unknown>;
+        };
         while (["optional", "default", "prefault"].includes(current._zod.def.type)) {
             current = current._zod.def.innerType as typeof current;
         }
@@ -985,7 +1199,7 @@ describe("examples live beside their fields", () => {
         }
         if (def.type === "union") {
             return (def.options ?? []).flatMap((arm) => {
-                const kind = [...((arm as { shape: { kind: { _zod: { values: Set<string> } } } }).shape.kind._zod.values)][0];
+                const kind = [...(arm as { shape: { kind: { _zod: { values: Set<string> } } } }).shape.kind._zod.values][0];
                 return keyPaths(arm, prefix, { nodes: [{ runtime: { kind } }] });
             });
         }

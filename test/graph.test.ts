@@ -10,6 +10,7 @@ import { execFile, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { deriveRayAuthToken } from "../config";
 import { RecordedResource, SECRET_SIG, SECRET_SIG_KEY, Scenario, ScenarioResult } from "./graphHarness";
 
 // ---------------------------------------------------------------------------------------------
@@ -21,6 +22,7 @@ const HF_TOKEN = "hf_graphTestToken0123456789";
 const SSH_KEY_BODY = "b3BlbnNzaC1rZXktdjEAAAAAgraphtestkeybody";
 const SSH_KEY = `-----BEGIN OPENSSH PRIVATE KEY-----\n${SSH_KEY_BODY}\n-----END OPENSSH PRIVATE KEY-----`;
 const SECRET_KEYS = ["sshPrivateKey", "apiKey", "hfToken"];
+const RAY_TOKEN = "0123456789abcdef0123456789abcdef-rotated";
 
 /** The lab's two Sparks: spark-a names its twins, spark-b has them detected and logs in as ubuntu (sudo). */
 function sparkPair(): Record<string, unknown>[] {
@@ -54,7 +56,7 @@ function baseValues(): Record<string, unknown> {
         nodes: sparkPair(),
         interconnect: { topology: "pair", mtu: 9000 },
         nccl: { debug: "WARN" },
-        model: { source: "Qwen/Qwen2.5-7B-Instruct", servedName: "qwen2.5-7b", gpuMemoryUtilization: 0.85 },
+        model: { source: "Qwen/Qwen2.5-7B-Instruct", servedName: "qwen2.5-7b", gpuMemoryUtilization: 0.85, executor: "ray" },
         sshPrivateKey: SSH_KEY,
         apiKey: API_KEY,
         hfToken: HF_TOKEN,
@@ -90,6 +92,11 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
         values: withChange((v) => (v.apiKey = "graph-test-rotated-key-fedcba9876543210")),
         secretKeys: SECRET_KEYS,
     },
+    rayToken: {
+        clusterName: "dev",
+        values: withChange((v) => (v.rayAuthToken = RAY_TOKEN)),
+        secretKeys: [...SECRET_KEYS, "rayAuthToken"],
+    },
     sparkThor: {
         clusterName: "dev",
         values: {
@@ -104,7 +111,7 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
                 },
             ],
             interconnect: { topology: "pair" },
-            model: { source: "Qwen/Qwen2.5-7B-Instruct", tensorParallel: 1, pipelineParallel: 2 },
+            model: { source: "Qwen/Qwen2.5-7B-Instruct", tensorParallel: 1, pipelineParallel: 2, executor: "ray" },
             sshPrivateKey: SSH_KEY,
             apiKey: API_KEY,
         },
@@ -270,9 +277,7 @@ function changedNames(a: ScenarioResult, b: ScenarioResult): string[] {
     const left = byName(a);
     const right = byName(b);
     const names = new Set([...left.keys(), ...right.keys()]);
-    return [...names]
-        .filter((name) => JSON.stringify(left.get(name)?.inputs) !== JSON.stringify(right.get(name)?.inputs))
-        .sort();
+    return [...names].filter((name) => JSON.stringify(left.get(name)?.inputs) !== JSON.stringify(right.get(name)?.inputs)).sort();
 }
 
 /**
@@ -338,9 +343,11 @@ const RAY_PAIR: Readonly<Record<string, string>> = {
     "spark-a": COMPONENT("ClusterNode"),
     "spark-b": COMPONENT("ClusterNode"),
     "spark-a-ray-head": COMPONENT("RayHead"),
+    "spark-a-ray-head-auth": COMMAND,
     "spark-a-ray-head-unit": COMMAND,
     "spark-a-ray-head-ready": COMMAND,
     "spark-b-ray-worker": COMPONENT("RayWorker"),
+    "spark-b-ray-worker-auth": COMMAND,
     "spark-b-ray-worker-unit": COMMAND,
     "spark-a-vllm": COMPONENT("VllmServer"),
     "spark-a-vllm-secrets": COMMAND,
@@ -395,9 +402,11 @@ describe("a two-Spark Ray cluster", () => {
             "spark-b-nccl": "spark-b",
             "spark-b-nccl-files": "spark-b-nccl",
             "spark-a-ray-head": "spark-a",
+            "spark-a-ray-head-auth": "spark-a-ray-head",
             "spark-a-ray-head-unit": "spark-a-ray-head",
             "spark-a-ray-head-ready": "spark-a-ray-head",
             "spark-b-ray-worker": "spark-b",
+            "spark-b-ray-worker-auth": "spark-b-ray-worker",
             "spark-b-ray-worker-unit": "spark-b-ray-worker",
             "spark-a-vllm": "spark-a",
             "spark-a-vllm-secrets": "spark-a-vllm",
@@ -437,6 +446,8 @@ describe("a two-Spark Ray cluster", () => {
             "spark-b-roce": ["spark-b-interconnect"],
             "spark-b-nccl": ["spark-b-interconnect", "spark-b-roce"],
             "spark-a-ray-head": ["spark-a-interconnect", "spark-a-nccl"],
+            "spark-a-ray-head-unit": ["spark-a-ray-head-auth"],
+            "spark-b-ray-worker-unit": ["spark-b-ray-worker-auth"],
             "spark-a-ray-head-ready": ["spark-a-ray-head-unit"],
             "spark-b-ray-worker": ["spark-b-interconnect", "spark-b-nccl", "spark-a-ray-head-unit"],
             "spark-a-vllm": ["spark-a-ray-head"],
@@ -453,8 +464,7 @@ describe("a two-Spark Ray cluster", () => {
                 assert.ok(waits.has(b), `${name} must wait for ${b}; it waits for ${[...waits].sort().join(", ")}`);
             }
         };
-        const notAfter = (name: string, other: string) =>
-            assert.ok(!waitsFor(result, name).has(other), `${name} must not wait for ${other}`);
+        const notAfter = (name: string, other: string) => assert.ok(!waitsFor(result, name).has(other), `${name} must not wait for ${other}`);
         for (const node of ["spark-a", "spark-b"]) {
             after(`${node}-probe`, `${node}-ssh`);
             after(`${node}-interconnect-apply`, `${node}-probe`, `${node}-ssh`);
@@ -492,7 +502,10 @@ describe("a two-Spark Ray cluster", () => {
             }
         }
         assert.deepEqual(
-            commands.filter((r) => commandText(r, "delete") === undefined).map((r) => r.name).sort(),
+            commands
+                .filter((r) => commandText(r, "delete") === undefined)
+                .map((r) => r.name)
+                .sort(),
             ["spark-a-probe", "spark-a-ray-head-ready", "spark-a-ssh", "spark-a-vllm-ready", "spark-b-probe", "spark-b-ssh"],
             "every step that changes a host has a delete that undoes it",
         );
@@ -552,10 +565,17 @@ describe("what one config key changes", () => {
         ]);
     });
 
-    it("apiKey: only the secrets step's stdin (the step itself restarts vLLM when the file changed)", async () => {
+    it("apiKey: only the secrets steps' stdin: vLLM's, and the Ray token's derived from it (each restarts its unit when the file changed)", async () => {
         const base = await scenario("base");
         const rotated = await scenario("apiKey");
-        assert.deepEqual(changedNames(base, rotated), ["spark-a-vllm-secrets"]);
+        assert.deepEqual(changedNames(base, rotated), ["spark-a-ray-head-auth", "spark-a-vllm-secrets", "spark-b-ray-worker-auth"]);
+        for (const name of ["spark-a-ray-head-auth", "spark-b-ray-worker-auth"]) {
+            const changedInputs = Object.keys(get(base, name).inputs).filter(
+                (key) => JSON.stringify(get(base, name).inputs[key]) !== JSON.stringify(get(rotated, name).inputs[key]),
+            );
+            assert.deepEqual(changedInputs, ["stdin"], `${name}: only the token changes`);
+            assert.match(commandText(get(base, name), "create") ?? "", /systemctl restart spark-cluster-ray\.service/);
+        }
         const secretsChanged = Object.keys(get(base, "spark-a-vllm-secrets").inputs).filter(
             (key) => JSON.stringify(get(base, "spark-a-vllm-secrets").inputs[key]) !== JSON.stringify(get(rotated, "spark-a-vllm-secrets").inputs[key]),
         );
@@ -604,6 +624,34 @@ describe("secrets", () => {
         });
     }
 
+    it("the Ray token (derived from the API key) reaches only each Ray node's auth step's stdin, as a secret", async () => {
+        const result = await scenario("base");
+        const token = deriveRayAuthToken(API_KEY, "dev");
+        const found = result.resources.flatMap((r) => occurrences(r.inputs, token).map((o) => ({ resource: r.name, ...o })));
+        assert.deepEqual(found, [
+            { resource: "spark-a-ray-head-auth", path: "stdin", secret: true },
+            { resource: "spark-b-ray-worker-auth", path: "stdin", secret: true },
+        ]);
+        assert.equal(get(result, "spark-a-ray-head-auth").inputs.logging, "none");
+        assert.equal(
+            String(plain(get(result, "spark-a-ray-head-auth").inputs.stdin))
+                .split("\n")
+                .slice(1)
+                .join("\n"),
+            `RAY_AUTH_MODE=token\nRAY_AUTH_TOKEN=${token}\n`,
+        );
+        assert.ok(!JSON.stringify(result.outputs).includes(token), "not in the cluster's outputs");
+    });
+
+    it("an explicit rayAuthToken is used as it is (the way to rotate it)", async () => {
+        const token = RAY_TOKEN;
+        const result = await scenario("rayToken");
+        assert.deepEqual(
+            result.resources.flatMap((r) => occurrences(r.inputs, token).map((o) => r.name + ":" + o.path)),
+            ["spark-a-ray-head-auth:stdin", "spark-b-ray-worker-auth:stdin"],
+        );
+    });
+
     it("the SSH private key reaches only the connections, as a secret", async () => {
         const result = await scenario("base");
         const found = result.resources.flatMap((r) => occurrences(r.inputs, SSH_KEY_BODY).map((o) => ({ resource: r.name, ...o })));
@@ -616,7 +664,10 @@ describe("secrets", () => {
 describe("a Spark + Thor cluster on sockets", () => {
     it("has no RocePfc on any node and disables NET/IB everywhere", async () => {
         const result = await scenario("sparkThor");
-        assert.deepEqual(result.resources.filter((r) => r.type === COMPONENT("RocePfc")).map((r) => r.name), []);
+        assert.deepEqual(
+            result.resources.filter((r) => r.type === COMPONENT("RocePfc")).map((r) => r.name),
+            [],
+        );
         assert.equal(result.outputs.transport, "socket");
         assert.deepEqual(result.outputs.roce, {
             "spark-a": "skipped: the cluster uses socket transport",
@@ -658,8 +709,14 @@ describe("the mp executor", () => {
         const result = await scenario("mp");
         const types = result.resources.map((r) => r.type);
         assert.ok(!types.includes(COMPONENT("RayHead")) && !types.includes(COMPONENT("RayWorker")));
-        assert.deepEqual(result.resources.filter((r) => r.type === COMPONENT("VllmServer")).map((r) => r.name), ["spark-a-vllm", "spark-b-vllm"]);
-        const vllmSteps = result.resources.filter((r) => /-vllm-/.test(r.name)).map((r) => r.name).sort();
+        assert.deepEqual(
+            result.resources.filter((r) => r.type === COMPONENT("VllmServer")).map((r) => r.name),
+            ["spark-a-vllm", "spark-b-vllm"],
+        );
+        const vllmSteps = result.resources
+            .filter((r) => /-vllm-/.test(r.name))
+            .map((r) => r.name)
+            .sort();
         assert.deepEqual(vllmSteps, ["spark-a-vllm-ready", "spark-a-vllm-secrets", "spark-a-vllm-unit", "spark-b-vllm-secrets", "spark-b-vllm-unit"]);
         assert.equal(result.outputs.dashboard, undefined);
     });
@@ -668,8 +725,8 @@ describe("the mp executor", () => {
         const result = await scenario("mp");
         const rank0 = scriptOf(commandText(get(result, "spark-a-vllm-unit"), "create") ?? "").script;
         const rank1 = scriptOf(commandText(get(result, "spark-b-vllm-unit"), "create") ?? "").script;
-        assert.match(rank0, / --nnodes 2 --node-rank 0 --master-addr 192\.168\.100\.11 --master-port 29500 --host 0\.0\.0\.0 --port 8000/);
-        assert.match(rank1, / --nnodes 2 --node-rank 1 --master-addr 192\.168\.100\.11 --master-port 29500 --headless/);
+        assert.match(rank0, / --nnodes 2 --node-rank 0 --master-addr 192\.168\.100\.11 --master-port 29501 --host 0\.0\.0\.0 --port 8000/);
+        assert.match(rank1, / --nnodes 2 --node-rank 1 --master-addr 192\.168\.100\.11 --master-port 29501 --headless/);
         assert.doesNotMatch(rank0 + rank1, /RAY_ADDRESS|spark-cluster-ray\.service/);
         assert.deepEqual(get(result, "spark-a-vllm").dependsOn, ["spark-a-interconnect", "spark-a-nccl"]);
         assert.deepEqual(get(result, "spark-b-vllm").dependsOn, ["spark-b-interconnect", "spark-b-nccl"]);

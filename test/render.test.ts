@@ -15,13 +15,14 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import * as yaml from "js-yaml";
-import { ConfigError, DockerRuntime, VenvRuntime, parseConfig } from "../config";
-import { hcasFor, parseIbdev2netdev, resolveInterfaceNames } from "../components/nodeFacts";
+import { ConfigError, DockerRuntime, Runtime, VenvRuntime, parseConfig } from "../config";
+import { compareVersions, hcasFor, parseIbdev2netdev, parseRayVersion, rayAuthStatus, resolveInterfaceNames } from "../components/nodeFacts";
+import { probeScript } from "../components/render/probe";
 import { installFileFromStdinScript, installFilesScript, installUnitScript, removeFilesScript, removeUnitScript } from "../components/render/host/files";
 import { HOST_LIB } from "../components/render/host/lib";
 import { execBeside } from "../components/render/host/runtime";
 import { bashScript, contentHash, heredoc, remoteCommand, shellJoin, shellQuote } from "../components/render/host/shell";
-import { UnitSpec, renderUnit, systemdJoin } from "../components/render/host/systemd";
+import { systemdJoin } from "../components/render/host/systemd";
 import { NcclSpec, ncclVariables, renderNcclConf, renderRuntimeEnv } from "../components/render/nccl";
 import { NetplanSpec, netplanApplyScript, netplanDeleteScript, renderNetplan } from "../components/render/netplan";
 import {
@@ -36,8 +37,8 @@ import {
     unitPath,
 } from "../components/render/paths";
 import { PfcSpec, pfcApplyScript, pfcRestoreScript, pfcVector, renderPeermemConf, renderPfcUnit } from "../components/render/pfc";
-import { RayStartSpec, rayReadyScript, rayStartArgv } from "../components/render/ray";
-import { VllmServeSpec, chatReadyScript, vllmServeArgv } from "../components/render/vllm";
+import { RayStartSpec, rayReadyScript, rayStartArgv, renderRayEnv, renderRayUnit } from "../components/render/ray";
+import { VllmServeSpec, chatReadyScript, renderVllmUnit, vllmServeArgv } from "../components/render/vllm";
 import { argvText, matchSnapshot, unusedSnapshots } from "./snapshot";
 
 // ---------------------------------------------------------------------------------------------
@@ -183,60 +184,23 @@ const VLLM_MP_RANK1: VllmServeSpec = {
 };
 
 /** The units, built as components/rayNode.ts and components/vllmServer.ts build them. */
-const UNITS: readonly { name: string; spec: UnitSpec }[] = [
-    {
-        name: "ray-head.docker-privileged",
-        spec: {
-            name: RAY_UNIT,
-            description: "spark-cluster: Ray head",
-            runtime: DOCKER_DEFAULT,
-            container: CONTAINER_NAMES.ray,
-            argv: rayStartArgv(RAY_HEAD),
-            envFiles: [RUNTIME_ENV_PATH],
-            inputs: { "runtime.env": ENV_HASH },
-        },
-    },
+/** The units as the components render them (renderRayUnit, renderVllmUnit), with the argv each runs. */
+const UNITS: readonly { name: string; unit: string; argv: string[]; runtime: Runtime; preStart?: string[][] }[] = [
+    { name: "ray-head.docker-privileged", unit: renderRayUnit(RAY_HEAD, DOCKER_DEFAULT, ENV_HASH), argv: rayStartArgv(RAY_HEAD), runtime: DOCKER_DEFAULT },
     {
         name: "ray-worker.venv",
-        spec: {
-            name: RAY_UNIT,
-            description: "spark-cluster: Ray worker",
-            runtime: VENV,
-            container: CONTAINER_NAMES.ray,
-            argv: rayStartArgv(RAY_WORKER),
-            envFiles: [RUNTIME_ENV_PATH],
-            inputs: { "runtime.env": ENV_HASH },
-            preStart: [["/usr/bin/timeout", "300", "/bin/bash", "-c", "until echo > /dev/tcp/192.168.100.11/6379; do sleep 2; done 2>/dev/null"]],
-        },
+        unit: renderRayUnit(RAY_WORKER, VENV, ENV_HASH),
+        argv: rayStartArgv(RAY_WORKER),
+        runtime: VENV,
+        preStart: [["/usr/bin/timeout", "300", "/bin/bash", "-c", "until echo > /dev/tcp/192.168.100.11/6379; do sleep 2; done 2>/dev/null"]],
     },
     {
         name: "vllm-ray.docker-unprivileged",
-        spec: {
-            name: VLLM_UNIT,
-            description: "spark-cluster: vLLM serving qwen2.5-72b",
-            runtime: DOCKER_UNPRIVILEGED,
-            container: CONTAINER_NAMES.vllm,
-            argv: vllmServeArgv(VLLM_RAY_FULL),
-            envFiles: [RUNTIME_ENV_PATH, VLLM_SECRETS_PATH],
-            environment: { RAY_ADDRESS: "192.168.100.11:6379" },
-            inputs: { "runtime.env": ENV_HASH },
-            after: [`${RAY_UNIT}.service`],
-        },
+        unit: renderVllmUnit(VLLM_RAY_FULL, DOCKER_UNPRIVILEGED, ENV_HASH, "192.168.100.11:6379"),
+        argv: vllmServeArgv(VLLM_RAY_FULL),
+        runtime: DOCKER_UNPRIVILEGED,
     },
-    {
-        name: "vllm-mp-rank1.venv",
-        spec: {
-            name: VLLM_UNIT,
-            description: "spark-cluster: vLLM serving qwen2.5-7b (headless rank 1)",
-            runtime: VENV,
-            container: CONTAINER_NAMES.vllm,
-            argv: vllmServeArgv(VLLM_MP_RANK1),
-            envFiles: [RUNTIME_ENV_PATH, VLLM_SECRETS_PATH],
-            environment: {},
-            inputs: { "runtime.env": ENV_HASH },
-            after: [],
-        },
-    },
+    { name: "vllm-mp-rank1.venv", unit: renderVllmUnit(VLLM_MP_RANK1, VENV, ENV_HASH), argv: vllmServeArgv(VLLM_MP_RANK1), runtime: VENV },
 ];
 
 const PFC_TWINS: PfcSpec = {
@@ -279,7 +243,7 @@ const SCRIPTS: readonly { name: string; script: string }[] = [
     { name: "pfc-apply.no-interfaces.sh", script: pfcApplyScript(PFC_NO_INTERFACES) },
     { name: "pfc-apply.one-no-trust-no-peermem.sh", script: pfcApplyScript(PFC_ONE_LOSSY_TRUST) },
     { name: "pfc-restore.twins.sh", script: pfcRestoreScript(PFC_TWINS) },
-    { name: "install-unit.vllm.sh", script: installUnitScript(VLLM_UNIT, renderUnit(UNITS[2].spec)) },
+    { name: "install-unit.vllm.sh", script: installUnitScript(VLLM_UNIT, UNITS[2].unit) },
     { name: "remove-unit.ray.sh", script: removeUnitScript(RAY_UNIT) },
     { name: "ray-ready.docker.sh", script: rayReadyScript(RAY_STATUS, 2, 2) },
     {
@@ -315,7 +279,10 @@ describe("netplan", () => {
             assert.equal(doc.network.version, 2);
             assert.equal(doc.network.renderer, "networkd");
             assert.deepEqual(Object.keys(doc.network), ["version", "renderer", "ethernets"], "no bonds, bridges, vlans or routes");
-            assert.deepEqual(Object.keys(doc.network.ethernets), spec.interfaces.map((i) => i.name));
+            assert.deepEqual(
+                Object.keys(doc.network.ethernets),
+                spec.interfaces.map((i) => i.name),
+            );
             for (const iface of spec.interfaces) {
                 assert.deepEqual(doc.network.ethernets[iface.name], {
                     dhcp4: false,
@@ -393,15 +360,15 @@ describe("ray start and vllm serve argv", () => {
 });
 
 describe("systemd units", () => {
-    for (const { name, spec } of UNITS) {
+    for (const { name, unit } of UNITS) {
         it(name, () => {
-            matchSnapshot(`render.unit.${name}.service`, renderUnit(spec));
+            matchSnapshot(`render.unit.${name}.service`, unit);
         });
     }
 
     it("docker flags follow the runtime: privileged and memlock on, then off", () => {
-        const privileged = renderUnit(UNITS[0].spec);
-        const unprivileged = renderUnit(UNITS[2].spec);
+        const privileged = UNITS[0].unit;
+        const unprivileged = UNITS[2].unit;
         assert.match(privileged, /^ExecStart=\/usr\/bin\/docker run .* --privileged --ulimit memlock=-1 /m);
         assert.match(privileged, /^Requires=docker\.service$/m);
         assert.doesNotMatch(unprivileged, /--privileged|memlock/);
@@ -409,14 +376,14 @@ describe("systemd units", () => {
     });
 
     it("a venv unit runs the venv's binaries, without docker", () => {
-        const venv = renderUnit(UNITS[1].spec);
+        const venv = UNITS[1].unit;
         assert.match(venv, /^ExecStart=\/opt\/vllm-venv\/bin\/ray start --block /m);
         assert.doesNotMatch(venv, /docker/);
     });
 
     it("every Exec line parses back, the way systemd reads it, to the argv it was built from", () => {
-        for (const { spec } of UNITS) {
-            const unit = renderUnit(spec);
+        for (const spec of UNITS) {
+            const unit = spec.unit;
             const execStart = unit.split("\n").find((line) => line.startsWith("ExecStart="));
             assert.ok(execStart);
             const parsed = systemdSplit(execStart.slice("ExecStart=".length)).slice(-spec.argv.length);
@@ -473,7 +440,10 @@ function systemdSplit(line: string): string[] {
 
 describe("systemdJoin", () => {
     const cases: readonly { argv: string[]; line: string }[] = [
-        { argv: ["/usr/bin/env", "mlnx_qos", "-i", "enp1s0f1np1", "--pfc", "0,0,0,1,0,0,0,0"], line: "/usr/bin/env mlnx_qos -i enp1s0f1np1 --pfc 0,0,0,1,0,0,0,0" },
+        {
+            argv: ["/usr/bin/env", "mlnx_qos", "-i", "enp1s0f1np1", "--pfc", "0,0,0,1,0,0,0,0"],
+            line: "/usr/bin/env mlnx_qos -i enp1s0f1np1 --pfc 0,0,0,1,0,0,0,0",
+        },
         { argv: ["echo", "$HOME"], line: 'echo "$$HOME"' },
         { argv: ["echo", "${PATH}"], line: 'echo "$${PATH}"' },
         { argv: ["echo", "100%"], line: 'echo "100%%"' },
@@ -530,17 +500,14 @@ describe("PFC", () => {
 
 describe("host scripts", () => {
     it("unit install and removal", () => {
-        matchSnapshot("render.install-unit.vllm.sh", installUnitScript(VLLM_UNIT, renderUnit(UNITS[2].spec)));
+        matchSnapshot("render.install-unit.vllm.sh", installUnitScript(VLLM_UNIT, UNITS[2].unit));
         matchSnapshot("render.remove-unit.ray.sh", removeUnitScript(RAY_UNIT));
         assert.ok(installUnitScript(VLLM_UNIT, "x\n").includes(`sc_install_file ${unitPath(VLLM_UNIT)} 644`));
     });
 
     it("readiness: ray status and a real chat completion", () => {
         matchSnapshot("render.ray-ready.docker.sh", rayReadyScript(RAY_STATUS, 2, 2));
-        matchSnapshot(
-            "render.chat-ready.sh",
-            chatReadyScript({ port: 8000, model: "qwen2.5-72b", envFile: VLLM_SECRETS_PATH, unit: VLLM_UNIT }),
-        );
+        matchSnapshot("render.chat-ready.sh", chatReadyScript({ port: 8000, model: "qwen2.5-72b", envFile: VLLM_SECRETS_PATH, unit: VLLM_UNIT }));
     });
 
     it("managed files: install from the script, install from stdin, remove", () => {
@@ -573,8 +540,10 @@ describe("host scripts", () => {
         try {
             const status = path.join(dir, "status.txt");
             fs.writeFileSync(status, rayStatus);
+            const envFile = path.join(dir, "ray.env");
+            fs.writeFileSync(envFile, renderRayEnv("0123456789abcdef0123456789abcdef"));
             const run = (nodes: number, gpus: number) =>
-                spawnSync("bash", ["-c", rayReadyScript(shellJoin(["cat", status]), nodes, gpus, 0)], { encoding: "utf8" });
+                spawnSync("bash", ["-c", rayReadyScript(shellJoin(["cat", status]), nodes, gpus, 0, envFile)], { encoding: "utf8" });
             const ready = run(2, 2);
             assert.equal(ready.status, 0, ready.stdout + ready.stderr);
             assert.match(ready.stdout, /ray: 2 node\(s\), 2\.0 GPU\(s\)/);
@@ -700,10 +669,7 @@ describe("heredoc", () => {
 });
 
 describe("ibdev2netdev detection", () => {
-    const LAB = [
-        "rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)",
-        "roceP2p1s0f1 port 1 ==> enP2p1s0f1np1 (Up)",
-    ].join("\n");
+    const LAB = ["rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)", "roceP2p1s0f1 port 1 ==> enP2p1s0f1np1 (Up)"].join("\n");
     const MIXED = [
         "rocep1s0f0 port 1 ==> enp1s0f0np0 (Down)",
         "  rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)  ",
@@ -812,7 +778,10 @@ describe("ncclVariables", () => {
         assert.equal(keys.indexOf("NCCL_PROTO"), names({ ...NCCL_SOCKET_THOR, overrides: {} }).indexOf("NCCL_PROTO"));
         assert.deepEqual(keys.slice(-1), ["NCCL_BUFFSIZE"]);
         const many = { ...NCCL_ROCE, overrides: { NCCL_NET_GDR_LEVEL: "5", NCCL_ALGO: "Ring", NCCL_CROSS_NIC: "0" } };
-        assert.deepEqual(ncclVariables(many).slice(-2), [["NCCL_ALGO", "Ring"], ["NCCL_NET_GDR_LEVEL", "5"]]);
+        assert.deepEqual(ncclVariables(many).slice(-2), [
+            ["NCCL_ALGO", "Ring"],
+            ["NCCL_NET_GDR_LEVEL", "5"],
+        ]);
         assert.equal(value(many, "NCCL_CROSS_NIC"), "0");
     });
 
@@ -860,8 +829,8 @@ describe("the API key", () => {
         for (const spec of [VLLM_RAY_FULL, VLLM_MP_RANK0, VLLM_MP_RANK1]) {
             assert.ok(!vllmServeArgv(spec).some((arg) => /^--api[-_]key/.test(arg)));
         }
-        for (const unit of UNITS.filter((u) => u.spec.name === VLLM_UNIT)) {
-            assert.match(renderUnit(unit.spec), /^EnvironmentFile=\/etc\/spark-cluster\/vllm\.env$/m);
+        for (const unit of UNITS.filter((u) => u.name.startsWith("vllm"))) {
+            assert.match(unit.unit, /^EnvironmentFile=\/etc\/spark-cluster\/vllm\.env$/m);
         }
     });
 
@@ -879,7 +848,7 @@ describe("the API key", () => {
         assert.equal(config.apiKey.reveal(), API_KEY);
         const everything = [
             ...SCRIPTS.map((s) => s.script),
-            ...UNITS.map((u) => renderUnit(u.spec)),
+            ...UNITS.map((u) => u.unit),
             ...NCCL_CASES.map((c) => renderNcclConf(c.spec) + renderRuntimeEnv({ nccl: c.spec, nodeIp: c.nodeIp })),
             renderNetplan(SPARK_A_NETPLAN),
             vllmServeArgv(VLLM_RAY_FULL).join(" "),
@@ -894,4 +863,52 @@ describe("the API key", () => {
 
 test("no snapshot file under test/__snapshots__/render.* is left unused", () => {
     assert.deepEqual(unusedSnapshots("render."), []);
+});
+
+describe("the node probe", () => {
+    /** Runs the probe against a fake venv whose python prints `version` (or fails when undefined). */
+    function probeWith(version: string | undefined, executor: "ray" | "mp") {
+        const venv = fs.mkdtempSync(path.join(os.tmpdir(), "probe-venv-"));
+        try {
+            fs.mkdirSync(path.join(venv, "bin"));
+            const python =
+                version === undefined ? "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'ray'\" >&2\nexit 1\n" : `#!/bin/sh\necho ${version}\n`;
+            fs.writeFileSync(path.join(venv, "bin", "python"), python, { mode: 0o755 });
+            return spawnSync("bash", ["-c", probeScript({ node: "thor-1", runtime: { kind: "venv", path: venv }, executor })], { encoding: "utf8" });
+        } finally {
+            fs.rmSync(venv, { recursive: true, force: true });
+        }
+    }
+
+    it("reports the runtime's Ray version for the ray executor", () => {
+        const r = probeWith("2.60.0", "ray");
+        assert.equal(r.status, 0, r.stderr);
+        assert.equal(parseRayVersion(r.stdout), "2.60.0");
+    });
+
+    it("fails, naming model.executor and the fix, when the runtime has no Ray", () => {
+        const r = probeWith(undefined, "ray");
+        assert.equal(r.status, 1);
+        assert.match(r.stderr, /^spark-cluster:model\.executor is ray, but the venv \S+ on thor-1 has no Ray .*Fix: set model\.executor: mp/m);
+        assert.equal(parseRayVersion(r.stdout), "none");
+    });
+
+    it("does not look for Ray with the mp executor", () => {
+        const r = probeWith(undefined, "mp");
+        assert.equal(r.status, 0, r.stderr);
+        assert.equal(parseRayVersion(r.stdout), undefined);
+    });
+
+    it("asks a docker runtime through a throwaway container of the same image, no network, image after --", () => {
+        const script = probeScript({ node: "spark-a", runtime: DOCKER_DEFAULT, executor: "ray" });
+        assert.match(script, /docker run --rm --network none --entrypoint python3 -- nvcr\.io\/nvidia\/vllm:\S+ -c 'import ray; print\(ray.__version__\)'/);
+        assert.equal(spawnSync("bash", ["-n", "-c", script]).status, 0);
+    });
+
+    it("the ray output says whether token authentication is on", () => {
+        assert.equal(rayAuthStatus("2.60.0"), "Ray 2.60.0, token authentication on");
+        assert.equal(rayAuthStatus("2.52.0"), "Ray 2.52.0, token authentication on");
+        assert.match(rayAuthStatus("2.49.2"), /^Ray 2\.49\.2 is older than 2\.52\.0: it has no token authentication/);
+        assert.equal(compareVersions("2.60.0", "2.9.1") > 0, true);
+    });
 });

@@ -16,6 +16,8 @@ export const NETPLAN_PATH = "/etc/netplan/60-spark-cluster-interconnect.yaml";
 export const NCCL_CONF_PATH = "/etc/nccl.conf";
 /** The EnvironmentFile of the Ray and vLLM units (NCCL, Gloo, TP names, VLLM_HOST_IP). */
 export const RUNTIME_ENV_PATH = `${CONFIG_DIR}/runtime.env`;
+/** Root-only env file with Ray's token authentication (RAY_AUTH_MODE, RAY_AUTH_TOKEN), read by the Ray and vLLM units. */
+export const RAY_ENV_PATH = `${CONFIG_DIR}/ray.env`;
 /** Root-only env file with the API key and HF token: never in argv, state or logs. */
 export const VLLM_SECRETS_PATH = `${CONFIG_DIR}/vllm.env`;
 export const PEERMEM_CONF = "/etc/modules-load.d/nvidia-peermem.conf";

@@ -2,9 +2,9 @@
 // the unit that runs it, and the readiness probe on the head.
 import type { Runtime } from "../../config";
 import { HOST_LIB } from "./host/lib";
-import { bashScript } from "./host/shell";
+import { bashScript, shellQuote } from "./host/shell";
 import { renderUnit } from "./host/systemd";
-import { CONTAINER_NAMES, RUNTIME_ENV_PATH, UNITS } from "./paths";
+import { CONTAINER_NAMES, MANAGED_MARKER, RAY_ENV_PATH, RUNTIME_ENV_PATH, UNITS } from "./paths";
 
 export interface RayStartSpec {
     role: "head" | "worker";
@@ -49,7 +49,7 @@ export function renderRayUnit(spec: RayStartSpec, runtime: Runtime, envHash: str
         runtime,
         container: CONTAINER_NAMES.ray,
         argv: rayStartArgv(spec),
-        envFiles: [RUNTIME_ENV_PATH],
+        envFiles: [RUNTIME_ENV_PATH, RAY_ENV_PATH],
         inputs: { "runtime.env": envHash },
         preStart:
             spec.role === "worker"
@@ -59,9 +59,11 @@ export function renderRayUnit(spec: RayStartSpec, runtime: Runtime, envHash: str
 }
 
 /** A bounded wait for the Ray cluster to show the expected nodes and GPUs. */
-export function rayReadyScript(rayStatusCommand: string, nodes: number, gpus: number, seconds = 300): string {
+export function rayReadyScript(rayStatusCommand: string, nodes: number, gpus: number, seconds = 300, envFile = RAY_ENV_PATH): string {
     return bashScript([
         HOST_LIB,
+        // `ray status` authenticates like every member: the token comes from the root-only env file.
+        `set -a; . ${shellQuote(envFile)}; set +a`,
         `ray_ready() {`,
         `  local out; out=$(${rayStatusCommand} 2>/dev/null) || return 1`,
         `  local n g`,
@@ -76,3 +78,14 @@ export function rayReadyScript(rayStatusCommand: string, nodes: number, gpus: nu
         `fi`,
     ]);
 }
+
+/**
+ * The root-only env file with Ray's token authentication (Ray >= 2.52): every member runs with
+ * the same token, so a machine without it cannot join the cluster or use its GCS.
+ */
+export function renderRayEnv(token: string): string {
+    return `# ${MANAGED_MARKER}\nRAY_AUTH_MODE=token\nRAY_AUTH_TOKEN=${token}\n`;
+}
+
+/** The first Ray release with token authentication. */
+export const RAY_TOKEN_AUTH_SINCE = "2.52.0";

@@ -4,7 +4,7 @@ import type { ModelConfig, Runtime } from "../../config";
 import { HOST_LIB } from "./host/lib";
 import { bashScript, heredoc } from "./host/shell";
 import { renderUnit } from "./host/systemd";
-import { CONTAINER_NAMES, MANAGED_MARKER, RUNTIME_ENV_PATH, UNITS, VLLM_SECRETS_PATH } from "./paths";
+import { CONTAINER_NAMES, MANAGED_MARKER, RAY_ENV_PATH, RUNTIME_ENV_PATH, UNITS, VLLM_SECRETS_PATH } from "./paths";
 
 /** What `vllm serve` is rendered from: the model settings as config resolves them, plus the mp executor's rank. */
 export type VllmServeSpec = Pick<
@@ -87,7 +87,8 @@ export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: s
         runtime,
         container: CONTAINER_NAMES.vllm,
         argv: vllmServeArgv(spec),
-        envFiles: [RUNTIME_ENV_PATH, VLLM_SECRETS_PATH],
+        // The Ray executor's driver joins the Ray cluster: it needs the cluster's token too.
+        envFiles: rayAddress ? [RUNTIME_ENV_PATH, RAY_ENV_PATH, VLLM_SECRETS_PATH] : [RUNTIME_ENV_PATH, VLLM_SECRETS_PATH],
         environment: rayAddress ? { RAY_ADDRESS: rayAddress } : {},
         inputs: { "runtime.env": envHash },
         after: rayAddress ? [`${UNITS.ray}.service`] : [],

@@ -56,7 +56,9 @@ export function renderUnit(spec: UnitSpec): string {
         ...(spec.preStart ?? []).map((argv) => `ExecStartPre=${systemdJoin(argv)}`),
         `ExecStart=${systemdJoin(execStartArgv({ runtime: spec.runtime, container: spec.container, argv: spec.argv, envFiles: spec.envFiles, environment: spec.environment ?? {} }))}`,
         ...(docker ? [`ExecStop=/usr/bin/docker stop ${spec.container}`] : []),
-        "Restart=on-failure",
+        // Always: vLLM exits when its engine dies (a lost Ray actor or --headless peer), and
+        // the cluster heals by restarting it, however it ended. No start limit (StartLimitIntervalSec=0).
+        "Restart=always",
         "RestartSec=5",
         "TimeoutStartSec=900",
         // Bounded stop: `ray start --block` can sit out SIGTERM; destroy must not wait 90 s per node.

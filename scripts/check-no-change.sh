@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Proves a refactor changes nothing on a deployed stack: deploys the lab stack
+# with the program as of commit OLD, then runs `pulumi preview` and
+# `pulumi up --expect-no-changes` with the program as of commit NEW against that
+# state, and destroys it. Needs the lab up (lab/lab.sh up) and git history.
+#   scripts/check-no-change.sh OLD NEW
+# Both commits are checked out as git worktrees in a temporary directory that
+# share this checkout's node_modules, toolchain and lab key; the state lives in
+# a throwaway file backend. Exit 0 only when NEW shows no change.
+set -euo pipefail
+[ $# -eq 2 ] || { echo "usage: $0 OLD NEW" >&2; exit 2; }
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$SPARK_ROOT"
+old=$(git rev-parse --verify "$1^{commit}") new=$(git rev-parse --verify "$2^{commit}")
+[ -e lab/.state/id_ed25519 ] || { echo "check-no-change: the lab is not up (lab/.state/id_ed25519 missing); run lab/lab.sh up" >&2; exit 1; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/spark-cluster-no-change.XXXXXX")
+export PULUMI_BACKEND_URL="file://$work/backend" PULUMI_CONFIG_PASSPHRASE="$SPARK_LAB_PASSPHRASE"
+unset PULUMI_CONFIG_PASSPHRASE_FILE
+mkdir -p "$work/backend"
+deployed=""
+cleanup() {
+  if [ -n "$deployed" ]; then
+    (cd "$deployed" && pulumi destroy --stack dev --yes --skip-preview --non-interactive >"$work/destroy.log" 2>&1) \
+      || { echo "check-no-change: destroy failed:" >&2; tail -n 30 "$work/destroy.log" >&2; }
+  fi
+  git worktree remove --force "$work/old" 2>/dev/null || true
+  git worktree remove --force "$work/new" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+for side in old new; do
+  git worktree add --quiet --detach "$work/$side" "${!side}"
+  ln -s "$SPARK_ROOT/node_modules" "$work/$side/node_modules"
+  ln -s "$SPARK_ROOT/lab/.state" "$work/$side/lab/.state"
+done
+
+echo "== deploying the lab stack with $old"
+cd "$work/old"
+pulumi stack init dev --secrets-provider passphrase --non-interactive >/dev/null
+deployed="$work/old"
+pulumi up --stack dev --yes --skip-preview --non-interactive >"$work/up-old.log" 2>&1 \
+  || { tail -n 40 "$work/up-old.log" >&2; echo "check-no-change: up with $old failed" >&2; exit 1; }
+tail -n 3 "$work/up-old.log"
+
+echo "== previewing and updating with $new: nothing may change"
+cd "$work/new"
+deployed="$work/new"
+pulumi preview --stack dev --diff --expect-no-changes --non-interactive
+pulumi up --stack dev --yes --expect-no-changes --non-interactive
+echo "check-no-change: $new changes nothing on a stack deployed with $old"
