@@ -23,6 +23,8 @@ const sparkCluster = new SparkCluster(pulumi.getStack(), { config });
 
 /** What this stack describes: nodes, transport, model and parallelism. No secrets. */
 export const cluster = clusterSummary(config);
+/** Will the model fit: the planner's per-node estimate, or why it was not checked (model.size). */
+export const fit = config.fit;
 /** OpenAI-compatible base URL; send `Authorization: Bearer <apiKey>`. */
 export const endpoint = sparkCluster.endpoint;
 export const servedModel = sparkCluster.servedModel;

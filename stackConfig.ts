@@ -1,6 +1,8 @@
 // Reads this stack's `spark-cluster:*` configuration from the Pulumi runtime
 // into the plain form that config.ts validates. The only place that knows how
 // Pulumi hands configuration to a program.
+import * as fs from "node:fs";
+import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { CONFIG_NAMESPACE, RawConfig } from "./config";
 
@@ -23,7 +25,23 @@ export function readStackConfig(): RawConfig {
             secretKeys.add(key);
         }
     }
-    return { values, secretKeys, stack: pulumi.getStack() };
+    return { values, secretKeys, stack: pulumi.getStack(), modelConfigJson: localModelConfig(values["model"]) };
+}
+
+/**
+ * A local model directory's config.json, for the fit check, when model.source is an absolute path
+ * that exists on the machine running Pulumi too (it must exist on every node to be served).
+ */
+function localModelConfig(model: unknown): unknown {
+    const source = typeof model === "object" && model !== null ? (model as Record<string, unknown>)["source"] : undefined;
+    if (typeof source !== "string" || !source.startsWith("/")) {
+        return undefined;
+    }
+    try {
+        return JSON.parse(fs.readFileSync(path.join(source, "config.json"), "utf8")) as unknown;
+    } catch {
+        return undefined; // not here, or not JSON: the fit check says it skipped
+    }
 }
 
 /** Structured config (objects, lists) arrives as JSON text; everything else stays a string. */

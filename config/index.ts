@@ -22,7 +22,9 @@ import { checkCrossFieldRules } from "./rules";
 import { ClusterConfigSchema } from "./schema";
 import { checkSecretsAreSecret, checkSshKeySource } from "./secretRules";
 import { fromZodIssue, zodMessage } from "./zodIssues";
+import { fitIssues, fitReport, planModelFit } from "./fitRule";
 
+export type { FitReport } from "./fitRule";
 export * from "./ipv4";
 export * from "./issues";
 export * from "./namespace";
@@ -42,6 +44,8 @@ export interface RawConfig {
     secretKeys: ReadonlySet<string>;
     /** The stack's name (derived secrets differ per stack). Defaults to "dev". */
     stack?: string;
+    /** The model directory's config.json, when model.source is a directory the caller could read. Defaults to none. */
+    modelConfigJson?: unknown;
 }
 
 /**
@@ -63,5 +67,10 @@ export function parseConfig(raw: RawConfig): Config {
     if (crossFieldIssues.length > 0) {
         throw new ConfigError(crossFieldIssues);
     }
-    return resolveConfig(result.data, raw.stack ?? "dev");
+    const fit = planModelFit(result.data, raw.modelConfigJson);
+    const fitProblems = fitIssues(fit);
+    if (fitProblems.length > 0) {
+        throw new ConfigError(fitProblems);
+    }
+    return resolveConfig(result.data, raw.stack ?? "dev", fitReport(fit));
 }

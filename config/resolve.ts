@@ -7,6 +7,7 @@
  */
 import { createHmac } from "node:crypto";
 import type { z } from "zod";
+import type { FitReport } from "./fitRule";
 import { formatIpv4, formatSubnet, parseCidr } from "./ipv4";
 import {
     DockerRuntimeSchema,
@@ -98,6 +99,8 @@ export interface Config {
     model: ModelConfig;
     apiKey: SecretString;
     hfToken?: SecretString;
+    /** Whether the model fits (the planner's estimate), or why it was not checked. */
+    fit: FitReport;
     /** The token of Ray's token authentication (ray executor): rayAuthToken, or derived from apiKey. */
     rayAuthToken: SecretString;
 }
@@ -172,7 +175,7 @@ export function deriveRayAuthToken(apiKey: string, stack: string): string {
 }
 
 /** Resolves a config that passed the schema and every cross-field rule (exactly one head, among others). */
-export function resolveConfig(parsed: ParsedConfig, stack: string): Config {
+export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitReport): Config {
     const totalGpus = parsed.nodes.reduce((sum, node) => sum + node.gpus, 0);
     const hasThor = parsed.nodes.some((node) => node.kind === "thor");
     const { transport: requestedTransport, ...nccl } = parsed.nccl;
@@ -229,6 +232,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string): Config {
         },
         apiKey: new SecretString(parsed.apiKey),
         ...(parsed.hfToken !== undefined ? { hfToken: new SecretString(parsed.hfToken) } : {}),
+        fit,
         rayAuthToken: new SecretString(parsed.rayAuthToken ?? deriveRayAuthToken(parsed.apiKey, stack)),
     };
 }

@@ -7,6 +7,8 @@
 import { z } from "zod";
 import { isHostOrIpv4, interfaceAddressProblem } from "./ipv4";
 import { CONFIG_NAMESPACE, DEFAULT_VLLM_IMAGE } from "./namespace";
+import { GpuMemoryGiBSchema } from "./fitPlanner";
+import { ModelSizeSchema } from "./modelSize";
 import { extraArgProblem, modelSourceProblem, overrideKeyProblem } from "./valueRules";
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -130,6 +132,11 @@ export const NodeSchema = z
         head: z.boolean().default(false).meta({ example: "true" }),
         /** How to reach the node over SSH. Required (at least `host`). */
         ssh: SshSchema.meta({ example: "{ host: 10.0.0.11, port: 22, user: root }" }),
+        /**
+         * Memory of each GPU in GiB as CUDA reports it, for the fit check. Defaults to 121.63 on a
+         * spark or thor (128 GB unified, what vLLM sees); give it for a workstation (an RTX PRO 6000: 89.4).
+         */
+        gpuMemoryGiB: GpuMemoryGiBSchema,
         /** GPUs on this node (a Spark and a Thor have one). Defaults to 1. */
         gpus: z.int().min(1).default(1).meta({ example: "1" }),
         /**
@@ -314,6 +321,13 @@ export const ModelSchema = z.strictObject({
     apiPort: port().default(8000).meta({ example: "8000" }),
     /** Address the API binds to on the head. Defaults to "0.0.0.0". */
     apiHost: hostOrIpv4().default("0.0.0.0").meta({ example: "0.0.0.0" }),
+    /**
+     * The model's size, for the fit check at preview: parameter count and dtype, and the shapes
+     * that size its KV cache. Defaults to the model directory's config.json when model.source is
+     * a directory readable where pulumi runs; a hub id without it skips the check (the `fit`
+     * output says so).
+     */
+    size: ModelSizeSchema.optional().meta({ example: "{ paramsB: 72.7, dtype: bf16, layers: 80, kvHeads: 8, headDim: 128 }" }),
     /** torch.distributed master port for the mp executor (`--master-port`; vLLM's own default). Defaults to 29501. */
     masterPort: port().default(29501).meta({ example: "29501" }),
 });

@@ -1218,3 +1218,74 @@ describe("examples live beside their fields", () => {
         assert.equal(exampleFor(["nodes", 0, "runtime", "shmSize"], { nodes: [{ runtime: { kind: "docker" } }] }), "16g");
     });
 });
+
+describe("the fit check runs at parse time, before any host is touched", () => {
+    const QWEN_72B = { paramsB: 72.7, dtype: "bf16", layers: 80, hiddenSize: 8192, attentionHeads: 64, kvHeads: 8, vocabSize: 152064 };
+    const LLAMA_405B = { paramsB: 405, dtype: "bf16", layers: 126, hiddenSize: 16384, attentionHeads: 128, kvHeads: 8, vocabSize: 128256 };
+
+    test("72B BF16 over two Sparks fits, and the estimate is kept for the outputs", () => {
+        const config = parse(
+            edited([
+                ["model.size", QWEN_72B],
+                ["model.maxModelLen", 8192],
+            ]),
+        );
+        assert.equal(config.fit.status, "fits");
+        assert.match(
+            config.fit.status === "fits" ? config.fit.summary : "",
+            /^fits: Qwen\/Qwen2\.5-7B-Instruct \(72\.7B, bf16 weights\) with TP=2 PP=1; tightest spark-a: /,
+        );
+    });
+
+    test("405B BF16 over two Sparks is refused, with a plan that fits in the message", () => {
+        const error = parseError(
+            edited([
+                ["model.size", LLAMA_405B],
+                ["model.maxModelLen", 8192],
+            ]),
+        );
+        assert.deepEqual(
+            error.issues.map((i) => i.path),
+            ["model"],
+        );
+        assert.match(
+            error.message,
+            /^spark-cluster:model: .*does not fit: spark-a needs \d+\.\d GiB .* It fits with model\.quantization: \(unset\) → modelopt_fp4/,
+        );
+        assert.match(error.issues[0].example, /model\.quantization: \(unset\) → modelopt_fp4/);
+    });
+
+    test("a hub id with no size given is not checked, and the output says why", () => {
+        const config = parse(base());
+        assert.equal(config.fit.status, "skipped");
+        assert.match(config.fit.status === "skipped" ? config.fit.reason : "", /not known offline and model\.size gives no numbers/);
+    });
+
+    test("a local model directory's config.json, when the caller read it, sizes the model", () => {
+        const qwen72bConfig = {
+            num_hidden_layers: 80,
+            hidden_size: 8192,
+            intermediate_size: 29568,
+            num_attention_heads: 64,
+            num_key_value_heads: 8,
+            vocab_size: 152064,
+            torch_dtype: "bfloat16",
+            tie_word_embeddings: false,
+        };
+        const onOneSpark = edited([
+            ["model.tensorParallel", 1],
+            ["model.executor", "ray"],
+            ["model.source", "/models/qwen2.5-72b"],
+        ]);
+        const error = (() => {
+            try {
+                parseConfig({ values: onOneSpark, secretKeys: new Set(ALL_SECRET_KEYS), modelConfigJson: qwen72bConfig });
+            } catch (err) {
+                return err as ConfigError;
+            }
+            return undefined;
+        })();
+        assert.ok(error instanceof ConfigError, "72B BF16 on one Spark is refused");
+        assert.match(error.message, /does not fit/);
+    });
+});

@@ -3,7 +3,7 @@
 // lab stack that runs on the local backend without contacting any host.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -55,7 +55,10 @@ describe("project-local Pulumi toolchain", () => {
         const pluginDir = path.join(root, ".tools", "pulumi-home", "plugins", `resource-command-v${versions.COMMAND_PROVIDER_VERSION}`);
         fs.accessSync(path.join(pluginDir, "pulumi-resource-command"), fs.constants.X_OK);
         // Nothing on the project's PATH that the CLI would take as an ambient plugin.
-        assert.deepEqual(fs.readdirSync(tools).filter((name) => name.startsWith("pulumi-")), []);
+        assert.deepEqual(
+            fs.readdirSync(tools).filter((name) => name.startsWith("pulumi-")),
+            [],
+        );
     });
 
     it("pulumi preview --stack dev runs on the local backend with no network but loopback", () => {
@@ -72,10 +75,7 @@ describe("project-local Pulumi toolchain", () => {
             const configFile = path.join(backend, "Pulumi.dev.yaml");
             fs.writeFileSync(
                 configFile,
-                fs.readFileSync(path.join(root, "Pulumi.dev.yaml"), "utf8").replace(
-                    /^(\s*spark-cluster:sshPrivateKeyPath:).*$/m,
-                    `$1 ${key}`,
-                ),
+                fs.readFileSync(path.join(root, "Pulumi.dev.yaml"), "utf8").replace(/^(\s*spark-cluster:sshPrivateKeyPath:).*$/m, `$1 ${key}`),
             );
             const script = [
                 "set -euo pipefail",
@@ -106,20 +106,55 @@ describe("project-local Pulumi toolchain", () => {
     });
 });
 
+describe("the fit check at preview", () => {
+    it("refuses a model that cannot fit, with a plan that does, and contacts no host", () => {
+        const backend = fs.mkdtempSync(path.join(os.tmpdir(), "spark-cluster-backend-"));
+        try {
+            const key = path.join(backend, "id_ed25519");
+            execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", key]);
+            const configFile = path.join(backend, "Pulumi.dev.yaml");
+            // The lab stack, serving Llama 3.1 405B in BF16 on its two Sparks: it needs FP4.
+            const size = "    size: {paramsB: 405, dtype: bf16, layers: 126, hiddenSize: 16384, attentionHeads: 128, kvHeads: 8, vocabSize: 128256}";
+            const config = fs
+                .readFileSync(path.join(root, "Pulumi.dev.yaml"), "utf8")
+                .replace(/^(\s*spark-cluster:sshPrivateKeyPath:).*$/m, `$1 ${key}`)
+                .replace(/^(\s*)source: lab\/tiny-chat$/m, "$1source: meta-llama/Llama-3.1-405B-Instruct\n" + size + "\n$1maxModelLen: 8192");
+            assert.match(config, /paramsB: 405/);
+            fs.writeFileSync(configFile, config);
+            const script = [
+                "ip link set lo up",
+                `export PULUMI_BACKEND_URL=file://${backend}`,
+                `./scripts/pulumi.sh --stack dev preview --non-interactive --diff --config-file ${configFile} 2>&1`,
+            ].join("\n");
+            const r = spawnSync("unshare", ["--net", "bash", "-c", script], {
+                cwd: root,
+                encoding: "utf8",
+                timeout: 300_000,
+                env: { ...process.env, PULUMI_CONFIG_PASSPHRASE: "", PULUMI_CONFIG_PASSPHRASE_FILE: "" },
+            });
+            assert.notEqual(r.status, 0, "the preview fails");
+            assert.match(
+                r.stdout,
+                /invalid stack configuration:\s+spark-cluster:model: meta-llama\/Llama-3\.1-405B-Instruct \(405B, bf16 weights\) with TP=2 PP=1 does not fit/,
+            );
+            assert.match(r.stdout, /It fits with model\.quantization: \(unset\) → modelopt_fp4/);
+            assert.doesNotMatch(r.stdout, /command:remote:Command/, "no resource was registered");
+        } finally {
+            fs.rmSync(backend, { recursive: true, force: true });
+        }
+    });
+});
+
 /** The lab's API key, decrypted from Pulumi.dev.yaml by the lab passphrase. */
 function labApiKey(): string {
     const backend = fs.mkdtempSync(path.join(os.tmpdir(), "spark-cluster-backend-"));
     try {
-        return execFileSync(
-            path.join(root, "scripts", "pulumi.sh"),
-            ["--stack", "dev", "config", "get", "spark-cluster:apiKey"],
-            {
-                cwd: root,
-                encoding: "utf8",
-                env: { ...process.env, PULUMI_BACKEND_URL: `file://${backend}`, PULUMI_CONFIG_PASSPHRASE: "", PULUMI_CONFIG_PASSPHRASE_FILE: "" },
-                stdio: ["ignore", "pipe", "pipe"],
-            },
-        ).trim();
+        return execFileSync(path.join(root, "scripts", "pulumi.sh"), ["--stack", "dev", "config", "get", "spark-cluster:apiKey"], {
+            cwd: root,
+            encoding: "utf8",
+            env: { ...process.env, PULUMI_BACKEND_URL: `file://${backend}`, PULUMI_CONFIG_PASSPHRASE: "", PULUMI_CONFIG_PASSPHRASE_FILE: "" },
+            stdio: ["ignore", "pipe", "pipe"],
+        }).trim();
     } finally {
         fs.rmSync(backend, { recursive: true, force: true });
     }

@@ -1,0 +1,69 @@
+/**
+ * The fit check at preview: will the model fit across the nodes as configured? Runs after the
+ * cross-field rules, once (planFit in fitPlanner.ts does the arithmetic). A plan that cannot fit
+ * is refused with the planner's proposal of one that does; one that fits, or one the planner
+ * cannot judge offline, is reported in the stack's `fit` output.
+ */
+import { ConfigIssue } from "./issues";
+import { ModelDescription, FitResult, planFit } from "./fitPlanner";
+import { resolveParallelism } from "./resolve";
+import type { ParsedConfig } from "./schema";
+
+/** What the stack's `fit` output says: the estimate of a plan that fits, or why it was not checked. */
+export type FitReport = { status: "fits"; summary: string; notes: string[] } | { status: "skipped"; reason: string };
+
+/**
+ * Plans the fit of `parsed`. The model's size comes from `model.size`, else from the model
+ * directory's config.json when the caller could read it (`hfConfig`), else it is unknown.
+ */
+export function planModelFit(parsed: ParsedConfig, hfConfig?: unknown): FitResult {
+    const model = parsed.model;
+    const totalGpus = parsed.nodes.reduce((sum, node) => sum + node.gpus, 0);
+    const description: ModelDescription = model.size
+        ? { from: "size", name: model.source, size: model.size }
+        : hfConfig !== undefined
+          ? { from: "hf-config", name: model.source, config: hfConfig }
+          : { from: "unknown", name: model.source };
+    // vLLM's own start-up rule: one sequence of maxModelLen must fit; the summary says how many do.
+    return planFit(
+        description,
+        {
+            ...resolveParallelism(model, totalGpus),
+            quantization: model.quantization,
+            kvCacheDtype: model.kvCacheDtype,
+            maxModelLen: model.maxModelLen,
+            maxNumSeqs: model.maxNumSeqs,
+            gpuMemoryUtilization: model.gpuMemoryUtilization,
+            enforceEager: model.enforceEager ?? parsed.nodes.some((node) => node.kind === "thor"),
+            kvBudget: "one-sequence",
+        },
+        [...parsed.nodes]
+            .sort((a, b) => Number(b.head) - Number(a.head))
+            .map((node) => ({ name: node.name, kind: node.kind, gpus: node.gpus, gpuMemoryGiB: node.gpuMemoryGiB })),
+    );
+}
+
+/** The issue that refuses a plan that cannot fit (with the proposal), or none. */
+export function fitIssues(result: FitResult): ConfigIssue[] {
+    if (result.status !== "does-not-fit") {
+        return [];
+    }
+    return [
+        {
+            path: "model",
+            message: result.message,
+            got:
+                result.estimates.length > 0
+                    ? `${Math.max(...result.estimates.map((e) => e.totalGiB)).toFixed(1)} GiB on the fullest GPU`
+                    : "a plan that does not fit",
+            example: result.proposal ? result.proposal.changes.join("; ") : "more nodes, or a smaller or more quantized model",
+        },
+    ];
+}
+
+/** The stack output for a plan that passed. */
+export function fitReport(result: FitResult): FitReport {
+    if (result.status === "fits") return { status: "fits", summary: result.summary, notes: result.notes };
+    if (result.status === "skipped") return { status: "skipped", reason: result.reason };
+    throw new Error("internal: a plan that does not fit reached the outputs");
+}
