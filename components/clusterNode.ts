@@ -96,6 +96,7 @@ export class ClusterNode extends pulumi.ComponentResource {
             `${node.name}-nccl`,
             {
                 host: this.host,
+                runtime: node.runtime,
                 nodeIp: node.ip,
                 spec: pulumi.all([names, devices]).apply(([n, d]) => ({
                     transport: cluster.transport,

@@ -1,6 +1,8 @@
 import * as pulumi from "@pulumi/pulumi";
 import type * as command from "@pulumi/command";
+import type { Runtime } from "../config";
 import type { NodeHost } from "./nodeConnection";
+import { envFileReader } from "./render/host/envFile";
 import { typeToken } from "./package";
 import { installFilesScript, removeFilesScript } from "./render/host/files";
 import { contentHash } from "./render/host/shell";
@@ -14,6 +16,8 @@ export interface NcclConfigArgs {
     host: NodeHost;
     /** Transport (a cluster decision), interface and HCA names, overrides. */
     spec: pulumi.Input<NcclSpec>;
+    /** How Ray and vLLM run here: it decides who reads the env file (systemd or docker). */
+    runtime: Runtime;
     /** The node's interconnect address, exported to Ray and vLLM as VLLM_HOST_IP. */
     nodeIp: string;
 }
@@ -34,7 +38,7 @@ export class NcclConfig extends pulumi.ComponentResource {
         super(TYPE, name, {}, opts);
         const spec = pulumi.output(args.spec) as pulumi.Output<NcclSpec>;
         this.ncclConf = spec.apply(renderNcclConf);
-        this.runtimeEnv = spec.apply((nccl) => renderRuntimeEnv({ nccl, nodeIp: args.nodeIp }));
+        this.runtimeEnv = spec.apply((nccl) => renderRuntimeEnv({ nccl, nodeIp: args.nodeIp, reader: envFileReader(args.runtime) }));
         this.envHash = pulumi.all([this.ncclConf, this.runtimeEnv]).apply(([a, b]) => contentHash(a + b));
         this.installed = args.host.command(
             `${name}-files`,

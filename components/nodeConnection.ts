@@ -47,14 +47,51 @@ export class NodeHost {
 }
 
 /**
- * The node's SSH connection, its private key a Pulumi secret. A key given as a
- * path is read here, on the machine running Pulumi (relative to the project).
+ * What a preview puts where the text of a key *file* goes: a preview never reads the file, so it
+ * needs neither the key nor the hosts (a CI runner has neither). Nothing runs in a preview.
+ */
+export const PREVIEW_KEY_PLACEHOLDER = "(spark-cluster: the SSH private key file is not read in a preview)";
+
+/**
+ * The input a preview with a placeholder key ignores on every remote.Command (`ignoreChanges`):
+ * the engine then diffs the command with the key recorded in its state instead, so a converged
+ * stack previews with no change. `up` reads the file and ignores nothing.
+ */
+export const PREVIEW_IGNORED_KEY_PATH = "connection.privateKey";
+
+/** Set once a connection of this program run holds {@link PREVIEW_KEY_PLACEHOLDER}. */
+let placeholderInUse = false;
+
+/**
+ * Adds {@link PREVIEW_IGNORED_KEY_PATH} to the `ignoreChanges` of every remote.Command once a
+ * placeholder key is in use. Registered on the stack when this module loads, i.e. before any
+ * component exists: a component copies the stack's transformations when it is constructed, so
+ * one registered later would miss its children. A no-op at `up` (no placeholder is made there).
+ */
+export function ignorePlaceholderKey(args: pulumi.ResourceTransformationArgs): pulumi.ResourceTransformationResult | undefined {
+    if (!placeholderInUse || args.type !== "command:remote:Command") {
+        return undefined;
+    }
+    return { props: args.props, opts: pulumi.mergeOptions(args.opts, { ignoreChanges: [PREVIEW_IGNORED_KEY_PATH] }) };
+}
+if (pulumi.runtime.getStackResource() !== undefined) {
+    pulumi.runtime.registerStackTransformation(ignorePlaceholderKey);
+}
+
+/**
+ * The node's SSH connection, its private key a Pulumi secret. A key given as a path is read
+ * here, on the machine running Pulumi (relative to the project), at `up` only: a preview puts
+ * {@link PREVIEW_KEY_PLACEHOLDER} in its place (see {@link ignorePlaceholderKey}). A key given
+ * as secret text is used as it is, preview or not.
  */
 export function nodeConnection(node: NodeConfig): pulumi.Output<Connection> {
     const key = node.ssh.privateKey;
     let text: string;
     if (key.kind === "secret") {
         text = key.text.reveal();
+    } else if (pulumi.runtime.isDryRun()) {
+        text = PREVIEW_KEY_PLACEHOLDER;
+        placeholderInUse = true;
     } else {
         const file = path.resolve(key.path);
         try {
@@ -62,7 +99,7 @@ export function nodeConnection(node: NodeConfig): pulumi.Output<Connection> {
         } catch (err) {
             throw new pulumi.RunError(
                 `spark-cluster:sshPrivateKeyPath (node ${node.name}): cannot read ${file}: ${(err as Error).message}. ` +
-                    "Point it at an existing SSH private key, e.g. /home/you/.ssh/id_ed25519.",
+                    "Point it at an existing SSH private key, e.g. /home/you/.ssh/id_ed25519 (a preview does not read it; up does).",
             );
         }
     }

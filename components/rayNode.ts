@@ -4,6 +4,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type * as command from "@pulumi/command";
 import type { Runtime } from "../config";
 import type { NodeHost } from "./nodeConnection";
+import { envFileReader } from "./render/host/envFile";
 import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./render/host/files";
 import { CONFIG_DIR, RAY_ENV_PATH, UNITS } from "./render/paths";
 import { RayStartSpec, renderRayEnv, renderRayUnit } from "./render/ray";
@@ -35,7 +36,7 @@ export function rayUnitCommand(name: string, unit: pulumi.Output<string>, args: 
         {
             create: installFileFromStdinScript(RAY_ENV_PATH, "600", UNITS.ray),
             delete: removeFilesScript([RAY_ENV_PATH], [CONFIG_DIR]),
-            stdin: pulumi.secret(pulumi.output(args.authToken).apply(renderRayEnv)),
+            stdin: pulumi.secret(pulumi.output(args.authToken).apply((token) => renderRayEnv(envFileReader(args.runtime), token))),
             logging: "none",
         },
         { parent },

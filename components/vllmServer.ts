@@ -3,6 +3,7 @@ import type { Runtime } from "../config";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
 import { readinessCommand } from "./readiness";
+import { envFileReader } from "./render/host/envFile";
 import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./render/host/files";
 import { CONFIG_DIR, UNITS, VLLM_SECRETS_PATH } from "./render/paths";
 import { VllmServeSpec, chatReadyScript, renderVllmSecrets, renderVllmUnit } from "./render/vllm";
@@ -45,7 +46,7 @@ export class VllmServer extends pulumi.ComponentResource {
         this.baseUrl = `http://${args.publicHost}:${args.serve.apiPort}/v1`;
         this.servedModel = args.serve.servedName;
 
-        const secretsFile = pulumi.all([args.apiKey, args.hfToken ?? ""]).apply(([key, token]) => renderVllmSecrets(key, token));
+        const secretsFile = pulumi.all([args.apiKey, args.hfToken ?? ""]).apply(([key, token]) => renderVllmSecrets(envFileReader(args.runtime), key, token));
         const secrets = args.host.command(
             `${name}-secrets`,
             {
@@ -70,7 +71,13 @@ export class VllmServer extends pulumi.ComponentResource {
                 {
                     host: args.host,
                     unit: this.unit,
-                    script: chatReadyScript({ port: args.serve.apiPort, model: args.serve.servedName, envFile: VLLM_SECRETS_PATH, unit: UNITS.vllm }),
+                    script: chatReadyScript({
+                        port: args.serve.apiPort,
+                        model: args.serve.servedName,
+                        envFile: VLLM_SECRETS_PATH,
+                        reader: envFileReader(args.runtime),
+                        unit: UNITS.vllm,
+                    }),
                     timeout: "20m",
                 },
                 { parent: this, dependsOn: [unitCommand] },

@@ -13,6 +13,15 @@ import { extraArgProblem, modelSourceProblem, overrideKeyProblem } from "./value
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const IFNAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$/;
+/**
+ * A docker image reference (docker's reference grammar, simplified): lowercase path components
+ * with an optional registry host:port, tag and digest. It cannot start with `-`, so it can never
+ * be read as a docker option.
+ */
+const IMAGE_REFERENCE =
+    /^(?:[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?(?::[0-9]+)?\/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$/;
+/** A secret's text: any printable characters, no whitespace or control characters (it travels in an env file and an HTTP header). */
+const SECRET_TEXT = /^[^\s\0-\x1f\x7f]+$/;
 /** Text that is a private key rather than a path to one. */
 export const PRIVATE_KEY_TEXT = /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/;
 
@@ -60,7 +69,8 @@ export const DockerRuntimeSchema = z.strictObject({
     /** Image with vLLM and Ray; the same multi-arch tag serves Spark and workstation. Defaults to "nvcr.io/nvidia/vllm:25.09-py3". */
     image: z
         .string()
-        .regex(/^[^\s]+$/, { error: "must be an image reference without spaces" })
+        .max(255)
+        .regex(IMAGE_REFERENCE, { error: "must be an image reference like registry/name:tag (lowercase name; it cannot start with -)" })
         .default(DEFAULT_VLLM_IMAGE)
         .meta({ example: DEFAULT_VLLM_IMAGE }),
     /** Run the container with `--privileged` (RDMA devices). Defaults to true. */
@@ -194,7 +204,7 @@ export const NcclSchema = z.strictObject({
     /** NCCL_SOCKET_IFNAME (NCCL's syntax: a name, a prefix, ^exclusions). Defaults to the interconnect interface. */
     socketIfname: z
         .string()
-        .regex(/^[^\s]+$/, { error: "must not be empty or contain spaces" })
+        .regex(/^[^\s\0-\x1f\x7f]{1,255}$/, { error: "must be 1-255 characters without spaces or control characters" })
         .optional()
         .meta({ example: "enp1s0f1np1" }),
     /** NCCL_DEBUG level (INFO shows NET/IB vs NET/Socket at start). Defaults to "WARN". */
@@ -213,7 +223,8 @@ export const NcclSchema = z.strictObject({
             }),
             z
                 .string()
-                .regex(/^[^\r\n\0]*$/, { error: "must be a single line" })
+                .max(4096)
+                .regex(/^[^\0-\x1f\x7f]*$/, { error: "must be a single line without control characters" })
                 .meta({ example: 'NCCL_IB_MERGE_NICS: "1"' }),
         )
         .default({})
@@ -252,7 +263,9 @@ export const ModelSchema = z.strictObject({
     /** Name clients put in requests. Defaults to the last path segment of `source`. */
     servedName: z
         .string()
-        .regex(/^[^\s]+$/, { error: "must not be empty or contain spaces" })
+        .regex(/^[^\s\0-\x1f\x7f-][^\s\0-\x1f\x7f]{0,255}$/, {
+            error: "must be 1-256 characters without spaces or control characters, not starting with - (vLLM would read it as a flag)",
+        })
         .optional()
         .meta({ example: "qwen2.5-7b" }),
     /**
@@ -368,12 +381,14 @@ export const ClusterConfigSchema = z.strictObject({
     apiKey: z
         .string()
         .min(16)
-        .regex(/^[^\s]+$/, { error: "must not contain spaces or line breaks" })
+        .max(4096)
+        .regex(SECRET_TEXT, { error: "must not contain spaces, line breaks or other control characters" })
         .meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:apiKey "$(openssl rand -hex 24)"` }),
     /** SECRET. Hugging Face token for gated models. Defaults to none. */
     hfToken: z
         .string()
-        .regex(/^[^\s]+$/, { error: "must not be empty or contain spaces or line breaks" })
+        .max(512)
+        .regex(SECRET_TEXT, { error: "must not be empty or contain spaces, line breaks or other control characters" })
         .optional()
         .meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:hfToken hf_...` }),
     /**

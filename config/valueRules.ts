@@ -57,8 +57,8 @@ export function extraArgProblem(arg: string): { message: string; example: string
             example: "--swap-space=16",
         };
     }
-    if (/[\r\n\0]/.test(arg)) {
-        return { message: "must not contain line breaks", example: "--swap-space=16" };
+    if (/[\0-\x1f\x7f]/.test(arg)) {
+        return { message: "must not contain line breaks or other control characters", example: "--swap-space=16" };
     }
     const flag = arg.split("=")[0].replace(/_/g, "-").toLowerCase();
     const rendered = RENDERED_VLLM_FLAGS[flag] ?? RENDERED_VLLM_FLAGS[flag.replace(/^--no-/, "--")];
@@ -66,6 +66,15 @@ export function extraArgProblem(arg: string): { message: string; example: string
         return {
             message: `sets ${flag}, which the project renders itself; use ${rendered.key} instead`,
             example: rendered.example,
+        };
+    }
+    // vLLM's parser is argparse with abbreviations allowed: `--max-model` would set --max-model-len.
+    const bare = flag.replace(/^--no-/, "--");
+    const abbreviated = Object.keys(RENDERED_VLLM_FLAGS).find((name) => name !== bare && name.startsWith(bare));
+    if (abbreviated) {
+        return {
+            message: `is an abbreviation that vLLM's argument parser expands to ${abbreviated}, which the project renders itself; use ${RENDERED_VLLM_FLAGS[abbreviated].key} instead`,
+            example: RENDERED_VLLM_FLAGS[abbreviated].example,
         };
     }
     return undefined;

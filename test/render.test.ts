@@ -230,7 +230,7 @@ const PFC_ONE_LOSSY_TRUST: PfcSpec = {
 
 const NCCL_FILES = [
     { path: NCCL_CONF_PATH, mode: "644" as const, content: renderNcclConf(NCCL_ROCE) },
-    { path: RUNTIME_ENV_PATH, mode: "644" as const, content: renderRuntimeEnv({ nccl: NCCL_ROCE, nodeIp: "192.168.100.11" }) },
+    { path: RUNTIME_ENV_PATH, mode: "644" as const, content: renderRuntimeEnv({ nccl: NCCL_ROCE, nodeIp: "192.168.100.11", reader: "docker" }) },
 ];
 const RAY_STATUS = execBeside(DOCKER_DEFAULT, CONTAINER_NAMES.ray, ["ray", "status", "--address=192.168.100.11:6379"]);
 
@@ -248,7 +248,7 @@ const SCRIPTS: readonly { name: string; script: string }[] = [
     { name: "ray-ready.docker.sh", script: rayReadyScript(RAY_STATUS, 2, 2) },
     {
         name: "chat-ready.sh",
-        script: chatReadyScript({ port: 8000, model: "qwen2.5-72b", envFile: VLLM_SECRETS_PATH, unit: VLLM_UNIT }),
+        script: chatReadyScript({ port: 8000, model: "qwen2.5-72b", envFile: VLLM_SECRETS_PATH, reader: "docker", unit: VLLM_UNIT }),
     },
     { name: "install-files.nccl.sh", script: installFilesScript(NCCL_FILES) },
     { name: "remove-files.nccl.sh", script: removeFilesScript([NCCL_CONF_PATH, RUNTIME_ENV_PATH], [CONFIG_DIR]) },
@@ -315,18 +315,21 @@ describe("nccl.conf and runtime.env", () => {
     for (const { name, spec, nodeIp } of NCCL_CASES) {
         it(name, () => {
             matchSnapshot(`render.nccl.${name}.conf`, renderNcclConf(spec));
-            matchSnapshot(`render.runtime-env.${name}.env`, renderRuntimeEnv({ nccl: spec, nodeIp }));
+            matchSnapshot(`render.runtime-env.${name}.env`, renderRuntimeEnv({ nccl: spec, nodeIp, reader: "docker" }));
         });
     }
 
-    it("runtime.env is KEY=value lines a systemd EnvironmentFile and docker --env-file both read", () => {
+    it("runtime.env is KEY=value lines for docker's --env-file, and KEY=\"quoted\" for systemd's EnvironmentFile", () => {
         for (const { spec, nodeIp } of NCCL_CASES) {
-            const lines = renderRuntimeEnv({ nccl: spec, nodeIp }).trimEnd().split("\n");
-            assert.equal(lines[0], `# ${MANAGED_MARKER}`);
-            for (const line of lines.slice(1)) {
-                assert.match(line, /^[A-Z][A-Z0-9_]*=[^\s"'$`\\]+$/, `unquoted, no spaces, nothing to expand: ${line}`);
+            const docker = renderRuntimeEnv({ nccl: spec, nodeIp, reader: "docker" }).trimEnd().split("\n");
+            const systemd = renderRuntimeEnv({ nccl: spec, nodeIp, reader: "systemd" }).trimEnd().split("\n");
+            assert.equal(docker[0], `# ${MANAGED_MARKER}`);
+            assert.equal(systemd[0], `# ${MANAGED_MARKER}`);
+            assert.ok(docker.includes(`VLLM_HOST_IP=${nodeIp}`));
+            assert.ok(systemd.includes(`VLLM_HOST_IP="${nodeIp}"`));
+            for (const line of docker.slice(1)) {
+                assert.match(line, /^[A-Z][A-Z0-9_]*=[^\n]*$/);
             }
-            assert.ok(lines.includes(`VLLM_HOST_IP=${nodeIp}`));
         }
     });
 });
@@ -507,7 +510,10 @@ describe("host scripts", () => {
 
     it("readiness: ray status and a real chat completion", () => {
         matchSnapshot("render.ray-ready.docker.sh", rayReadyScript(RAY_STATUS, 2, 2));
-        matchSnapshot("render.chat-ready.sh", chatReadyScript({ port: 8000, model: "qwen2.5-72b", envFile: VLLM_SECRETS_PATH, unit: VLLM_UNIT }));
+        matchSnapshot(
+            "render.chat-ready.sh",
+            chatReadyScript({ port: 8000, model: "qwen2.5-72b", envFile: VLLM_SECRETS_PATH, reader: "docker", unit: VLLM_UNIT }),
+        );
     });
 
     it("managed files: install from the script, install from stdin, remove", () => {
@@ -541,7 +547,7 @@ describe("host scripts", () => {
             const status = path.join(dir, "status.txt");
             fs.writeFileSync(status, rayStatus);
             const envFile = path.join(dir, "ray.env");
-            fs.writeFileSync(envFile, renderRayEnv("0123456789abcdef0123456789abcdef"));
+            fs.writeFileSync(envFile, renderRayEnv("systemd", "0123456789abcdef0123456789abcdef"));
             const run = (nodes: number, gpus: number) =>
                 spawnSync("bash", ["-c", rayReadyScript(shellJoin(["cat", status]), nodes, gpus, 0, envFile)], { encoding: "utf8" });
             const ready = run(2, 2);
@@ -788,7 +794,7 @@ describe("ncclVariables", () => {
     it("the GID index is never rendered, and the config refuses to pin it", () => {
         for (const { spec, nodeIp } of NCCL_CASES) {
             assert.ok(!names(spec).includes("NCCL_IB_GID_INDEX"));
-            assert.doesNotMatch(renderNcclConf(spec) + renderRuntimeEnv({ nccl: spec, nodeIp }), /GID_INDEX/);
+            assert.doesNotMatch(renderNcclConf(spec) + renderRuntimeEnv({ nccl: spec, nodeIp, reader: "systemd" }), /GID_INDEX/);
         }
         assert.throws(
             () => parseConfig(rawConfig({ nccl: { overrides: { NCCL_IB_GID_INDEX: "3" } } })),
@@ -830,7 +836,11 @@ describe("the API key", () => {
             assert.ok(!vllmServeArgv(spec).some((arg) => /^--api[-_]key/.test(arg)));
         }
         for (const unit of UNITS.filter((u) => u.name.startsWith("vllm"))) {
-            assert.match(unit.unit, /^EnvironmentFile=\/etc\/spark-cluster\/vllm\.env$/m);
+            // systemd reads the file for a venv unit, docker (--env-file) for a container unit.
+            assert.match(
+                unit.unit,
+                unit.runtime.kind === "venv" ? /^EnvironmentFile=\/etc\/spark-cluster\/vllm\.env$/m : / --env-file \/etc\/spark-cluster\/vllm\.env /,
+            );
         }
     });
 
@@ -849,14 +859,14 @@ describe("the API key", () => {
         const everything = [
             ...SCRIPTS.map((s) => s.script),
             ...UNITS.map((u) => u.unit),
-            ...NCCL_CASES.map((c) => renderNcclConf(c.spec) + renderRuntimeEnv({ nccl: c.spec, nodeIp: c.nodeIp })),
+            ...NCCL_CASES.map((c) => renderNcclConf(c.spec) + renderRuntimeEnv({ nccl: c.spec, nodeIp: c.nodeIp, reader: "docker" })),
             renderNetplan(SPARK_A_NETPLAN),
             vllmServeArgv(VLLM_RAY_FULL).join(" "),
         ].join("\n");
         assert.ok(!everything.includes(API_KEY));
         assert.equal(`${config.apiKey}`, "[secret]", "the parsed key prints redacted if it ever reaches a template");
-        const chat = chatReadyScript({ port: 8000, model: "m", envFile: VLLM_SECRETS_PATH, unit: VLLM_UNIT });
-        assert.match(chat, /for line in open\("\/etc\/spark-cluster\/vllm\.env"\)/);
+        const chat = chatReadyScript({ port: 8000, model: "m", envFile: VLLM_SECRETS_PATH, reader: "docker", unit: VLLM_UNIT });
+        assert.match(chat, /key = read_env_value\("\/etc\/spark-cluster\/vllm\.env", "VLLM_API_KEY"\)/);
         assert.doesNotMatch(chat, /curl|Authorization: Bearer [A-Za-z0-9]/, "no key on a command line");
     });
 });

@@ -2,6 +2,7 @@
 // transport is a cluster decision passed in; interface and HCA names come from
 // config or from `ibdev2netdev` on the node. No GID index is ever written:
 // it moved from 3 to 4 within 30 minutes on one Spark, and NCCL >= 2.21 picks it itself.
+import { EnvFileReader, renderEnvFile } from "./host/envFile";
 import { MANAGED_MARKER } from "./paths";
 
 export interface NcclSpec {
@@ -54,6 +55,8 @@ export function renderNcclConf(spec: NcclSpec): string {
 
 export interface RuntimeEnvSpec {
     nccl: NcclSpec;
+    /** Who reads the file: systemd (venv runtime) or docker (container runtime). */
+    reader: EnvFileReader;
     /** This node's interconnect address: Ray and vLLM pin themselves to it. */
     nodeIp: string;
 }
@@ -69,5 +72,5 @@ export function renderRuntimeEnv(spec: RuntimeEnvSpec): string {
         ["TP_SOCKET_IFNAME", spec.nccl.interfaceName],
         ["VLLM_HOST_IP", spec.nodeIp],
     ];
-    return [`# ${MANAGED_MARKER}`, ...vars.map(([k, v]) => `${k}=${v}`)].join("\n") + "\n";
+    return renderEnvFile(MANAGED_MARKER, vars, spec.reader);
 }

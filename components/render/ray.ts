@@ -1,6 +1,7 @@
 // The Ray layer: `ray start --block` argv pinned to the interconnect address,
 // the unit that runs it, and the readiness probe on the head.
 import type { Runtime } from "../../config";
+import { EnvFileReader, renderEnvFile } from "./host/envFile";
 import { HOST_LIB } from "./host/lib";
 import { bashScript, shellQuote } from "./host/shell";
 import { renderUnit } from "./host/systemd";
@@ -83,8 +84,15 @@ export function rayReadyScript(rayStatusCommand: string, nodes: number, gpus: nu
  * The root-only env file with Ray's token authentication (Ray >= 2.52): every member runs with
  * the same token, so a machine without it cannot join the cluster or use its GCS.
  */
-export function renderRayEnv(token: string): string {
-    return `# ${MANAGED_MARKER}\nRAY_AUTH_MODE=token\nRAY_AUTH_TOKEN=${token}\n`;
+export function renderRayEnv(reader: EnvFileReader, token: string): string {
+    return renderEnvFile(
+        MANAGED_MARKER,
+        [
+            ["RAY_AUTH_MODE", "token"],
+            ["RAY_AUTH_TOKEN", token],
+        ],
+        reader,
+    );
 }
 
 /** The first Ray release with token authentication. */

@@ -2,7 +2,8 @@
 // the readiness probe (a real chat request).
 import type { ModelConfig, Runtime } from "../../config";
 import { HOST_LIB } from "./host/lib";
-import { bashScript, heredoc } from "./host/shell";
+import { EnvFileReader, pythonReadEnvValue, renderEnvFile } from "./host/envFile";
+import { bashScript, heredoc, shellQuote } from "./host/shell";
 import { renderUnit } from "./host/systemd";
 import { CONTAINER_NAMES, MANAGED_MARKER, RAY_ENV_PATH, RUNTIME_ENV_PATH, UNITS, VLLM_SECRETS_PATH } from "./paths";
 
@@ -96,8 +97,8 @@ export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: s
 }
 
 /** The root-only env file vLLM reads its API key (and the HF token) from. */
-export function renderVllmSecrets(apiKey: string, hfToken?: string): string {
-    return `# ${MANAGED_MARKER}\nVLLM_API_KEY=${apiKey}\n${hfToken ? `HF_TOKEN=${hfToken}\n` : ""}`;
+export function renderVllmSecrets(reader: EnvFileReader, apiKey: string, hfToken?: string): string {
+    return renderEnvFile(MANAGED_MARKER, [["VLLM_API_KEY", apiKey], ...(hfToken ? [["HF_TOKEN", hfToken] as const] : [])], reader);
 }
 
 /**
@@ -105,13 +106,12 @@ export function renderVllmSecrets(apiKey: string, hfToken?: string): string {
  * can be green before the model answers). The API key is read on the node
  * from the root-only env file, never passed on a command line.
  */
-export function chatReadyScript(opts: { port: number; model: string; envFile: string; unit: string; seconds?: number }): string {
+export function chatReadyScript(opts: { port: number; model: string; envFile: string; reader: EnvFileReader; unit: string; seconds?: number }): string {
     const seconds = opts.seconds ?? 600;
     const probe = [
         "import json, os, sys, urllib.request",
-        `key = ""`,
-        `for line in open(${JSON.stringify(opts.envFile)}):`,
-        `    if line.startswith("VLLM_API_KEY="): key = line.split("=", 1)[1].strip()`,
+        pythonReadEnvValue(opts.reader),
+        `key = read_env_value(${JSON.stringify(opts.envFile)}, "VLLM_API_KEY")`,
         `body = json.dumps({"model": ${JSON.stringify(opts.model)}, "max_tokens": 32,`,
         `    "messages": [{"role": "user", "content": "Say hello."}]}).encode()`,
         `req = urllib.request.Request("http://127.0.0.1:${opts.port}/v1/chat/completions", data=body,`,
@@ -129,7 +129,7 @@ export function chatReadyScript(opts: { port: number; model: string; envFile: st
         `mkdir -p "$SC_STATE"`,
         heredoc(`cat > "$SC_STATE/chat-probe.py"`, probe),
         `chat_ready() { python3 "$SC_STATE/chat-probe.py" | tail -n 1; [ "\${PIPESTATUS[0]}" = 0 ]; }`,
-        `if ! sc_wait ${seconds} "a chat completion from ${opts.model}" chat_ready; then`,
+        `if ! sc_wait ${seconds} ${shellQuote(`a chat completion from ${opts.model}`)} chat_ready; then`,
         `  sc_log "vLLM never answered; last log lines of ${opts.unit}:"`,
         `  journalctl -u ${opts.unit}.service -n 60 --no-pager || true`,
         `  rm -f "$SC_STATE/chat-probe.py"`,

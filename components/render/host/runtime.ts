@@ -44,7 +44,8 @@ export function dockerRunArgv(runtime: DockerRuntime, container: string, envFile
     );
     for (const file of envFiles) argv.push("--env-file", file);
     for (const [key, value] of Object.entries(environment)) argv.push("-e", `${key}=${value}`);
-    return [...argv, runtime.image];
+    // `--` ends docker's options: the image (validated, never starting with -) is not read as one.
+    return [...argv, "--", runtime.image];
 }
 
 /** The unit's ExecStart argv: the only thing that differs between runtimes. */

@@ -32,6 +32,18 @@ export function systemdJoin(argv: readonly string[]): string {
         .join(" ");
 }
 
+/**
+ * Text for a human-readable unit setting (Description=): systemd expands `%` specifiers there and
+ * reads a trailing `\` as a line continuation, so `%` is doubled and anything outside printable
+ * ASCII becomes `?`. (Values that must arrive exactly go through Exec argv or env files instead.)
+ */
+export function systemdText(text: string): string {
+    return text
+        .replace(/[^\x20-\x7e]/g, "?")
+        .replace(/\\/g, "/")
+        .replace(/%/g, "%%");
+}
+
 /** The unit file. Only ExecStart (and the container's stop/cleanup) depend on the runtime. */
 export function renderUnit(spec: UnitSpec): string {
     const docker = spec.runtime.kind === "docker";
@@ -40,7 +52,7 @@ export function renderUnit(spec: UnitSpec): string {
         `# ${MANAGED_MARKER}`,
         ...Object.entries(spec.inputs ?? {}).map(([what, hash]) => `# input ${what}: ${hash}`),
         "[Unit]",
-        `Description=${spec.description}`,
+        `Description=${systemdText(spec.description)}`,
         `Wants=network-online.target`,
         `After=${after.join(" ")}`,
         ...(docker ? ["Requires=docker.service"] : []),
@@ -48,7 +60,8 @@ export function renderUnit(spec: UnitSpec): string {
         "",
         "[Service]",
         "Type=simple",
-        ...spec.envFiles.map((file) => `EnvironmentFile=${file}`),
+        // The container runtime hands the env files to docker (--env-file): systemd must not read them too.
+        ...(docker ? [] : spec.envFiles.map((file) => `EnvironmentFile=${file}`)),
         ...Object.entries(spec.environment ?? {}).map(
             ([k, v]) => `Environment="${`${k}=${v}`.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/%/g, "%%")}"`,
         ),
