@@ -326,10 +326,10 @@ export const ModelSchema = z.strictObject({
                         ctx.addIssue({ code: "custom", message: problem.message });
                     }
                 })
-                .meta({ example: "--swap-space=16" }),
+                .meta({ example: "--max-num-batched-tokens=8192" }),
         )
         .default([])
-        .meta({ example: "[--swap-space=16, --disable-custom-all-reduce]" }),
+        .meta({ example: "[--max-num-batched-tokens=8192, --disable-custom-all-reduce]" }),
     /** Port of the OpenAI-compatible API on the head. Defaults to 8000. */
     apiPort: port().default(8000).meta({ example: "8000" }),
     /** Address the API binds to on the head. Defaults to "0.0.0.0". */

@@ -54,11 +54,11 @@ export function extraArgProblem(arg: string): { message: string; example: string
     if (!/^--[A-Za-z0-9]/.test(arg)) {
         return {
             message: "must be one token starting with --; give a flag's value after =",
-            example: "--swap-space=16",
+            example: "--max-num-batched-tokens=8192",
         };
     }
     if (/[\0-\x1f\x7f]/.test(arg)) {
-        return { message: "must not contain line breaks or other control characters", example: "--swap-space=16" };
+        return { message: "must not contain line breaks or other control characters", example: "--max-num-batched-tokens=8192" };
     }
     const flag = arg.split("=")[0].replace(/_/g, "-").toLowerCase();
     const rendered = RENDERED_VLLM_FLAGS[flag] ?? RENDERED_VLLM_FLAGS[flag.replace(/^--no-/, "--")];

@@ -446,14 +446,14 @@ const BAD_CONFIGS: readonly BadCase[] = [
     },
     {
         name: "extraArgs passing the API key",
-        edits: [["model.extraArgs", ["--swap-space=16", "--api-key=abc"]]],
+        edits: [["model.extraArgs", ["--max-num-batched-tokens=8192", "--api-key=abc"]]],
         path: "model.extraArgs[1]",
         message: "use the apiKey secret instead",
         example: "pulumi config set --secret spark-cluster:apiKey",
     },
     {
         name: "extraArgs element without --",
-        edits: [["model.extraArgs", ["swap-space=16"]]],
+        edits: [["model.extraArgs", ["max-num-batched-tokens=8192"]]],
         path: "model.extraArgs[0]",
         message: "must be one token starting with --",
     },
@@ -469,7 +469,7 @@ const BAD_CONFIGS: readonly BadCase[] = [
         path: "model.extraArgs[0]",
         message: "use model.maxModelLen instead",
     },
-    { name: "extraArgs as a string", edits: [["model.extraArgs", "--swap-space=16"]], path: "model.extraArgs", message: "must be a list" },
+    { name: "extraArgs as a string", edits: [["model.extraArgs", "--max-num-batched-tokens=8192"]], path: "model.extraArgs", message: "must be a list" },
     { name: "gpuMemoryUtilization zero", edits: [["model.gpuMemoryUtilization", 0]], path: "model.gpuMemoryUtilization", message: "must be greater than 0" },
     { name: "gpuMemoryUtilization above 1", edits: [["model.gpuMemoryUtilization", 1.5]], path: "model.gpuMemoryUtilization", message: "must be at most 1" },
     {
@@ -1139,7 +1139,7 @@ describe("field formats", () => {
     }
 
     test("extraArgProblem", () => {
-        assert.equal(extraArgProblem("--swap-space=16"), undefined);
+        assert.equal(extraArgProblem("--max-num-batched-tokens=8192"), undefined);
         assert.equal(extraArgProblem("--disable-custom-all-reduce"), undefined);
         assert.equal(extraArgProblem('--compilation-config={"level":3}'), undefined);
         for (const [arg, key] of [

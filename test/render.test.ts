@@ -159,7 +159,7 @@ const VLLM_RAY_FULL: VllmServeSpec = {
     enforceEager: true,
     attentionBackend: "TRITON_ATTN",
     trustRemoteCode: true,
-    extraArgs: ["--swap-space=16", "--disable-custom-all-reduce"],
+    extraArgs: ["--max-num-batched-tokens=8192", "--disable-custom-all-reduce"],
 };
 const VLLM_MP_BASE: Omit<VllmServeSpec, "multiNode"> = {
     source: "/models/qwen2.5-7b-instruct",

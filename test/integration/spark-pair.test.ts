@@ -1,0 +1,339 @@
+// End to end on the lab's Spark pair, with the real Pulumi CLI over real SSH, in one lab
+// bring-up for every suite of this file (each suite destroys what it deployed, so the next one
+// also starts from nodes that a destroy put back):
+//   - pulumi up / destroy with the Ray executor, for both runtimes (docker, venv);
+//   - today's stack: Ray token authentication (an outsider cannot join), the cluster healing
+//     itself after faults, for both executors, and the mp executor with no Ray at all;
+//   - a stack deployed before the ClusterNode refactor sees no change after it.
+import { before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import {
+    CONFIG_DIR,
+    NCCL_CONF_PATH,
+    NETPLAN_PATH,
+    PEERMEM_CONF,
+    RAY_ENV_PATH,
+    STATE_DIR,
+    UNITS,
+    VLLM_SECRETS_PATH,
+    unitPath,
+} from "../../components/render/paths";
+import { lab, withExclusiveLab } from "../lab/lab-harness";
+import {
+    NodeName,
+    Session,
+    apiKeyOf,
+    chat,
+    labKey,
+    mainPid,
+    newSession,
+    pulumi,
+    pulumiWithConfig,
+    removeSession,
+    root,
+    run,
+    secondsUntilAnswering,
+    setConfig,
+    ssh,
+} from "./stackSession";
+import { shellQuote } from "../../components/render/host/shell";
+
+const members: NodeName[] = ["spark-a", "spark-b"];
+// A file of the user's that our NcclConfig replaces; destroy must put it back.
+const userNcclConf = "# the user's own nccl.conf, from before spark-cluster\nNCCL_DEBUG=INFO\n";
+
+withExclusiveLab({ setUp: () => void run(undefined, path.join(root, "lab", "lab.sh"), ["up"], 1800) });
+
+/** Everything of ours a destroy must remove from a node. */
+const OUR_PATHS = [NETPLAN_PATH, CONFIG_DIR, STATE_DIR, unitPath(UNITS.ray), unitPath(UNITS.vllm), unitPath(UNITS.pfc), PEERMEM_CONF];
+
+/** The lab stack as committed runs the container runtime; the venv variant swaps the runtimes. */
+const RUNTIMES = {
+    docker: (config: string) => config,
+    venv: (config: string) => config.replace(/^(\s*)runtime: \{kind: docker[^}]*\}$/gm, "$1runtime: {kind: venv, path: /opt/lab-venv}"),
+} as const;
+
+for (const [runtime, adaptConfig] of Object.entries(RUNTIMES)) {
+    describe(`pulumi up / destroy on the lab's Spark pair, Ray executor (${runtime} runtime)`, { timeout: 3_600_000 }, () => {
+        let session: Session;
+        let apiKey = "";
+        const originalMtu: Partial<Record<NodeName, string>> = {};
+
+        before(() => {
+            session = newSession(adaptConfig);
+            assert.match(fs.readFileSync(session.configFile, "utf8"), new RegExp(`runtime: \\{kind: ${runtime}`), `the stack copy runs the ${runtime} runtime`);
+            ssh("spark-b", `printf '%s' ${shellQuote(userNcclConf)} > ${NCCL_CONF_PATH}`);
+            for (const node of members) {
+                originalMtu[node] = ssh(node, "cat /sys/class/net/enp1s0f1np1/mtu /sys/class/net/enP2p1s0f1np1/mtu");
+            }
+            apiKey = apiKeyOf(session);
+        });
+
+        it("converges bare nodes and answers a chat completion placed on both nodes", async () => {
+            for (const node of members) {
+                assert.equal(ssh(node, "ls /etc/netplan/ | grep -c spark-cluster || true").trim(), "0", `${node} starts bare`);
+            }
+            pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+            const endpoint = pulumi(session, "stack", "output", "endpoint").trim();
+            assert.equal(endpoint, "http://10.77.0.11:8000/v1");
+            const text = await chat(endpoint, apiKey, "tiny-chat");
+            assert.match(text, /spark-a/);
+            assert.match(text, /spark-b/);
+        });
+
+        it("left the nodes as rendered: addresses, MTU 9000, PFC, nccl.conf, units, Ray with token auth", () => {
+            const expected: Record<string, string[]> = {
+                "spark-a": ["192.168.100.11/24", "192.168.101.11/24"],
+                "spark-b": ["192.168.100.12/24", "192.168.101.12/24"],
+            };
+            for (const node of members) {
+                const [first, twin] = expected[node];
+                assert.match(ssh(node, "ip -o -4 addr show dev enp1s0f1np1"), new RegExp(`inet ${first.replace(/\./g, "\\.")} `));
+                assert.match(ssh(node, "ip -o -4 addr show dev enP2p1s0f1np1"), new RegExp(`inet ${twin.replace(/\./g, "\\.")} `));
+                assert.equal(ssh(node, "cat /sys/class/net/enp1s0f1np1/mtu /sys/class/net/enP2p1s0f1np1/mtu").trim(), "9000\n9000");
+                assert.equal(ssh(node, `stat -c %a ${NETPLAN_PATH}`).trim(), "600");
+                for (const iface of ["enp1s0f1np1", "enP2p1s0f1np1"]) {
+                    const qos = JSON.parse(ssh(node, `cat /var/lib/lab-sim/mlnx_qos/${iface}.json`));
+                    assert.deepEqual(qos.pfc, [0, 0, 0, 1, 0, 0, 0, 0], `${node} ${iface} PFC on priority 3`);
+                    assert.equal(qos.trust, "dscp");
+                }
+                assert.match(ssh(node, `systemctl is-enabled ${UNITS.pfc}.service`), /enabled/);
+                const nccl = ssh(node, `cat ${NCCL_CONF_PATH}`);
+                assert.match(nccl, /^NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1$/m);
+                assert.match(nccl, /^NCCL_SOCKET_IFNAME=enp1s0f1np1$/m);
+                assert.doesNotMatch(nccl, /GID_INDEX/);
+                assert.equal(ssh(node, `systemctl is-active ${UNITS.ray}.service`).trim(), "active");
+                const execStart = ssh(node, `grep ^ExecStart= ${unitPath(UNITS.ray)}`);
+                if (runtime === "docker") {
+                    assert.match(execStart, /^ExecStart=\/usr\/bin\/docker run --rm --name spark-cluster-ray /);
+                    assert.equal(ssh(node, "docker inspect -f '{{.State.Running}}' spark-cluster-ray").trim(), "true");
+                } else {
+                    assert.match(execStart, /^ExecStart=\/opt\/lab-venv\/bin\/ray start --block /);
+                }
+                assert.equal(ssh(node, `cat ${PEERMEM_CONF} | tail -n 1`).trim(), "nvidia-peermem");
+                assert.equal(ssh(node, `stat -c %a ${RAY_ENV_PATH}`).trim(), "600", "the Ray token file is root-only");
+            }
+            assert.equal(ssh("spark-a", `systemctl is-active ${UNITS.vllm}.service`).trim(), "active");
+            assert.equal(ssh("spark-a", `stat -c %a ${VLLM_SECRETS_PATH}`).trim(), "600");
+            assert.match(ssh("spark-a", `cat ${unitPath(UNITS.ray)}`), /--node-ip-address=192\.168\.100\.11 .*--head/);
+            assert.match(ssh("spark-a", `cat ${unitPath(UNITS.ray)}`), /--dashboard-host=127\.0\.0\.1/);
+            const ray = JSON.parse(pulumi(session, "stack", "output", "ray", "--json")) as Record<string, string>;
+            assert.deepEqual(ray, { "spark-a": "Ray 2.60.0, token authentication on", "spark-b": "Ray 2.60.0, token authentication on" });
+        });
+
+        it("a second pulumi up reports no changes", () => {
+            const out = pulumiWithConfig(session, "up", "--yes", "--skip-preview", "--expect-no-changes");
+            assert.match(out, /Resources:\s*\n\s*\d+ unchanged/);
+            assert.doesNotMatch(out, /to create|to update|to replace|to delete|created|updated|replaced|deleted/);
+        });
+
+        it("changing the served model changes only the vLLM resources and keeps Ray running", async () => {
+            const rayPid = mainPid("spark-a", UNITS.ray);
+            setConfig(session, "spark-cluster:model.source", "Qwen/Qwen2.5-0.5B-Instruct");
+            setConfig(session, "spark-cluster:model.servedName", "qwen-small");
+            const preview = JSON.parse(pulumiWithConfig(session, "preview", "--diff", "--json")) as { steps: { op: string; urn: string }[] };
+            const changed = preview.steps.filter((s) => s.op !== "same").map((s) => s.urn.split("::").pop() as string);
+            assert.ok(changed.length > 0, "the model change shows up in the preview");
+            for (const name of changed) {
+                assert.match(name, /^spark-a-vllm-(unit|ready)$/, `only vLLM resources change, not ${name}`);
+            }
+            pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+            assert.equal(mainPid("spark-a", UNITS.ray), rayPid, "Ray's head process keeps its PID");
+            const text = await chat(pulumi(session, "stack", "output", "endpoint").trim(), apiKey, "qwen-small");
+            assert.match(text, /spark-a/);
+        });
+
+        it("keeps the API key, the Ray token and the SSH key out of state, command outputs, unit files and ps", () => {
+            const state = pulumi(session, "stack", "export");
+            const sshKey = fs.readFileSync(labKey, "utf8");
+            const keyBody = sshKey.split("\n").filter((l) => l && !l.startsWith("-----"));
+            assert.ok(!state.includes(apiKey), "API key in stack export");
+            for (const line of keyBody) {
+                assert.ok(!state.includes(line), "SSH private key material in stack export");
+            }
+            assert.doesNotMatch(state, /BEGIN OPENSSH PRIVATE KEY/);
+            const token = ssh("spark-a", `sed -n 's/^RAY_AUTH_TOKEN=//p' ${RAY_ENV_PATH}`).trim().replace(/^"|"$/g, "");
+            assert.ok(token.length >= 32, "the head has a Ray token");
+            assert.ok(!state.includes(token), "Ray token in stack export");
+            for (const node of members) {
+                const ps = ssh(node, "ps -eo args");
+                assert.ok(!ps.includes(apiKey), `API key in ps on ${node}`);
+                assert.ok(!ps.includes(token), `Ray token in ps on ${node}`);
+                assert.ok(
+                    !ssh(node, `cat ${unitPath(UNITS.ray)} ${unitPath(UNITS.vllm)} 2>/dev/null || true`).includes(token),
+                    `Ray token in a unit file on ${node}`,
+                );
+                assert.ok(!ssh(node, "journalctl --no-pager -q 2>/dev/null || true").includes(token), `Ray token in the journal on ${node}`);
+            }
+        });
+
+        it("pulumi destroy leaves nothing of ours and restores the file we replaced", () => {
+            pulumiWithConfig(session, "destroy", "--yes", "--skip-preview");
+            for (const node of members) {
+                const leftovers = ssh(node, `ls ${OUR_PATHS.join(" ")} 2>/dev/null || true`);
+                assert.equal(leftovers.trim(), "", `${node} still has: ${leftovers}`);
+                assert.doesNotMatch(ssh(node, "ip -o -4 addr"), /192\.168\.10[01]\./, `${node} keeps an interconnect address`);
+                assert.doesNotMatch(ssh(node, "systemctl list-units --all --no-legend 'spark-cluster*'"), /spark-cluster/);
+                for (const iface of ["enp1s0f1np1", "enP2p1s0f1np1"]) {
+                    const qos = JSON.parse(ssh(node, `cat /var/lib/lab-sim/mlnx_qos/${iface}.json`));
+                    assert.deepEqual(qos.pfc, [0, 0, 0, 0, 0, 0, 0, 0], `${node} ${iface} PFC restored`);
+                    assert.equal(qos.trust, "pcp");
+                }
+                assert.equal(
+                    ssh(node, "cat /sys/class/net/enp1s0f1np1/mtu /sys/class/net/enP2p1s0f1np1/mtu"),
+                    originalMtu[node],
+                    `${node} interconnect MTU restored`,
+                );
+                assert.doesNotMatch(ssh(node, "lsmod"), /^nvidia_peermem\s/m, `${node} nvidia-peermem unloaded`);
+            }
+            assert.equal(ssh("spark-b", `cat ${NCCL_CONF_PATH}`), userNcclConf, "the user's nccl.conf is back as it was");
+            assert.equal(ssh("spark-a", `ls ${NCCL_CONF_PATH} 2>/dev/null || true`).trim(), "", "no nccl.conf of ours left on spark-a");
+            ssh("spark-b", `rm -f ${NCCL_CONF_PATH}`);
+        });
+
+        it("removes its scratch backend", () => removeSession(session));
+    });
+}
+
+/**
+ * One fault, then a bounded wait for the endpoint to answer again without `pulumi up`. The clock
+ * starts when the node is back (a reboot returns once the node answers SSH) or at once (a kill).
+ * It first waits (bounded) for the endpoint to notice, so an answer from before the fault does
+ * not count.
+ */
+async function healsAfter(
+    t: { diagnostic(message: string): void },
+    fault: { what: string; act: () => void },
+    endpoint: string,
+    apiKey: string,
+    model: string,
+): Promise<void> {
+    fault.act();
+    for (let i = 0; i < 10; i++) {
+        try {
+            await chat(endpoint, apiKey, model, 5000);
+        } catch {
+            break; // the cluster noticed the fault
+        }
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+    const { seconds, text } = await secondsUntilAnswering(endpoint, apiKey, model, 120);
+    t.diagnostic(`${fault.what}: answering again after ${seconds} s (limit 120 s)`);
+    assert.match(text, /spark-a/);
+    assert.match(text, /spark-b/);
+}
+
+const FAULTS = {
+    ray: [
+        { what: "Ray killed on the worker (SIGKILL)", act: () => void lab(["kill", "spark-b", `${UNITS.ray}.service`]) },
+        { what: "worker rebooted", act: () => void lab(["reboot", "spark-b"]) },
+        { what: "head rebooted", act: () => void lab(["reboot", "spark-a"]) },
+    ],
+    mp: [
+        { what: "vLLM killed on the worker (SIGKILL)", act: () => void lab(["kill", "spark-b", `${UNITS.vllm}.service`]) },
+        { what: "worker rebooted", act: () => void lab(["reboot", "spark-b"]) },
+        { what: "head rebooted", act: () => void lab(["reboot", "spark-a"]) },
+    ],
+} as const;
+
+for (const executor of ["ray", "mp"] as const) {
+    describe(`today's stack: the ${executor} executor converges and heals itself (docker runtime)`, { timeout: 3_600_000 }, () => {
+        let session: Session;
+        let apiKey = "";
+        let endpoint = "";
+
+        before(() => {
+            session = newSession();
+            setConfig(session, "spark-cluster:model.executor", executor);
+            apiKey = apiKeyOf(session);
+        });
+
+        it("converges and answers a chat completion naming both nodes", async () => {
+            pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+            endpoint = pulumi(session, "stack", "output", "endpoint").trim();
+            const text = await chat(endpoint, apiKey, "tiny-chat");
+            assert.match(text, new RegExp(`served by spark-a,spark-b \\(tp=2 pp=1 executor=${executor}\\)`));
+        });
+
+        if (executor === "ray") {
+            it("a node outside the cluster cannot join Ray; members can", () => {
+                const attempt = ssh(
+                    "outsider",
+                    "timeout 60 /opt/lab-venv/bin/ray start --address=10.77.0.11:6379 --num-cpus=1 > /tmp/join.log 2>&1; echo rc=$?; tail -n 5 /tmp/join.log; /opt/lab-venv/bin/ray stop --force >/dev/null 2>&1 || true",
+                    180,
+                );
+                assert.doesNotMatch(attempt, /^rc=0$/m, `the outsider joined:\n${attempt}`);
+                const status = ssh("spark-a", `set -a; . ${RAY_ENV_PATH}; set +a; docker exec spark-cluster-ray ray status --address=192.168.100.11:6379`);
+                assert.equal((status.match(/^\s*1 node_/gm) ?? []).length, 2, `the cluster has exactly its two members:\n${status}`);
+                assert.match(status, /2\.0 GPU/);
+            });
+        } else {
+            it("runs no Ray anywhere, and vLLM on every node (rank 1 headless)", () => {
+                for (const node of members) {
+                    assert.equal(ssh(node, `ls ${unitPath(UNITS.ray)} 2>/dev/null || true`).trim(), "", `${node} has no Ray unit`);
+                    assert.equal(ssh(node, "pgrep -c -f 'raylet|gcs_server|ray start' || true").trim(), "0", `no Ray process on ${node}`);
+                    assert.equal(ssh(node, `systemctl is-active ${UNITS.vllm}.service`).trim(), "active");
+                }
+                assert.match(ssh("spark-b", `grep ^ExecStart= ${unitPath(UNITS.vllm)}`), / --node-rank 1 .*--headless/);
+                const ray = JSON.parse(pulumi(session, "stack", "output", "ray", "--json")) as Record<string, string>;
+                assert.deepEqual(Object.values(ray), ["not used: model.executor is mp", "not used: model.executor is mp"]);
+            });
+
+            it("a model switch restarts only vLLM", async () => {
+                setConfig(session, "spark-cluster:model.servedName", "tiny-chat-2");
+                const preview = JSON.parse(pulumiWithConfig(session, "preview", "--diff", "--json")) as { steps: { op: string; urn: string }[] };
+                const changed = preview.steps.filter((s) => s.op !== "same").map((s) => s.urn.split("::").pop() as string);
+                assert.deepEqual(changed.sort(), ["spark-a-vllm-ready", "spark-a-vllm-unit", "spark-b-vllm-unit"]);
+                pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+                assert.match(await chat(endpoint, apiKey, "tiny-chat-2"), /spark-b/);
+                setConfig(session, "spark-cluster:model.servedName", "tiny-chat");
+                pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+            });
+        }
+
+        for (const fault of FAULTS[executor]) {
+            it(`heals without pulumi up: ${fault.what}`, async (t) => {
+                await healsAfter(t, fault, endpoint, apiKey, "tiny-chat");
+            });
+        }
+
+        it("a pulumi up after the faults changes nothing, and destroy cleans up", () => {
+            pulumiWithConfig(session, "up", "--yes", "--skip-preview", "--expect-no-changes");
+            removeSession(session);
+            for (const node of members) {
+                assert.equal(ssh(node, `ls ${OUR_PATHS.join(" ")} 2>/dev/null || true`).trim(), "", `${node} is clean`);
+            }
+        });
+    });
+}
+
+describe("today's stack: the Ray executor on an image without Ray fails at the probe, before anything changes", { timeout: 1_200_000 }, () => {
+    it("names model.executor and the fix, and leaves the nodes bare", () => {
+        const session = newSession((config) => config.replace(/runtime: \{kind: docker, /g, "runtime: {kind: docker, image: nvcr.io/nvidia/vllm:26.05-py3, "));
+        try {
+            setConfig(session, "spark-cluster:model.executor", "ray");
+            assert.throws(
+                () => pulumiWithConfig(session, "up", "--yes", "--skip-preview"),
+                /spark-cluster:model\.executor is ray, but the image nvcr\.io\/nvidia\/vllm:26\.05-py3 on spark-[ab] has no Ray.*Fix: set model\.executor: mp/s,
+            );
+            for (const node of members) {
+                assert.equal(ssh(node, `ls ${OUR_PATHS.join(" ")} 2>/dev/null || true`).trim(), "", `${node} was not changed`);
+            }
+        } finally {
+            removeSession(session);
+        }
+    });
+});
+
+describe("refactors keep URNs: a stack deployed before the ClusterNode refactor sees no change after it", { timeout: 1_800_000 }, () => {
+    // a8393a2: the last commit before the refactor; 804ec1b: the refactor done (config/, renderers by
+    // layer, ClusterNode), before the next issue changed what is rendered.
+    it("scripts/check-no-change.sh a8393a2 804ec1b", (t) => {
+        const out = run(undefined, path.join(root, "scripts", "check-no-change.sh"), ["a8393a2", "804ec1b"], 1500);
+        t.diagnostic(out.trim().split("\n").slice(-3).join(" | "));
+        assert.match(out, /check-no-change: \S+ changes nothing on a stack deployed with \S+/);
+        assert.doesNotMatch(out, /to create|to update|to replace|to delete/);
+    });
+});

@@ -1,0 +1,155 @@
+/**
+ * What the integration suites share: a throwaway Pulumi backend with a copy of the lab stack's
+ * config per suite, the project's CLI wrapper run against it, SSH into lab nodes, a chat request
+ * through the endpoint, and a bounded wait until the endpoint answers again (fault tests).
+ */
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { sleep } from "../lab/lab-harness";
+
+export const root = path.resolve(__dirname, "..", "..", "..");
+export const labKey = path.join(root, "lab", ".state", "id_ed25519");
+/** Management addresses of the lab's nodes (lab/README.md, "Fixed interface"). */
+export const nodes = {
+    "spark-a": "10.77.0.11",
+    "spark-b": "10.77.0.12",
+    "thor-a": "10.77.0.21",
+    "thor-b": "10.77.0.22",
+    outsider: "10.77.0.99",
+} as const;
+export type NodeName = keyof typeof nodes;
+
+/** A suite's scratch: a throwaway backend and a copy of the lab stack's config it may change. */
+export interface Session {
+    work: string;
+    backend: string;
+    configFile: string;
+}
+
+/** A fresh session whose config is Pulumi.dev.yaml passed through `adapt`. */
+export function newSession(adapt: (config: string) => string = (c) => c): Session {
+    const work = fs.mkdtempSync(path.join(os.tmpdir(), "spark-cluster-it-"));
+    const session = { work, backend: path.join(work, "backend"), configFile: path.join(work, "Pulumi.dev.yaml") };
+    fs.mkdirSync(session.backend, { recursive: true });
+    fs.writeFileSync(session.configFile, adapt(fs.readFileSync(path.join(root, "Pulumi.dev.yaml"), "utf8")));
+    return session;
+}
+
+/** Runs a program of the project (or ssh); throws with its output when it fails. */
+export function run(session: Session | undefined, file: string, args: string[], timeoutSeconds = 900): string {
+    try {
+        return execFileSync(file, args, {
+            cwd: root,
+            encoding: "utf8",
+            timeout: timeoutSeconds * 1000,
+            stdio: ["ignore", "pipe", "pipe"],
+            env: {
+                ...process.env,
+                ...(session ? { PULUMI_BACKEND_URL: `file://${session.backend}` } : {}),
+                PULUMI_CONFIG_PASSPHRASE: "",
+                PULUMI_CONFIG_PASSPHRASE_FILE: "",
+            },
+        });
+    } catch (err) {
+        const e = err as { stdout?: string; stderr?: string; message: string };
+        throw new Error(`${path.basename(file)} ${args.join(" ")} failed: ${e.message}\n${e.stdout ?? ""}\n${e.stderr ?? ""}`);
+    }
+}
+
+/** `scripts/pulumi.sh --stack dev ARGS` against the session's backend. */
+export function pulumi(session: Session, ...args: string[]): string {
+    return run(session, path.join(root, "scripts", "pulumi.sh"), ["--stack", "dev", "--non-interactive", ...args]);
+}
+
+/** Commands that read stack config take the session's copy of it. */
+export function pulumiWithConfig(session: Session, ...args: string[]): string {
+    return pulumi(session, ...args, "--config-file", session.configFile);
+}
+
+/** Sets one key of the session's config (`--path` form, e.g. `spark-cluster:model.executor`). */
+export function setConfig(session: Session, key: string, value: string): void {
+    pulumiWithConfig(session, "config", "set", "--path", key, value);
+}
+
+/** The lab stack's API key (decrypted with the lab passphrase). */
+export function apiKeyOf(session: Session): string {
+    const key = pulumiWithConfig(session, "config", "get", "spark-cluster:apiKey").trim();
+    assert.ok(key.length >= 16, "the lab stack has an API key");
+    return key;
+}
+
+export function removeSession(session: Session): void {
+    try {
+        pulumiWithConfig(session, "destroy", "--yes", "--skip-preview");
+    } catch {
+        // Already destroyed by the test, or the lab is going down next either way.
+    }
+    fs.rmSync(session.work, { recursive: true, force: true });
+}
+
+/** ssh root@NODE SCRIPT, throwing when it fails. */
+export function ssh(node: NodeName, script: string, timeoutSeconds = 120): string {
+    return run(
+        undefined,
+        "ssh",
+        [
+            "-i",
+            labKey,
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "LogLevel=ERROR",
+            "-o",
+            "ConnectTimeout=10",
+            `root@${nodes[node]}`,
+            script,
+        ],
+        timeoutSeconds,
+    );
+}
+
+export function mainPid(node: NodeName, unit: string): string {
+    return ssh(node, `systemctl show -p MainPID --value ${unit}.service`).trim();
+}
+
+/** A chat completion through the endpoint; returns the answer's text. */
+export async function chat(endpoint: string, apiKey: string, model: string, timeoutMs = 60_000): Promise<string> {
+    const response = await fetch(`${endpoint}/chat/completions`, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", Authorization: `Bearer ${apiKey}` },
+        body: JSON.stringify({ model, messages: [{ role: "user", content: "Where do you run?" }], max_tokens: 64 }),
+        signal: AbortSignal.timeout(timeoutMs),
+    });
+    const text = await response.text();
+    assert.equal(response.status, 200, `chat completion answered ${response.status}: ${text}`);
+    const body = JSON.parse(text) as { model: string; choices: { message: { content: string } }[] };
+    assert.equal(body.model, model);
+    return body.choices[0].message.content;
+}
+
+/**
+ * Waits (bounded) until a chat request through the endpoint is answered again, and returns how
+ * long it took in seconds. Tries every 2 s; each try is itself bounded.
+ */
+export async function secondsUntilAnswering(endpoint: string, apiKey: string, model: string, limitSeconds: number): Promise<{ seconds: number; text: string }> {
+    const start = Date.now();
+    let last = "";
+    for (let attempt = 0; attempt < 10_000; attempt++) {
+        try {
+            const text = await chat(endpoint, apiKey, model, 10_000);
+            return { seconds: Math.round((Date.now() - start) / 100) / 10, text };
+        } catch (err) {
+            last = (err as Error).message;
+        }
+        if (Date.now() - start > limitSeconds * 1000) {
+            break;
+        }
+        await sleep(2000);
+    }
+    throw new Error(`the endpoint did not answer within ${limitSeconds} s; last error: ${last}`);
+}
