@@ -1,0 +1,100 @@
+// End to end on the lab's hetero-4 topology (two Sparks with Docker, two Thors with a venv, one
+// switch): vLLM's own multi-node mode, pipeline parallel across all four nodes over sockets,
+// with no Ray anywhere.
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { CONFIG_DIR, NETPLAN_PATH, STATE_DIR, UNITS, unitPath } from "../../components/render/paths";
+import { withExclusiveLab } from "../lab/lab-harness";
+import { NodeName, Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession, root, run, ssh } from "./stackSession";
+
+const members: NodeName[] = ["spark-a", "spark-b", "thor-a", "thor-b"];
+
+withExclusiveLab({ setUp: () => void run(undefined, path.join(root, "lab", "lab.sh"), ["up", "--topology", "hetero-4"], 1800) });
+
+/** The lab stack's secrets and settings, with hetero-4's four nodes on a switch and the mp executor, PP=4. */
+function hetero4Config(dev: string): string {
+    const keep = (pattern: RegExp) => {
+        const match = pattern.exec(dev);
+        assert.ok(match, `Pulumi.dev.yaml has ${pattern}`);
+        return match[0];
+    };
+    const spark = (name: string, host: string, last: number) => [
+        `    - name: ${name}`,
+        "      kind: spark",
+        ...(name === "spark-a" ? ["      head: true"] : []),
+        `      ssh: {host: ${host}}`,
+        "      runtime: {kind: docker, privileged: false, memlockUnlimited: false, infiniband: false}",
+        "      interconnect:",
+        `        - {name: enp1s0f1np1, address: 192.168.100.${last}/24}`,
+        `        - {name: enP2p1s0f1np1, address: 192.168.101.${last}/24}`,
+    ];
+    const thor = (name: string, host: string, last: number) => [
+        `    - name: ${name}`,
+        "      kind: thor",
+        `      ssh: {host: ${host}}`,
+        "      runtime: {kind: venv, path: /opt/lab-venv}",
+        "      interconnect:",
+        `        - {name: enp1s0f1np1, address: 192.168.100.${last}/24}`,
+    ];
+    return [
+        "config:",
+        "  spark-cluster:nodes:",
+        ...spark("spark-a", "10.77.0.11", 11),
+        ...spark("spark-b", "10.77.0.12", 12),
+        ...thor("thor-a", "10.77.0.21", 21),
+        ...thor("thor-b", "10.77.0.22", 22),
+        keep(/^ {2}spark-cluster:sshPrivateKeyPath: .*$/m),
+        "  spark-cluster:interconnect: {topology: switch, mtu: 9000}",
+        "  spark-cluster:model: {source: lab/tiny-chat, servedName: tiny-chat, tensorParallel: 1, pipelineParallel: 4, executor: mp}",
+        keep(/^ {2}spark-cluster:apiKey:\n\s+secure: .*$/m),
+        keep(/^encryptionsalt: .*$/m),
+        "",
+    ].join("\n");
+}
+
+describe("the mp executor on Sparks + Thors: pipeline parallel over four nodes, sockets, no Ray", { timeout: 3_600_000 }, () => {
+    let session: Session;
+    let apiKey = "";
+
+    before(() => {
+        session = newSession(hetero4Config);
+        apiKey = apiKeyOf(session);
+    });
+    after(() => removeSession(session));
+
+    it("converges and answers a chat completion naming every node", async () => {
+        pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+        const endpoint = pulumi(session, "stack", "output", "endpoint").trim();
+        const text = await chat(endpoint, apiKey, "tiny-chat");
+        assert.match(text, /served by spark-a,spark-b,thor-a,thor-b \(tp=1 pp=4 executor=mp\)/);
+        assert.equal(pulumi(session, "stack", "output", "transport").trim(), "socket");
+    });
+
+    it("runs no Ray on any node; the Thors run vLLM from their venv, headless", () => {
+        for (const node of members) {
+            assert.equal(ssh(node, `ls ${unitPath(UNITS.ray)} 2>/dev/null || true`).trim(), "", `${node} has no Ray unit`);
+            assert.equal(ssh(node, "pgrep -c -f 'raylet|gcs_server|ray start' || true").trim(), "0", `no Ray process on ${node}`);
+        }
+        for (const [node, rank] of [
+            ["thor-a", 2],
+            ["thor-b", 3],
+        ] as const) {
+            assert.match(
+                ssh(node, `grep ^ExecStart= ${unitPath(UNITS.vllm)}`),
+                new RegExp(`^ExecStart=/opt/lab-venv/bin/vllm serve .* --nnodes 4 --node-rank ${rank} .*--headless`),
+            );
+        }
+        assert.match(ssh("thor-a", "cat /etc/nccl.conf"), /^NCCL_IB_DISABLE=1$/m);
+    });
+
+    it("a second up changes nothing, and destroy cleans every node", () => {
+        pulumiWithConfig(session, "up", "--yes", "--skip-preview", "--expect-no-changes");
+        pulumiWithConfig(session, "destroy", "--yes", "--skip-preview");
+        for (const node of members) {
+            assert.equal(ssh(node, `ls ${NETPLAN_PATH} ${CONFIG_DIR} ${STATE_DIR} ${unitPath(UNITS.vllm)} 2>/dev/null || true`).trim(), "", `${node} is clean`);
+        }
+        assert.ok(fs.existsSync(session.configFile));
+    });
+});
