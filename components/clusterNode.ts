@@ -1,10 +1,12 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { Config, NodeConfig } from "../config";
+import { Firewall } from "./firewall";
 import { NcclConfig } from "./ncclConfig";
 import { NetplanInterconnect } from "./netplanInterconnect";
 import { NodeHost, SSH_READY_SCRIPT, nodeConnection } from "./nodeConnection";
 import { hcasFor, parseIbdev2netdev, parseRayVersion, resolveInterfaceNames } from "./nodeFacts";
 import { typeToken } from "./package";
+import { FirewallSpec } from "./render/firewall";
 import { probeScript } from "./render/probe";
 import { RocePfc } from "./rocePfc";
 
@@ -34,6 +36,9 @@ export class ClusterNode extends pulumi.ComponentResource {
     public readonly interconnect: NetplanInterconnect;
     public readonly nccl: NcclConfig;
     public readonly pfc?: RocePfc;
+    public readonly firewall?: Firewall;
+    /** What the firewall lets in (`enabled: …`), or why it is off. */
+    public readonly firewallStatus: pulumi.Output<string>;
     /** The Ray version the probe found in the node's runtime (ray executor only; the probe fails without Ray). */
     public readonly rayVersion: pulumi.Output<string | undefined>;
     /** PFC result (`enabled: …` / `lossy: …` / `skipped: …`). */
@@ -63,6 +68,16 @@ export class ClusterNode extends pulumi.ComponentResource {
             ),
         );
 
+        if (cluster.firewall.enabled) {
+            this.firewall = new Firewall(
+                `${node.name}-firewall`,
+                { host: this.host, spec: firewallSpec(node, cluster) },
+                this.childOptions({ dependsOn: [ssh] }),
+            );
+            this.firewallStatus = this.firewall.status;
+        } else {
+            this.firewallStatus = pulumi.output("off: firewall.enabled is false (the internal ports listen to anyone who reaches them)");
+        }
         this.interconnect = new NetplanInterconnect(
             `${node.name}-interconnect`,
             {
@@ -115,7 +130,7 @@ export class ClusterNode extends pulumi.ComponentResource {
 
     /** The host layers every later step of this node waits for. */
     get hostReady(): pulumi.Resource[] {
-        return [this.interconnect, this.nccl];
+        return [this.interconnect, this.nccl, ...(this.firewall ? [this.firewall] : [])];
     }
 
     /**
@@ -125,4 +140,27 @@ export class ClusterNode extends pulumi.ComponentResource {
     childOptions<T extends pulumi.ResourceOptions>(opts?: T): T & { parent: pulumi.Resource; aliases: pulumi.Input<pulumi.Alias>[] } {
         return { ...(opts ?? ({} as T)), parent: this, aliases: [{ parent: this.#cluster }] };
     }
+}
+
+/**
+ * The firewall of one node: members are every node's interconnect addresses; SSH (22 and the
+ * configured port) and the user's ports are open to all; the head also serves the API (to
+ * firewall.apiAllowFrom, or all) and, when the user moved it off loopback, the Ray dashboard.
+ */
+export function firewallSpec(node: NodeConfig, cluster: Config): FirewallSpec {
+    const isHead = node.name === cluster.head.name;
+    const dashboardExposed = isHead && cluster.model.executor === "ray" && !["127.0.0.1", "localhost"].includes(cluster.ray.dashboardHost);
+    const tcp = [
+        22,
+        node.ssh.port,
+        ...cluster.firewall.allowPorts.filter((p) => p.protocol === "tcp").map((p) => p.port),
+        ...(dashboardExposed ? [cluster.ray.dashboardPort] : []),
+    ];
+    return {
+        node: node.name,
+        members: cluster.nodes.flatMap((n) => n.interconnect.map((iface) => iface.ip)),
+        openTcp: [...new Set(tcp)].sort((a, b) => a - b),
+        openUdp: [...new Set(cluster.firewall.allowPorts.filter((p) => p.protocol === "udp").map((p) => p.port))].sort((a, b) => a - b),
+        api: isHead ? { port: cluster.model.apiPort, allowFrom: cluster.firewall.apiAllowFrom } : undefined,
+    };
 }

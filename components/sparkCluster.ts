@@ -29,6 +29,8 @@ export class SparkCluster extends pulumi.ComponentResource {
     public readonly dashboard?: string;
     /** PFC result per node (`enabled: …` / `lossy: …` / `skipped: …`). */
     public readonly roce: pulumi.Output<Record<string, string>>;
+    /** Firewall per node: what is open to whom. */
+    public readonly firewall: pulumi.Output<Record<string, string>>;
     /** Ray per node: its version and whether token authentication is on (or why Ray is not used). */
     public readonly ray: pulumi.Output<Record<string, string>>;
 
@@ -55,6 +57,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                     objectStoreMemoryMb: config.ray.objectStoreMemoryMb,
                     dashboardHost: config.ray.dashboardHost,
                     dashboardPort: config.ray.dashboardPort,
+                    ports: config.ray,
                 },
             });
             const ssh = config.head.ssh;
@@ -102,6 +105,7 @@ export class SparkCluster extends pulumi.ComponentResource {
         this.servedModel = servers[0].servedModel;
         this.transport = config.transport;
         this.roce = pulumi.all(nodes.map((n) => n.roceStatus)).apply((statuses) => Object.fromEntries(nodes.map((n, i) => [n.node.name, statuses[i]])));
+        this.firewall = pulumi.all(nodes.map((n) => n.firewallStatus)).apply((statuses) => Object.fromEntries(nodes.map((n, i) => [n.node.name, statuses[i]])));
         this.ray = rayHead
             ? pulumi.all(nodes.map((n) => n.rayVersion)).apply((versions) => Object.fromEntries(nodes.map((n, i) => [n.node.name, rayAuthStatus(versions[i])])))
             : pulumi.output(Object.fromEntries(nodes.map((n) => [n.node.name, "not used: model.executor is mp"])));

@@ -98,3 +98,12 @@ export function formatSubnet(cidr: Cidr): string {
 export function subnetsOverlap(a: Cidr, b: Cidr): boolean {
     return a.network <= b.broadcast && b.network <= a.broadcast;
 }
+
+/** Why `text` is not an IPv4 source range `a.b.c.d/prefix` (prefix 0..32, e.g. a LAN 192.168.1.0/24), or undefined. */
+export function ipv4RangeProblem(text: string): string | undefined {
+    const match = /^([^/]*)\/([0-9]{1,2})$/.exec(text);
+    if (!match || parseIpv4(match[1]) === undefined || Number(match[2]) > 32) {
+        return "must be an IPv4 range a.b.c.d/prefix, e.g. 192.168.1.0/24";
+    }
+    return undefined;
+}

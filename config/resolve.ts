@@ -71,6 +71,26 @@ export interface NodeConfig {
     roce: RoceDecision;
 }
 
+/** A port opened to everyone in the firewall. */
+export interface OpenPort {
+    port: number;
+    protocol: "tcp" | "udp";
+}
+
+/** The firewall section with `allowPorts` taken apart. */
+export interface FirewallConfig {
+    enabled: boolean;
+    /** Source ranges allowed to reach the API port; empty: anyone. */
+    apiAllowFrom: string[];
+    allowPorts: OpenPort[];
+}
+
+/** `8080` or `"5353/udp"` (validated by the schema) as a port and protocol. */
+export function parseOpenPort(value: number | string): OpenPort {
+    const [port, protocol] = String(value).split("/");
+    return { port: Number(port), protocol: protocol === "udp" ? "udp" : "tcp" };
+}
+
 /** The model section with parallelism, served name and eager mode resolved. */
 export interface ModelConfig extends Omit<ParsedModel, "tensorParallel" | "pipelineParallel" | "servedName" | "enforceEager"> {
     tensorParallel: number;
@@ -96,6 +116,7 @@ export interface Config {
     roce: z.output<typeof RoceSchema>;
     nccl: Omit<z.output<typeof NcclSchema>, "transport">;
     ray: z.output<typeof RaySchema>;
+    firewall: FirewallConfig;
     model: ModelConfig;
     apiKey: SecretString;
     hfToken?: SecretString;
@@ -224,6 +245,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         roce: parsed.roce,
         nccl,
         ray: parsed.ray,
+        firewall: { ...parsed.firewall, allowPorts: parsed.firewall.allowPorts.map(parseOpenPort) },
         model: {
             ...model,
             ...resolveParallelism({ tensorParallel, pipelineParallel }, totalGpus),

@@ -5,7 +5,7 @@
  * from here, so the example cannot drift from the field).
  */
 import { z } from "zod";
-import { isHostOrIpv4, interfaceAddressProblem } from "./ipv4";
+import { interfaceAddressProblem, ipv4RangeProblem, isHostOrIpv4 } from "./ipv4";
 import { CONFIG_NAMESPACE, DEFAULT_VLLM_IMAGE } from "./namespace";
 import { GpuMemoryGiBSchema } from "./fitPlanner";
 import { ModelSizeSchema } from "./modelSize";
@@ -246,6 +246,67 @@ export const RaySchema = z.strictObject({
     objectStoreMemoryMb: z.int().min(64).optional().meta({ example: "8192" }),
     /** Logical CPUs each node offers to Ray (`ray start --num-cpus`). Defaults to Ray's own count. */
     numCpus: z.int().min(1).optional().meta({ example: "8" }),
+    // Ray picks these at random unless `ray start` pins them; pinned, every port the cluster uses
+    // can be named (README, "Ports"). Members reach them; the firewall keeps everyone else out.
+    /** Ray client server on the head (`--ray-client-server-port`). Defaults to 10001. */
+    clientServerPort: port().default(10001).meta({ example: "10001" }),
+    /** Raylet's node manager on every node (`--node-manager-port`). Defaults to 6800. */
+    nodeManagerPort: port().default(6800).meta({ example: "6800" }),
+    /** Object manager on every node (`--object-manager-port`). Defaults to 6801. */
+    objectManagerPort: port().default(6801).meta({ example: "6801" }),
+    /** Runtime-env agent on every node (`--runtime-env-agent-port`). Defaults to 6802. */
+    runtimeEnvAgentPort: port().default(6802).meta({ example: "6802" }),
+    /** Dashboard agent's gRPC port on every node (`--dashboard-agent-grpc-port`). Defaults to 6803. */
+    dashboardAgentGrpcPort: port().default(6803).meta({ example: "6803" }),
+    /** Dashboard agent's HTTP port on every node (`--dashboard-agent-listen-port`). Defaults to 52365. */
+    dashboardAgentListenPort: port().default(52365).meta({ example: "52365" }),
+    /** Metrics export on every node (`--metrics-export-port`). Defaults to 6804. */
+    metricsExportPort: port().default(6804).meta({ example: "6804" }),
+    /** First port of Ray's worker processes (`--min-worker-port`). Defaults to 10002. */
+    minWorkerPort: port().default(10002).meta({ example: "10002" }),
+    /** Last port of Ray's worker processes (`--max-worker-port`); one per worker process. Defaults to 10101. */
+    maxWorkerPort: port().default(10101).meta({ example: "10101" }),
+});
+
+/** A port a user opens in the firewall: `8080` (TCP) or `5353/udp`. */
+const OPEN_PORT = /^([1-9][0-9]{0,4})(\/(tcp|udp))?$/;
+
+/**
+ * The nodes' firewall: nftables rules in a table of our own (`inet spark_cluster`), so that only the
+ * cluster's own nodes reach its internal ports (Ray, torch/vLLM, NCCL: several are random).
+ */
+export const FirewallSchema = z.strictObject({
+    /**
+     * Accept new connections from outside the cluster only on SSH, the API port (head) and
+     * `allowPorts`; members (their interconnect addresses) reach everything. Off leaves the
+     * nodes' firewall as it is (the internal ports then listen to the world). Defaults to true.
+     */
+    enabled: z.boolean().default(true).meta({ example: "true" }),
+    /** Source ranges allowed to reach the API port, e.g. your LAN. Defaults to [] (anyone; the API key guards /v1). */
+    apiAllowFrom: z
+        .array(
+            z
+                .string()
+                .refine((text) => ipv4RangeProblem(text) === undefined, { error: "must be an IPv4 range a.b.c.d/prefix, e.g. 192.168.1.0/24" })
+                .meta({ example: "192.168.1.0/24" }),
+        )
+        .default([])
+        .meta({ example: "[192.168.1.0/24]" }),
+    /** More ports to accept from anyone: `8080` (TCP) or `5353/udp`. Defaults to []. */
+    allowPorts: z
+        .array(
+            z
+                .union([
+                    port(),
+                    z
+                        .string()
+                        .regex(OPEN_PORT, { error: "must be a port like 8080 or 5353/udp" })
+                        .refine((text) => Number(text.split("/")[0]) <= 65535, { error: "must be a port 1-65535" }),
+                ])
+                .meta({ example: "8080 (or 5353/udp)" }),
+        )
+        .default([])
+        .meta({ example: "[8080, 5353/udp]" }),
 });
 
 /** What vLLM serves and how. */
@@ -358,6 +419,8 @@ export const ClusterConfigSchema = z.strictObject({
     roce: RoceSchema.prefault({}).meta({ example: "{ enabled: true, priority: 3 }" }),
     /** NCCL settings. Defaults to transport auto, debug WARN. */
     nccl: NcclSchema.prefault({}).meta({ example: "{ transport: auto, debug: WARN }" }),
+    /** Firewall on every node. Defaults to on: only SSH, the API and `allowPorts` from outside the cluster. */
+    firewall: FirewallSchema.prefault({}).meta({ example: "{ enabled: true, apiAllowFrom: [192.168.1.0/24] }" }),
     /** Ray settings. Defaults to ports 6379/8265, dashboard on 127.0.0.1. */
     ray: RaySchema.prefault({}).meta({ example: "{ port: 6379, dashboardHost: 127.0.0.1, dashboardPort: 8265 }" }),
     /** The model and vLLM settings. Required (at least `source`). */

@@ -7,6 +7,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ./scripts/bootstrap.sh
 source scripts/env.sh
 
+echo "== host tools the tests run (Debian packages): nft checks the rendered firewall rules"
+if ! command -v nft >/dev/null; then
+  apt-get install -y -q nftables >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q nftables >/dev/null; }
+fi
+
 echo "== typecheck (tsc, strict) and lint (eslint + @pulumi/eslint-plugin)"
 rm -rf build  # no stale compiled tests from files that no longer exist
 tsc -p tsconfig.json

@@ -715,7 +715,21 @@ describe("a minimal config gets the documented defaults", () => {
         assert.deepEqual(config.interconnect, { topology: "pair", mtu: 9000 });
         assert.deepEqual(config.roce, { enabled: true, priority: 3, trustDscp: true, peermem: true });
         assert.deepEqual(config.nccl, { debug: "WARN", overrides: {} });
-        assert.deepEqual(config.ray, { port: 6379, dashboardHost: "127.0.0.1", dashboardPort: 8265 });
+        assert.deepEqual(config.ray, {
+            port: 6379,
+            dashboardHost: "127.0.0.1",
+            dashboardPort: 8265,
+            clientServerPort: 10001,
+            nodeManagerPort: 6800,
+            objectManagerPort: 6801,
+            runtimeEnvAgentPort: 6802,
+            dashboardAgentGrpcPort: 6803,
+            dashboardAgentListenPort: 52365,
+            metricsExportPort: 6804,
+            minWorkerPort: 10002,
+            maxWorkerPort: 10101,
+        });
+        assert.deepEqual(config.firewall, { enabled: true, apiAllowFrom: [], allowPorts: [] });
         assert.equal(config.transport, "roce");
     });
 
@@ -1198,10 +1212,11 @@ describe("examples live beside their fields", () => {
             return [{ path: [...prefix, "*"], root }];
         }
         if (def.type === "union") {
-            return (def.options ?? []).flatMap((arm) => {
-                const kind = [...(arm as { shape: { kind: { _zod: { values: Set<string> } } } }).shape.kind._zod.values][0];
-                return keyPaths(arm, prefix, { nodes: [{ runtime: { kind } }] });
-            });
+            // The runtime union: one walk per arm, picked by its `kind`; a union of scalars (allowPorts) has no keys.
+            const arms = (def.options ?? []) as { shape?: { kind?: { _zod: { values: Set<string> } } } }[];
+            return arms.flatMap((arm) =>
+                arm.shape?.kind ? keyPaths(arm, prefix, { nodes: [{ runtime: { kind: [...arm.shape.kind._zod.values][0] } }] }) : [],
+            );
         }
         return [];
     }

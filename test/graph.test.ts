@@ -338,6 +338,8 @@ const RAY_PAIR: Readonly<Record<string, string>> = {
             [`${node}-roce-apply`, COMMAND],
             [`${node}-nccl`, COMPONENT("NcclConfig")],
             [`${node}-nccl-files`, COMMAND],
+            [`${node}-firewall`, COMPONENT("Firewall")],
+            [`${node}-firewall-apply`, COMMAND],
         ]),
     ),
     "spark-a": COMPONENT("ClusterNode"),
@@ -392,6 +394,8 @@ describe("a two-Spark Ray cluster", () => {
             "spark-a-roce-apply": "spark-a-roce",
             "spark-a-nccl": "spark-a",
             "spark-a-nccl-files": "spark-a-nccl",
+            "spark-a-firewall": "spark-a",
+            "spark-a-firewall-apply": "spark-a-firewall",
             "spark-b": "dev",
             "spark-b-ssh": "spark-b",
             "spark-b-probe": "spark-b",
@@ -401,6 +405,8 @@ describe("a two-Spark Ray cluster", () => {
             "spark-b-roce-apply": "spark-b-roce",
             "spark-b-nccl": "spark-b",
             "spark-b-nccl-files": "spark-b-nccl",
+            "spark-b-firewall": "spark-b",
+            "spark-b-firewall-apply": "spark-b-firewall",
             "spark-a-ray-head": "spark-a",
             "spark-a-ray-head-auth": "spark-a-ray-head",
             "spark-a-ray-head-unit": "spark-a-ray-head",
@@ -438,18 +444,20 @@ describe("a two-Spark Ray cluster", () => {
         const dependsOn = Object.fromEntries(result.resources.filter((r) => r.dependsOn.length > 0).map((r) => [r.name, r.dependsOn]));
         assert.deepEqual(dependsOn, {
             "spark-a-probe": ["spark-a-ssh"],
+            "spark-a-firewall": ["spark-a-ssh"],
             "spark-a-interconnect": ["spark-a-probe"],
             "spark-a-roce": ["spark-a-interconnect"],
             "spark-a-nccl": ["spark-a-interconnect", "spark-a-roce"],
             "spark-b-probe": ["spark-b-ssh"],
+            "spark-b-firewall": ["spark-b-ssh"],
             "spark-b-interconnect": ["spark-b-probe"],
             "spark-b-roce": ["spark-b-interconnect"],
             "spark-b-nccl": ["spark-b-interconnect", "spark-b-roce"],
-            "spark-a-ray-head": ["spark-a-interconnect", "spark-a-nccl"],
+            "spark-a-ray-head": ["spark-a-interconnect", "spark-a-nccl", "spark-a-firewall"],
             "spark-a-ray-head-unit": ["spark-a-ray-head-auth"],
             "spark-b-ray-worker-unit": ["spark-b-ray-worker-auth"],
             "spark-a-ray-head-ready": ["spark-a-ray-head-unit"],
-            "spark-b-ray-worker": ["spark-b-interconnect", "spark-b-nccl", "spark-a-ray-head-unit"],
+            "spark-b-ray-worker": ["spark-b-interconnect", "spark-b-nccl", "spark-b-firewall", "spark-a-ray-head-unit"],
             "spark-a-vllm": ["spark-a-ray-head"],
             "spark-a-vllm-unit": ["spark-a-vllm-secrets"],
             "spark-a-vllm-ready": ["spark-a-vllm-unit"],
@@ -728,8 +736,8 @@ describe("the mp executor", () => {
         assert.match(rank0, / --nnodes 2 --node-rank 0 --master-addr 192\.168\.100\.11 --master-port 29501 --host 0\.0\.0\.0 --port 8000/);
         assert.match(rank1, / --nnodes 2 --node-rank 1 --master-addr 192\.168\.100\.11 --master-port 29501 --headless/);
         assert.doesNotMatch(rank0 + rank1, /RAY_ADDRESS|spark-cluster-ray\.service/);
-        assert.deepEqual(get(result, "spark-a-vllm").dependsOn, ["spark-a-interconnect", "spark-a-nccl"]);
-        assert.deepEqual(get(result, "spark-b-vllm").dependsOn, ["spark-b-interconnect", "spark-b-nccl"]);
+        assert.deepEqual(get(result, "spark-a-vllm").dependsOn, ["spark-a-interconnect", "spark-a-nccl", "spark-a-firewall"]);
+        assert.deepEqual(get(result, "spark-b-vllm").dependsOn, ["spark-b-interconnect", "spark-b-nccl", "spark-b-firewall"]);
     });
 });
 

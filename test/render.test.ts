@@ -36,8 +36,9 @@ import {
     VLLM_SECRETS_PATH,
     unitPath,
 } from "../components/render/paths";
+import { FirewallSpec, firewallApplyScript, firewallRemoveScript, renderFirewallRules, renderFirewallUnit } from "../components/render/firewall";
 import { PfcSpec, pfcApplyScript, pfcRestoreScript, pfcVector, renderPeermemConf, renderPfcUnit } from "../components/render/pfc";
-import { RayStartSpec, rayReadyScript, rayStartArgv, renderRayEnv, renderRayUnit } from "../components/render/ray";
+import { RayPorts, RayStartSpec, rayReadyScript, rayStartArgv, renderRayEnv, renderRayUnit } from "../components/render/ray";
 import { VllmServeSpec, chatReadyScript, renderVllmUnit, vllmServeArgv } from "../components/render/vllm";
 import { argvText, matchSnapshot, unusedSnapshots } from "./snapshot";
 
@@ -122,6 +123,18 @@ const NCCL_CASES: readonly { name: string; spec: NcclSpec; nodeIp: string }[] = 
     { name: "socket-heterogeneous-overrides", spec: NCCL_SOCKET_THOR, nodeIp: "192.168.100.27" },
 ];
 
+/** Ray's pinned ports as config defaults them. */
+const RAY_PORTS: RayPorts = {
+    clientServerPort: 10001,
+    nodeManagerPort: 6800,
+    objectManagerPort: 6801,
+    runtimeEnvAgentPort: 6802,
+    dashboardAgentGrpcPort: 6803,
+    dashboardAgentListenPort: 52365,
+    metricsExportPort: 6804,
+    minWorkerPort: 10002,
+    maxWorkerPort: 10101,
+};
 const RAY_HEAD: RayStartSpec = {
     role: "head",
     nodeIp: "192.168.100.11",
@@ -130,6 +143,7 @@ const RAY_HEAD: RayStartSpec = {
     gpus: 1,
     dashboardHost: "127.0.0.1",
     dashboardPort: 8265,
+    ports: RAY_PORTS,
 };
 const RAY_WORKER: RayStartSpec = {
     role: "worker",
@@ -141,6 +155,7 @@ const RAY_WORKER: RayStartSpec = {
     objectStoreMemoryMb: 100,
     dashboardHost: "127.0.0.1",
     dashboardPort: 8265,
+    ports: RAY_PORTS,
 };
 
 const VLLM_RAY_FULL: VllmServeSpec = {
@@ -871,10 +886,6 @@ describe("the API key", () => {
     });
 });
 
-test("no snapshot file under test/__snapshots__/render.* is left unused", () => {
-    assert.deepEqual(unusedSnapshots("render."), []);
-});
-
 describe("the node probe", () => {
     /** Runs the probe against a fake venv whose python prints `version` (or fails when undefined). */
     function probeWith(version: string | undefined, executor: "ray" | "mp") {
@@ -921,4 +932,60 @@ describe("the node probe", () => {
         assert.match(rayAuthStatus("2.49.2"), /^Ray 2\.49\.2 is older than 2\.52\.0: it has no token authentication/);
         assert.equal(compareVersions("2.60.0", "2.9.1") > 0, true);
     });
+});
+
+describe("the firewall", () => {
+    const HEAD: FirewallSpec = {
+        node: "spark-a",
+        members: ["192.168.100.11", "192.168.101.11", "192.168.100.12", "192.168.101.12"],
+        openTcp: [22, 2222, 8080],
+        openUdp: [5353],
+        api: { port: 8000, allowFrom: ["192.168.1.0/24", "10.0.0.0/8"] },
+    };
+    const WORKER: FirewallSpec = { node: "spark-b", members: HEAD.members, openTcp: [22], openUdp: [] };
+
+    it("rules: members reach everything; SSH, the API (from its ranges) and the user's ports are open; the rest is refused", () => {
+        matchSnapshot("render.firewall.head.nft", renderFirewallRules(HEAD));
+        matchSnapshot("render.firewall.worker.nft", renderFirewallRules(WORKER));
+        matchSnapshot("render.firewall.unit.service", renderFirewallUnit());
+        assert.doesNotMatch(renderFirewallRules(WORKER), /dport 8000/, "a worker does not serve the API");
+    });
+
+    it("nft itself accepts the rules and loads only our table, in a network namespace of its own", () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "nft-"));
+        try {
+            const file = path.join(dir, "rules.nft");
+            fs.writeFileSync(file, renderFirewallRules(HEAD));
+            // Someone else's table exists before: ours must neither flush nor replace it.
+            const script = [
+                "set -euo pipefail",
+                "nft add table inet users_own",
+                "nft add chain inet users_own input '{ type filter hook input priority 0; policy accept; }'",
+                "nft add rule inet users_own input tcp dport 9999 accept",
+                "before=$(nft list table inet users_own)",
+                `nft -f ${file}`,
+                `nft -f ${file}`, // twice: it replaces our table, it does not stack
+                "nft list table inet spark_cluster | grep -c 'reject with tcp reset'",
+                '[ "$(nft list table inet users_own)" = "$before" ] && echo users-table-unchanged',
+            ].join("\n");
+            const r = spawnSync("unshare", ["--net", "bash", "-c", script], { encoding: "utf8" });
+            assert.equal(r.status, 0, r.stderr);
+            assert.equal(r.stdout, "1\nusers-table-unchanged\n");
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+
+    it("apply and remove scripts pass bash -n and touch only our table", () => {
+        for (const script of [firewallApplyScript(HEAD), firewallRemoveScript()]) {
+            assert.equal(spawnSync("bash", ["-n", "-c", script]).status, 0);
+            assert.doesNotMatch(script, /nft flush ruleset|nft delete table (?!inet spark_cluster)/);
+        }
+        matchSnapshot("render.firewall-apply.head.sh", firewallApplyScript(HEAD));
+    });
+});
+
+// Last: every describe above has matched its snapshots by now.
+test("no snapshot file under test/__snapshots__/render.* is left unused", () => {
+    assert.deepEqual(unusedSnapshots("render."), []);
 });

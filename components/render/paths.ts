@@ -21,10 +21,12 @@ export const RAY_ENV_PATH = `${CONFIG_DIR}/ray.env`;
 /** Root-only env file with the API key and HF token: never in argv, state or logs. */
 export const VLLM_SECRETS_PATH = `${CONFIG_DIR}/vllm.env`;
 export const PEERMEM_CONF = "/etc/modules-load.d/nvidia-peermem.conf";
+/** The nftables ruleset of our table, loaded by the firewall unit at boot. */
+export const FIREWALL_RULES_PATH = `${CONFIG_DIR}/firewall.nft`;
 
 export const UNIT_DIR = "/etc/systemd/system";
 /** Our systemd units, without `.service`. */
-export const UNITS = { ray: "spark-cluster-ray", vllm: "spark-cluster-vllm", pfc: "spark-cluster-pfc" } as const;
+export const UNITS = { ray: "spark-cluster-ray", vllm: "spark-cluster-vllm", pfc: "spark-cluster-pfc", firewall: "spark-cluster-firewall" } as const;
 /** Container names of our units (docker runtime), so ExecStop and `docker exec` find them. */
 export const CONTAINER_NAMES = { ray: "spark-cluster-ray", vllm: "spark-cluster-vllm" } as const;
 

@@ -7,6 +7,19 @@ import { bashScript, shellQuote } from "./host/shell";
 import { renderUnit } from "./host/systemd";
 import { CONTAINER_NAMES, MANAGED_MARKER, RAY_ENV_PATH, RUNTIME_ENV_PATH, UNITS } from "./paths";
 
+/** Ray's ports that `ray start` would otherwise pick at random: pinned, so each can be named (and firewalled). */
+export interface RayPorts {
+    clientServerPort: number;
+    nodeManagerPort: number;
+    objectManagerPort: number;
+    runtimeEnvAgentPort: number;
+    dashboardAgentGrpcPort: number;
+    dashboardAgentListenPort: number;
+    metricsExportPort: number;
+    minWorkerPort: number;
+    maxWorkerPort: number;
+}
+
 export interface RayStartSpec {
     role: "head" | "worker";
     nodeIp: string;
@@ -17,9 +30,10 @@ export interface RayStartSpec {
     objectStoreMemoryMb?: number;
     dashboardHost: string;
     dashboardPort: number;
+    ports: RayPorts;
 }
 
-/** `ray start --block …` pinned to the node's interconnect address. */
+/** `ray start --block …` pinned to the node's interconnect address, every port named. */
 export function rayStartArgv(spec: RayStartSpec): string[] {
     const argv = ["ray", "start", "--block", `--node-ip-address=${spec.nodeIp}`, `--num-gpus=${spec.gpus}`];
     if (spec.role === "head") {
@@ -29,10 +43,21 @@ export function rayStartArgv(spec: RayStartSpec): string[] {
             "--include-dashboard=true",
             `--dashboard-host=${spec.dashboardHost}`,
             `--dashboard-port=${spec.dashboardPort}`,
+            `--ray-client-server-port=${spec.ports.clientServerPort}`,
         );
     } else {
         argv.push(`--address=${spec.headIp}:${spec.port}`);
     }
+    argv.push(
+        `--node-manager-port=${spec.ports.nodeManagerPort}`,
+        `--object-manager-port=${spec.ports.objectManagerPort}`,
+        `--runtime-env-agent-port=${spec.ports.runtimeEnvAgentPort}`,
+        `--dashboard-agent-grpc-port=${spec.ports.dashboardAgentGrpcPort}`,
+        `--dashboard-agent-listen-port=${spec.ports.dashboardAgentListenPort}`,
+        `--metrics-export-port=${spec.ports.metricsExportPort}`,
+        `--min-worker-port=${spec.ports.minWorkerPort}`,
+        `--max-worker-port=${spec.ports.maxWorkerPort}`,
+    );
     if (spec.numCpus !== undefined) {
         argv.push(`--num-cpus=${spec.numCpus}`);
     }

@@ -1,0 +1,129 @@
+// The Firewall layer: an nftables table of our own on every node. Only the
+// cluster's own nodes (their interconnect addresses) reach its internal ports
+// — Ray's (pinned), torch/vLLM's and NCCL's (several random) — while SSH, the
+// API port (head) and the ports the user lists stay reachable from outside.
+// Nobody else's rules are touched: the file replaces our table alone, and a
+// drop in our chain holds whatever other tables (ufw, docker) accept.
+import { HOST_LIB } from "./host/lib";
+import { bashScript, heredoc, shellQuote } from "./host/shell";
+import { systemdJoin } from "./host/systemd";
+import { CONFIG_DIR, FIREWALL_RULES_PATH, MANAGED_MARKER, UNITS, unitPath } from "./paths";
+
+/** Our nftables table: `inet spark_cluster`. */
+export const NFT_TABLE = "spark_cluster";
+/** Where Debian and Ubuntu install nft. */
+const NFT = "/usr/sbin/nft";
+
+export interface FirewallSpec {
+    node: string;
+    /** Interconnect addresses of every node of the cluster: they reach everything. */
+    members: string[];
+    /** TCP ports anyone may connect to (SSH, the API on the head, the user's). */
+    openTcp: number[];
+    /** UDP ports anyone may send to (the user's). */
+    openUdp: number[];
+    /** The API port and the source ranges it is restricted to (head only; none: open to anyone, or not here). */
+    api?: { port: number; allowFrom: string[] };
+}
+
+function set(values: readonly (string | number)[]): string {
+    return `{ ${values.join(", ")} }`;
+}
+
+/** The ruleset file: deletes our table and defines it again, in one atomic `nft -f`. */
+export function renderFirewallRules(spec: FirewallSpec): string {
+    const lines = [
+        `# ${MANAGED_MARKER}`,
+        `# Firewall of ${spec.node}: \`nft -f\` replaces the table inet ${NFT_TABLE} and nothing else.`,
+        `table inet ${NFT_TABLE}`,
+        `delete table inet ${NFT_TABLE}`,
+        `table inet ${NFT_TABLE} {`,
+        `    set members {`,
+        `        type ipv4_addr`,
+        `        elements = ${set(spec.members)}`,
+        `    }`,
+        `    chain input {`,
+        `        type filter hook input priority filter; policy accept;`,
+        `        iif "lo" accept`,
+        `        ct state established,related accept`,
+        `        ip saddr @members accept`,
+        `        meta l4proto { icmp, ipv6-icmp } accept`,
+        // DHCP and DHCPv6 clients: the management address keeps its lease.
+        `        udp dport { 68, 546 } accept`,
+        ...(spec.openTcp.length > 0 ? [`        tcp dport ${set(spec.openTcp)} accept`] : []),
+        ...(spec.api ? [`        ${spec.api.allowFrom.length > 0 ? `ip saddr ${set(spec.api.allowFrom)} ` : ""}tcp dport ${spec.api.port} accept`] : []),
+        ...(spec.openUdp.length > 0 ? [`        udp dport ${set(spec.openUdp)} accept`] : []),
+        `        meta l4proto tcp reject with tcp reset`,
+        `        reject`,
+        `    }`,
+        `}`,
+    ];
+    return lines.join("\n") + "\n";
+}
+
+/** Loads our rules at boot, before the network and every unit of ours. */
+export function renderFirewallUnit(): string {
+    return (
+        [
+            `# ${MANAGED_MARKER}`,
+            "[Unit]",
+            "Description=spark-cluster: firewall (nftables table inet spark_cluster)",
+            "DefaultDependencies=no",
+            "Before=network-pre.target shutdown.target",
+            "Wants=network-pre.target",
+            "Conflicts=shutdown.target",
+            "",
+            "[Service]",
+            "Type=oneshot",
+            "RemainAfterExit=yes",
+            `ExecStart=${systemdJoin([NFT, "-f", FIREWALL_RULES_PATH])}`,
+            `ExecStop=${systemdJoin([NFT, "delete", "table", "inet", NFT_TABLE])}`,
+            "",
+            "[Install]",
+            "WantedBy=multi-user.target",
+        ].join("\n") + "\n"
+    );
+}
+
+/**
+ * Installs the rules and the boot unit, loads the rules when they changed or are not loaded, and
+ * verifies the table is there. Prints `status=…` last; says how to let members through when ufw
+ * is active (its own rules may drop what ours accept).
+ */
+export function firewallApplyScript(spec: FirewallSpec): string {
+    const ufwAllow = spec.members.map((ip) => `ufw allow from ${ip}`).join("; ");
+    return bashScript([
+        HOST_LIB,
+        `command -v nft >/dev/null || { echo ${shellQuote(`nft is not installed on ${spec.node}: install nftables (apt-get install nftables), or set spark-cluster:firewall.enabled to false`)} >&2; exit 1; }`,
+        heredoc(`rules=$(sc_install_file ${FIREWALL_RULES_PATH} 600`, renderFirewallRules(spec)) + "\n)",
+        heredoc(`unit=$(sc_install_file ${unitPath(UNITS.firewall)} 644`, renderFirewallUnit()) + "\n)",
+        `if [ "\${unit%% *}" = changed ]; then systemctl daemon-reload; fi`,
+        `systemctl enable --quiet ${UNITS.firewall}.service`,
+        `${NFT} -c -f ${FIREWALL_RULES_PATH}`,
+        `if [ "\${rules%% *}" = changed ] || ! ${NFT} list table inet ${NFT_TABLE} >/dev/null 2>&1; then`,
+        `  systemctl restart ${UNITS.firewall}.service`,
+        `  sc_log "firewall rules loaded"`,
+        `fi`,
+        `${NFT} list table inet ${NFT_TABLE} >/dev/null || { sc_log "the table inet ${NFT_TABLE} is not loaded"; exit 1; }`,
+        `if command -v ufw >/dev/null && ufw status 2>/dev/null | grep -q '^Status: active'; then`,
+        `  echo ${shellQuote(`status=ufw active: it may drop what the cluster's nodes need from each other; let them through with: ${ufwAllow}`)}`,
+        `else`,
+        `  echo ${shellQuote(`status=enabled: only the cluster's nodes reach its internal ports; open to all: tcp ${spec.openTcp.join(",") || "-"}${spec.api ? `, api ${spec.api.port}${spec.api.allowFrom.length > 0 ? ` from ${spec.api.allowFrom.join(",")}` : ""}` : ""}${spec.openUdp.length > 0 ? `, udp ${spec.openUdp.join(",")}` : ""}`)}`,
+        `fi`,
+    ]);
+}
+
+/** Removes our table, unit and rules file; nobody else's rules are touched. */
+export function firewallRemoveScript(): string {
+    return bashScript([
+        HOST_LIB,
+        `systemctl disable --now ${UNITS.firewall}.service 2>/dev/null || true`,
+        `if command -v nft >/dev/null; then ${NFT} delete table inet ${NFT_TABLE} 2>/dev/null || true; fi`,
+        `sc_remove_file ${unitPath(UNITS.firewall)}`,
+        `sc_remove_file ${FIREWALL_RULES_PATH}`,
+        `systemctl daemon-reload`,
+        `systemctl reset-failed ${UNITS.firewall}.service 2>/dev/null || true`,
+        `rmdir ${CONFIG_DIR} 2>/dev/null || true`,
+        "sc_cleanup_state",
+    ]);
+}
