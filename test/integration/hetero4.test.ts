@@ -7,7 +7,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { CONFIG_DIR, NETPLAN_PATH, STATE_DIR, UNITS, unitPath } from "../../components/render/paths";
 import { withExclusiveLab } from "../lab/lab-harness";
-import { NodeName, Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession, root, run, ssh } from "./stackSession";
+import { NodeName, Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession, root, run, scanFromOutsider, ssh } from "./stackSession";
 
 const members: NodeName[] = ["spark-a", "spark-b", "thor-a", "thor-b"];
 
@@ -89,11 +89,35 @@ describe("the mp executor on Sparks + Thors: pipeline parallel over four nodes, 
         assert.match(ssh("thor-a", "cat /etc/nccl.conf"), /^NCCL_IB_DISABLE=1$/m);
     });
 
+    it("the firewall: an outsider on the management network and on the interconnect switch reaches no internal port", async (t) => {
+        // The outsider is cabled to the interconnect switch with no address: give it one in the subnet.
+        ssh("outsider", "ip link set enp1s0f1np1 up && ip addr replace 192.168.100.99/24 dev enp1s0f1np1");
+        const scan = scanFromOutsider([
+            { node: "spark-a", addresses: ["10.77.0.11", "192.168.100.11"], open: [22, 8000] },
+            { node: "spark-b", addresses: ["10.77.0.12", "192.168.100.12"], open: [22] },
+            { node: "thor-a", addresses: ["10.77.0.21", "192.168.100.21"], open: [22] },
+            { node: "thor-b", addresses: ["10.77.0.22", "192.168.100.22"], open: [22] },
+        ]);
+        t.diagnostic(`outsider scan: ${scan.tried} address:port pairs tried, all refused: ${scan.ports.join(" ")}`);
+        assert.ok(scan.ports.includes("192.168.100.11:29501"), "vLLM's master port on the interconnect is among them");
+        // A member reaches the same port over the interconnect.
+        assert.equal(ssh("thor-a", "timeout 3 bash -c 'exec 3<>/dev/tcp/192.168.100.11/29501' && echo reached").trim(), "reached");
+        const endpoint = pulumi(session, "stack", "output", "endpoint").trim();
+        assert.equal((await fetch(`${endpoint}/models`, { signal: AbortSignal.timeout(10_000) })).status, 401, "the API answers 401 without the key");
+        assert.match(await chat(endpoint, apiKey, "tiny-chat"), /thor-b/, "members still serve");
+        ssh("outsider", "ip addr flush dev enp1s0f1np1");
+    });
+
     it("a second up changes nothing, and destroy cleans every node", () => {
         pulumiWithConfig(session, "up", "--yes", "--skip-preview", "--expect-no-changes");
         pulumiWithConfig(session, "destroy", "--yes", "--skip-preview");
         for (const node of members) {
-            assert.equal(ssh(node, `ls ${NETPLAN_PATH} ${CONFIG_DIR} ${STATE_DIR} ${unitPath(UNITS.vllm)} 2>/dev/null || true`).trim(), "", `${node} is clean`);
+            assert.equal(
+                ssh(node, `ls ${NETPLAN_PATH} ${CONFIG_DIR} ${STATE_DIR} ${unitPath(UNITS.vllm)} ${unitPath(UNITS.firewall)} 2>/dev/null || true`).trim(),
+                "",
+                `${node} is clean`,
+            );
+            assert.equal(ssh(node, "nft list tables").trim(), "", `${node} has no table of ours`);
         }
         assert.ok(fs.existsSync(session.configFile));
     });

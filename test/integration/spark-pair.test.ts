@@ -34,6 +34,7 @@ import {
     removeSession,
     root,
     run,
+    scanFromOutsider,
     secondsUntilAnswering,
     setConfig,
     ssh,
@@ -244,10 +245,20 @@ for (const executor of ["ray", "mp"] as const) {
         let apiKey = "";
         let endpoint = "";
 
+        const usersTable: Partial<Record<NodeName, string>> = {};
+
         before(() => {
             session = newSession();
             setConfig(session, "spark-cluster:model.executor", executor);
             apiKey = apiKeyOf(session);
+            for (const node of members) {
+                // A rule of the user's own, from before spark-cluster: it must come through untouched.
+                ssh(
+                    node,
+                    "nft add table inet users_own && nft add chain inet users_own input '{ type filter hook input priority 0; policy accept; }' && nft add rule inet users_own input tcp dport 9999 accept",
+                );
+                usersTable[node] = ssh(node, "nft list table inet users_own");
+            }
         });
 
         it("converges and answers a chat completion naming both nodes", async () => {
@@ -258,7 +269,29 @@ for (const executor of ["ray", "mp"] as const) {
         });
 
         if (executor === "ray") {
-            it("a node outside the cluster cannot join Ray; members can", () => {
+            it("the firewall: from the outsider every port of the members but SSH and the API is refused; the API wants the key", async (t) => {
+                const scan = scanFromOutsider([
+                    { node: "spark-a", addresses: ["10.77.0.11"], open: [22, 8000] },
+                    { node: "spark-b", addresses: ["10.77.0.12"], open: [22] },
+                ]);
+                t.diagnostic(`outsider scan: ${scan.tried} listening ports tried on the members' management addresses, all refused: ${scan.ports.join(" ")}`);
+                assert.ok(scan.ports.includes("10.77.0.11:6379"), "Ray's GCS port is among them");
+                const unauthorized = await fetch(`${endpoint}/models`, { signal: AbortSignal.timeout(10_000) });
+                assert.equal(unauthorized.status, 401, "the API answers 401 without the key");
+                const status = JSON.parse(pulumi(session, "stack", "output", "firewall", "--json")) as Record<string, string>;
+                assert.match(status["spark-a"], /^enabled: only the cluster's nodes reach its internal ports; open to all: tcp 22, api 8000$/);
+            });
+
+            it("firewall off: our table goes, the user's own table stays as it was", () => {
+                setConfig(session, "spark-cluster:firewall.enabled", "false");
+                pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+                for (const node of members) {
+                    assert.equal(ssh(node, "nft list tables").trim(), "table inet users_own", `${node} keeps only the user's table`);
+                    assert.equal(ssh(node, "nft list table inet users_own"), usersTable[node], `${node}: the user's table is unchanged`);
+                }
+            });
+
+            it("a node outside the cluster cannot join Ray (token authentication, firewall off); members can", () => {
                 const attempt = ssh(
                     "outsider",
                     "timeout 60 /opt/lab-venv/bin/ray start --address=10.77.0.11:6379 --num-cpus=1 > /tmp/join.log 2>&1; echo rc=$?; tail -n 5 /tmp/join.log; /opt/lab-venv/bin/ray stop --force >/dev/null 2>&1 || true",
@@ -299,11 +332,14 @@ for (const executor of ["ray", "mp"] as const) {
             });
         }
 
-        it("a pulumi up after the faults changes nothing, and destroy cleans up", () => {
+        it("a pulumi up after the faults changes nothing, and destroy cleans up (the user's table stays)", () => {
             pulumiWithConfig(session, "up", "--yes", "--skip-preview", "--expect-no-changes");
             removeSession(session);
             for (const node of members) {
                 assert.equal(ssh(node, `ls ${OUR_PATHS.join(" ")} 2>/dev/null || true`).trim(), "", `${node} is clean`);
+                assert.equal(ssh(node, "nft list tables").trim(), "table inet users_own", `${node} has no table of ours`);
+                assert.equal(ssh(node, "nft list table inet users_own"), usersTable[node], `${node}: the user's table is unchanged`);
+                ssh(node, "nft delete table inet users_own");
             }
         });
     });

@@ -153,3 +153,41 @@ export async function secondsUntilAnswering(endpoint: string, apiKey: string, mo
     }
     throw new Error(`the endpoint did not answer within ${limitSeconds} s; last error: ${last}`);
 }
+
+/** A member to scan: the addresses to try it on, and the ports that must stay open to everyone. */
+export interface ScanTarget {
+    node: NodeName;
+    addresses: string[];
+    open: number[];
+}
+
+/**
+ * Every TCP port the targets listen on (as `ss` lists them, loopback-only sockets left out) but the
+ * open ones is tried from the outsider node, on every address given; each must fail (refused, or
+ * no route). Returns how many were tried, and fails when any connected.
+ */
+export function scanFromOutsider(targets: readonly ScanTarget[], outsider: NodeName = "outsider"): { tried: number; ports: string[] } {
+    const probes: string[] = [];
+    for (const target of targets) {
+        const listening = ssh(target.node, "ss -Hltn")
+            .split("\n")
+            .map((line) => line.trim().split(/\s+/)[3] ?? "")
+            .filter((local) => local !== "" && !/^(127\.|\[::1\])/.test(local))
+            .map((local) => Number(local.slice(local.lastIndexOf(":") + 1)));
+        const ports = [...new Set(listening)].filter((port) => !target.open.includes(port)).sort((a, b) => a - b);
+        for (const address of target.addresses) {
+            probes.push(...ports.map((port) => `${address}:${port}`));
+        }
+    }
+    assert.ok(probes.length >= 3, `the members listen on internal ports to scan (found ${probes.join(" ")})`);
+    const script = probes
+        .map((probe) => {
+            const [address, port] = probe.split(":");
+            return `timeout 3 bash -c 'exec 3<>/dev/tcp/${address}/${port}' 2>/dev/null && echo "OPEN ${probe}"`;
+        })
+        .concat(["true"])
+        .join("\n");
+    const open = ssh(outsider, script, 600).trim();
+    assert.equal(open, "", `the outsider reached internal ports:\n${open}`);
+    return { tried: probes.length, ports: probes };
+}
