@@ -30,6 +30,8 @@ export const endpoint = sparkCluster.endpoint;
 export const servedModel = sparkCluster.servedModel;
 export const transport = sparkCluster.transport;
 export const roce = sparkCluster.roce;
+/** The SSH host key each node is pinned to: every command checks it (nodes[].ssh.hostKey, or recorded on first contact). */
+export const hostKeys = sparkCluster.hostKeys;
 /** Firewall per node: only the cluster's nodes reach its internal ports; what is open to all. */
 export const firewall = sparkCluster.firewall;
 /** Ray per node: version and token authentication (ray executor), or why Ray is not used. */

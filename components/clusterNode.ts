@@ -3,7 +3,8 @@ import type { Config, NodeConfig } from "../config";
 import { Firewall } from "./firewall";
 import { NcclConfig } from "./ncclConfig";
 import { NetplanInterconnect } from "./netplanInterconnect";
-import { NodeHost, SSH_READY_SCRIPT, nodeConnection } from "./nodeConnection";
+import { SSH_READY_SCRIPT, recordedHostKey } from "./hostKey";
+import { Connection, NodeHost, nodeConnection } from "./nodeConnection";
 import { hcasFor, parseIbdev2netdev, parseRayVersion, resolveInterfaceNames } from "./nodeFacts";
 import { typeToken } from "./package";
 import { FirewallSpec } from "./render/firewall";
@@ -31,7 +32,9 @@ export interface ClusterNodeArgs {
  */
 export class ClusterNode extends pulumi.ComponentResource {
     public readonly node: NodeConfig;
-    /** The node's connection and SSH user, bound once. */
+    /** The SSH host key every command of this node checks (configured, or recorded on first contact). */
+    public readonly hostKey: pulumi.Output<string>;
+    /** The node's connection (host key pinned) and SSH user, bound once. */
     public readonly host: NodeHost;
     public readonly interconnect: NetplanInterconnect;
     public readonly nccl: NcclConfig;
@@ -50,9 +53,13 @@ export class ClusterNode extends pulumi.ComponentResource {
         const { node, cluster } = args;
         this.node = node;
         this.#cluster = opts.parent;
-        this.host = new NodeHost(nodeConnection(node), node.ssh.user);
-
-        const ssh = this.host.command(`${node.name}-ssh`, { create: SSH_READY_SCRIPT }, this.childOptions());
+        // The SSH step checks the configured host key, if any; every later command the configured one,
+        // or the one the SSH step recorded on first contact.
+        const connection = nodeConnection(node);
+        const sshStep = new NodeHost(node.ssh.hostKey ? pinHostKey(connection, node.ssh.hostKey) : connection, node.ssh.user);
+        const ssh = sshStep.command(`${node.name}-ssh`, { create: SSH_READY_SCRIPT }, this.childOptions());
+        this.hostKey = node.ssh.hostKey ? pulumi.output(node.ssh.hostKey) : ssh.stdout.apply((out) => recordedHostKey(out) ?? "");
+        this.host = new NodeHost(pinHostKey(connection, this.hostKey), node.ssh.user);
         const probe = this.host.command(
             `${node.name}-probe`,
             { create: probeScript({ node: node.name, runtime: node.runtime, executor: cluster.model.executor }) },
@@ -163,4 +170,9 @@ export function firewallSpec(node: NodeConfig, cluster: Config): FirewallSpec {
         openUdp: [...new Set(cluster.firewall.allowPorts.filter((p) => p.protocol === "udp").map((p) => p.port))].sort((a, b) => a - b),
         api: isHead ? { port: cluster.model.apiPort, allowFrom: cluster.firewall.apiAllowFrom } : undefined,
     };
+}
+
+/** The connection with `hostKey` pinned (an empty key: not known, so not checked). */
+function pinHostKey(connection: pulumi.Output<Connection>, hostKey: pulumi.Input<string>): pulumi.Output<Connection> {
+    return pulumi.all([connection, hostKey]).apply(([c, key]) => (key ? { ...c, hostKey: key } : c));
 }

@@ -7,7 +7,7 @@ import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import * as command from "@pulumi/command";
 import type { NodeConfig } from "../config";
-import { bashScript, remoteCommand } from "./render/host/shell";
+import { remoteCommand } from "./render/host/shell";
 
 export type Connection = command.types.input.remote.ConnectionArgs;
 
@@ -113,6 +113,3 @@ export function nodeConnection(node: NodeConfig): pulumi.Output<Connection> {
         perDialTimeout: 10,
     });
 }
-
-/** The check every other step of a node depends on: SSH answers and we can act as root (directly or by passwordless sudo). */
-export const SSH_READY_SCRIPT = bashScript([`[ "$(id -u)" = 0 ] || { echo "need root (or passwordless sudo)"; exit 1; }`, `echo "ssh ok: $(hostname)"`]);

@@ -1,6 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { Config } from "../config";
 import { ClusterNode } from "./clusterNode";
+import { hostKeyFingerprint } from "./hostKey";
 import { rayAuthStatus } from "./nodeFacts";
 import { typeToken } from "./package";
 import { RayHead } from "./rayHead";
@@ -29,6 +30,8 @@ export class SparkCluster extends pulumi.ComponentResource {
     public readonly dashboard?: string;
     /** PFC result per node (`enabled: …` / `lossy: …` / `skipped: …`). */
     public readonly roce: pulumi.Output<Record<string, string>>;
+    /** The SSH host key fingerprint each node is pinned to (compare with `ssh-keygen -lf` on the node). */
+    public readonly hostKeys: pulumi.Output<Record<string, string>>;
     /** Firewall per node: what is open to whom. */
     public readonly firewall: pulumi.Output<Record<string, string>>;
     /** Ray per node: its version and whether token authentication is on (or why Ray is not used). */
@@ -105,6 +108,13 @@ export class SparkCluster extends pulumi.ComponentResource {
         this.servedModel = servers[0].servedModel;
         this.transport = config.transport;
         this.roce = pulumi.all(nodes.map((n) => n.roceStatus)).apply((statuses) => Object.fromEntries(nodes.map((n, i) => [n.node.name, statuses[i]])));
+        this.hostKeys = pulumi
+            .all(nodes.map((n) => n.hostKey))
+            .apply((keys) =>
+                Object.fromEntries(
+                    nodes.map((n, i) => [n.node.name, keys[i] ? `${hostKeyFingerprint(keys[i])} (${keys[i].split(" ")[0]})` : "not recorded yet"]),
+                ),
+            );
         this.firewall = pulumi.all(nodes.map((n) => n.firewallStatus)).apply((statuses) => Object.fromEntries(nodes.map((n, i) => [n.node.name, statuses[i]])));
         this.ray = rayHead
             ? pulumi.all(nodes.map((n) => n.rayVersion)).apply((versions) => Object.fromEntries(nodes.map((n, i) => [n.node.name, rayAuthStatus(versions[i])])))

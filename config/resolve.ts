@@ -61,7 +61,7 @@ export interface NodeConfig {
     name: string;
     kind: NodeKind;
     head: boolean;
-    ssh: { host: string; port: number; user: string; privateKey: SshKey };
+    ssh: { host: string; port: number; user: string; privateKey: SshKey; hostKey?: string };
     gpus: number;
     runtime: Runtime;
     interconnect: InterconnectInterface[];
@@ -221,7 +221,13 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         name: node.name,
         kind: node.kind,
         head: node.head,
-        ssh: { host: node.ssh.host, port: node.ssh.port, user: node.ssh.user, privateKey: sshKeyOf(node) },
+        ssh: {
+            host: node.ssh.host,
+            port: node.ssh.port,
+            user: node.ssh.user,
+            privateKey: sshKeyOf(node),
+            ...(node.ssh.hostKey !== undefined ? { hostKey: node.ssh.hostKey } : {}),
+        },
         gpus: node.gpus,
         runtime: node.runtime ?? DockerRuntimeSchema.parse({ kind: "docker" }),
         interconnect: interfaces[i].interconnect,

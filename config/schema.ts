@@ -60,6 +60,19 @@ export const SshSchema = z.strictObject({
      * cluster-wide key.
      */
     privateKeyPath: keyFilePath().optional().meta({ example: "/home/you/.ssh/id_ed25519" }),
+    /**
+     * The node's SSH host public key (a line of /etc/ssh/ssh_host_ed25519_key.pub, or what
+     * `ssh-keyscan -t ed25519 HOST` prints after the host name). Every command checks it; a
+     * changed key stops `up` for the node before anything runs there. Defaults to the key the node
+     * presented on first contact, recorded by its SSH step and enforced by every later command.
+     */
+    hostKey: z
+        .string()
+        .regex(/^(ssh-ed25519|ecdsa-sha2-nistp(256|384|521)|ssh-rsa) [A-Za-z0-9+/]+=*( [^\0-\x1f]*)?$/, {
+            error: "must be an SSH public key line like ssh-ed25519 AAAA... (from /etc/ssh/ssh_host_ed25519_key.pub)",
+        })
+        .optional()
+        .meta({ example: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI... root@spark-a" }),
 });
 
 /** Runs vLLM and Ray in a container driven by a systemd unit (Spark and workstation). */

@@ -11,7 +11,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { deriveRayAuthToken } from "../config";
-import { RecordedResource, SECRET_SIG, SECRET_SIG_KEY, Scenario, ScenarioResult } from "./graphHarness";
+import { MOCK_HOST_KEY, RecordedResource, SECRET_SIG, SECRET_SIG_KEY, Scenario, ScenarioResult } from "./graphHarness";
 
 // ---------------------------------------------------------------------------------------------
 // Scenarios
@@ -90,6 +90,14 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
     apiKey: {
         clusterName: "dev",
         values: withChange((v) => (v.apiKey = "graph-test-rotated-key-fedcba9876543210")),
+        secretKeys: SECRET_KEYS,
+    },
+    pinnedHostKey: {
+        clusterName: "dev",
+        values: withChange((v) => {
+            const nodes = v.nodes as Record<string, Record<string, unknown>>[];
+            nodes[0].ssh = { ...nodes[0].ssh, hostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIConfiguredConfiguredConfiguredConfigured" };
+        }),
         secretKeys: SECRET_KEYS,
     },
     rayToken: {
@@ -658,6 +666,24 @@ describe("secrets", () => {
             result.resources.flatMap((r) => occurrences(r.inputs, token).map((o) => r.name + ":" + o.path)),
             ["spark-a-ray-head-auth:stdin", "spark-b-ray-worker-auth:stdin"],
         );
+    });
+
+    it("every command but the SSH step checks the host key the SSH step recorded on first contact", async () => {
+        const result = await scenario("base");
+        for (const r of result.resources.filter((r) => r.type === COMMAND)) {
+            const connection = plain(r.inputs.connection) as { hostKey?: string };
+            assert.equal(connection.hostKey, r.name.endsWith("-ssh") ? undefined : MOCK_HOST_KEY, r.name);
+        }
+    });
+
+    it("a configured host key is checked by every command, the SSH step included", async () => {
+        const result = await scenario("pinnedHostKey");
+        const pinned = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIConfiguredConfiguredConfiguredConfigured";
+        for (const r of result.resources.filter((r) => r.type === COMMAND && r.name.startsWith("spark-a-"))) {
+            assert.equal((plain(r.inputs.connection) as { hostKey?: string }).hostKey, pinned, r.name);
+        }
+        const outputs = result.outputs as { hostKeys?: Record<string, string> };
+        assert.ok(outputs.hostKeys === undefined || /^SHA256:/.test(outputs.hostKeys["spark-a"]));
     });
 
     it("the SSH private key reaches only the connections, as a secret", async () => {

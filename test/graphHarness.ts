@@ -66,7 +66,13 @@ export const LAB_IBDEV2NETDEV = "rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)\nroceP2p
 const EXPECTED_TYPE = /^(spark-cluster:index:[A-Za-z]+|command:remote:Command)$/;
 
 /** The `stdout` a mocked remote.Command reports. */
+/** The host key a mocked SSH step reports. */
+export const MOCK_HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGraphTestHostKeyGraphTestHostKeyGraphTest";
+
 function mockStdout(name: string): string {
+    if (name.endsWith("-ssh")) {
+        return `ssh ok: ${name.replace(/-ssh$/, "")}\nhost-key=${MOCK_HOST_KEY}\n`;
+    }
     if (name.endsWith("-probe")) {
         return name.startsWith("thor-") ? "" : LAB_IBDEV2NETDEV;
     }

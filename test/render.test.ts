@@ -18,6 +18,7 @@ import * as yaml from "js-yaml";
 import { ConfigError, DockerRuntime, Runtime, VenvRuntime, parseConfig } from "../config";
 import { compareVersions, hcasFor, parseIbdev2netdev, parseRayVersion, rayAuthStatus, resolveInterfaceNames } from "../components/nodeFacts";
 import { probeScript } from "../components/render/probe";
+import { HOST_KEY_PREFIX, SSH_READY_SCRIPT, hostKeyFingerprint, recordedHostKey } from "../components/hostKey";
 import { installFileFromStdinScript, installFilesScript, installUnitScript, removeFilesScript, removeUnitScript } from "../components/render/host/files";
 import { HOST_LIB } from "../components/render/host/lib";
 import { execBeside } from "../components/render/host/runtime";
@@ -982,6 +983,24 @@ describe("the firewall", () => {
             assert.doesNotMatch(script, /nft flush ruleset|nft delete table (?!inet spark_cluster)/);
         }
         matchSnapshot("render.firewall-apply.head.sh", firewallApplyScript(HEAD));
+    });
+});
+
+describe("SSH host keys", () => {
+    it("the fingerprint is ssh-keygen's, and the SSH step's output gives the key to pin", () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "hostkey-"));
+        try {
+            execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", path.join(dir, "key")]);
+            const publicKey = fs.readFileSync(path.join(dir, "key.pub"), "utf8").trim();
+            const expected = execFileSync("ssh-keygen", ["-lf", path.join(dir, "key.pub")], { encoding: "utf8" }).split(" ")[1];
+            assert.equal(hostKeyFingerprint(publicKey), expected);
+            const keyLine = publicKey.split(" ").slice(0, 2).join(" ");
+            assert.equal(recordedHostKey(`ssh ok: spark-a\n${HOST_KEY_PREFIX}${keyLine}\n${HOST_KEY_PREFIX}ssh-rsa AAAAB3\n`), keyLine);
+            assert.equal(recordedHostKey("ssh ok: spark-a\n"), undefined);
+            assert.equal(spawnSync("bash", ["-n", "-c", SSH_READY_SCRIPT]).status, 0);
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
     });
 });
 

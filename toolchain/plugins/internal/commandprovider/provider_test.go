@@ -1028,6 +1028,18 @@ func TestAuthenticationAndHostKey(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "host key") {
 		t.Errorf("mismatching host key: err = %v", err)
 	}
+	// A changed host key is not retried (retrying cannot help), and the error names both fingerprints.
+	start := time.Now()
+	err = run(resource.PropertyMap{
+		"hostKey":        str(strings.TrimSpace(string(ssh.MarshalAuthorizedKey(otherKey)))),
+		"dialErrorLimit": resource.NewNumberProperty(20),
+	})
+	if err == nil || !strings.Contains(err.Error(), "has changed: expected "+ssh.FingerprintSHA256(otherKey)) || !strings.Contains(err.Error(), "Nothing was run there") {
+		t.Errorf("changed host key: err = %v", err)
+	}
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("a changed host key was retried for %s", elapsed)
+	}
 	// A private key that cannot be parsed: the error does not quote it.
 	err = run(resource.PropertyMap{"privateKey": str("-----BEGIN GARBAGE-----\nnot-a-key-material\n")})
 	if err == nil || strings.Contains(err.Error(), "not-a-key-material") {

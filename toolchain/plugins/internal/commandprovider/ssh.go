@@ -108,21 +108,47 @@ func authMethods(c *connection) ([]ssh.AuthMethod, func(), error) {
 	return methods, cleanup, nil
 }
 
-func hostKeyCallback(c *connection) (ssh.HostKeyCallback, error) {
+// hostKeyMismatchError is a host presenting another key than the connection's hostKey: retrying cannot
+// help (it is not a network error), and the message says what to check.
+type hostKeyMismatchError struct {
+	addr, want, got string
+}
+
+func (e *hostKeyMismatchError) Error() string {
+	return fmt.Sprintf("the SSH host key of %s has changed: expected %s, the host presented %s. "+
+		"Nothing was run there. If the host was reinstalled on purpose, pin its new key "+
+		"(ssh-keyscan it over a trusted network); otherwise someone may be impersonating it", e.addr, e.want, e.got)
+}
+
+// hostKeyCallback checks the server's key against the connection's hostKey, and returns the host key
+// algorithms to negotiate (the pinned key's, so that a host with several keys presents that one).
+func hostKeyCallback(c *connection) (ssh.HostKeyCallback, []string, error) {
 	if c.HostKey == nil || strings.TrimSpace(*c.HostKey) == "" {
 		// Upstream behaviour: without an expected host key, the server's key is not checked.
-		return ssh.InsecureIgnoreHostKey(), nil //nolint:gosec
+		return ssh.InsecureIgnoreHostKey(), nil, nil //nolint:gosec
 	}
 	text := []byte(strings.TrimSpace(*c.HostKey))
+	var want ssh.PublicKey
 	if key, _, _, _, err := ssh.ParseAuthorizedKey(text); err == nil {
-		return ssh.FixedHostKey(key), nil
+		want = key
+	} else if _, _, key, _, _, err := ssh.ParseKnownHosts(text); err == nil {
+		want = key
+	} else {
+		// The value is not quoted: it is part of the (secret) connection and might be a misplaced private key.
+		return nil, nil, fmt.Errorf("cannot parse the connection's hostKey: expected a public key such as " +
+			"\"ssh-ed25519 AAAA...\" (authorized_keys or known_hosts format)")
 	}
-	if _, _, key, _, _, err := ssh.ParseKnownHosts(text); err == nil {
-		return ssh.FixedHostKey(key), nil
+	check := func(addr string, _ net.Addr, got ssh.PublicKey) error {
+		if bytes.Equal(got.Marshal(), want.Marshal()) {
+			return nil
+		}
+		return &hostKeyMismatchError{addr: addr, want: ssh.FingerprintSHA256(want), got: ssh.FingerprintSHA256(got)}
 	}
-	// The value is not quoted: it is part of the (secret) connection and might be a misplaced private key.
-	return nil, fmt.Errorf("cannot parse the connection's hostKey: expected a public key such as " +
-		"\"ssh-ed25519 AAAA...\" (authorized_keys or known_hosts format)")
+	algorithms := []string{want.Type()}
+	if want.Type() == ssh.KeyAlgoRSA {
+		algorithms = []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA}
+	}
+	return check, algorithms, nil
 }
 
 // dialOnce makes one connection attempt, bounded by timeout (TCP connect and SSH handshake together).
@@ -175,16 +201,17 @@ func (p *Provider) dialWithRetry(ctx context.Context, c *connection, dial dialFu
 		return nil, err
 	}
 	defer cleanup()
-	hostKey, err := hostKeyCallback(c)
+	hostKey, hostKeyAlgorithms, err := hostKeyCallback(c)
 	if err != nil {
 		return nil, err
 	}
 	timeout := time.Duration(c.PerDialTimeout) * time.Second
 	config := &ssh.ClientConfig{
-		User:            c.User,
-		Auth:            auth,
-		HostKeyCallback: hostKey,
-		Timeout:         timeout,
+		User:              c.User,
+		Auth:              auth,
+		HostKeyCallback:   hostKey,
+		HostKeyAlgorithms: hostKeyAlgorithms,
+		Timeout:           timeout,
 	}
 	addr := c.address()
 	limit := c.DialErrorLimit
@@ -206,6 +233,10 @@ func (p *Provider) dialWithRetry(ctx context.Context, c *connection, dial dialFu
 		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("connecting to %s %s: %w", what, c.target(), ctx.Err())
+		}
+		var mismatch *hostKeyMismatchError
+		if errors.As(err, &mismatch) {
+			return nil, mismatch
 		}
 		if limit > 0 && attempt >= limit {
 			return nil, fmt.Errorf("failed to connect to %s %s after %d attempt(s): %w",
