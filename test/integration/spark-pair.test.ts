@@ -48,7 +48,7 @@ const userNcclConf = "# the user's own nccl.conf, from before spark-cluster\nNCC
 withExclusiveLab({ setUp: () => void run(undefined, path.join(root, "lab", "lab.sh"), ["up"], 1800) });
 
 /** Everything of ours a destroy must remove from a node. */
-const OUR_PATHS = [NETPLAN_PATH, CONFIG_DIR, STATE_DIR, unitPath(UNITS.ray), unitPath(UNITS.vllm), unitPath(UNITS.pfc), PEERMEM_CONF];
+const OUR_PATHS = [NETPLAN_PATH, CONFIG_DIR, STATE_DIR, unitPath(UNITS.ray), unitPath(UNITS.vllm), unitPath(UNITS.pfc), unitPath(UNITS.firewall), PEERMEM_CONF];
 
 /** The lab stack as committed runs the container runtime; the venv variant swaps the runtimes. */
 const RUNTIMES = {
@@ -323,6 +323,30 @@ for (const executor of ["ray", "mp"] as const) {
                 assert.match(await chat(endpoint, apiKey, "tiny-chat-2"), /spark-b/);
                 setConfig(session, "spark-cluster:model.servedName", "tiny-chat");
                 pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+            });
+        }
+
+        if (executor === "mp") {
+            it("a changed SSH host key stops up for that node before anything runs there; restoring it lets up finish", () => {
+                const keys = "/etc/ssh/ssh_host_ed25519_key";
+                ssh(
+                    "spark-b",
+                    `cp -a ${keys} /root/saved_host_key && cp -a ${keys}.pub /root/saved_host_key.pub && rm -f ${keys} ${keys}.pub && ssh-keygen -q -t ed25519 -N '' -f ${keys} && systemctl restart ssh`,
+                );
+                setConfig(session, "spark-cluster:nccl.debug", "INFO"); // work for both nodes
+                assert.throws(
+                    () => pulumiWithConfig(session, "up", "--yes", "--skip-preview"),
+                    /the SSH host key of 10\.77\.0\.12:22 has changed: expected SHA256:\S+, the host presented SHA256:\S+\. Nothing was run there/,
+                );
+                assert.match(ssh("spark-a", `cat ${NCCL_CONF_PATH}`), /^NCCL_DEBUG=INFO$/m, "the other node converged");
+                assert.match(ssh("spark-b", `cat ${NCCL_CONF_PATH}`), /^NCCL_DEBUG=WARN$/m, "nothing ran on the node with the changed key");
+                ssh("spark-b", `mv /root/saved_host_key ${keys} && mv /root/saved_host_key.pub ${keys}.pub && systemctl restart ssh`);
+                pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+                assert.match(ssh("spark-b", `cat ${NCCL_CONF_PATH}`), /^NCCL_DEBUG=INFO$/m);
+                setConfig(session, "spark-cluster:nccl.debug", "WARN");
+                pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+                const fingerprints = JSON.parse(pulumi(session, "stack", "output", "hostKeys", "--json")) as Record<string, string>;
+                assert.match(fingerprints["spark-b"], /^SHA256:\S+ \(ssh-ed25519\)$/);
             });
         }
 
