@@ -5,7 +5,8 @@
 #      package tries to download a plugin);
 #   2. the Pulumi CLI, built from its Go module at the version of @pulumi/pulumi;
 #   3. the project-built Node.js language host and command provider plugins
-#      (toolchain/plugins, see toolchain/README.md).
+#      (toolchain/plugins, see toolchain/README.md);
+#   5. actionlint, which checks .github/workflows (built from its Go module).
 # Built binaries live in a per-user cache keyed by version (and, for the
 # project's own plugins, by a hash of their sources), outside the work tree, so
 # a fresh clone on the same machine reuses them. .tools/ links to them (step 4).
@@ -126,6 +127,26 @@ ln -sfn "$dist/pulumi" "$TOOLS/pulumi"
 ln -sfn "$plugins_dir/pulumi-resource-command" "$command_dir/pulumi-resource-command"
 # Earlier layouts linked the plugins into .tools/bin (ambient plugins): gone now.
 rm -f "$TOOLS/pulumi-language-nodejs" "$TOOLS/pulumi-resource-command"
+
+# --- 5. actionlint -----------------------------------------------------------------
+# Lints .github/workflows (test/preview.test.ts runs it). Built from its Go module through the
+# module proxy at ACTIONLINT_VERSION (toolchain/versions.env), cached per user by version like
+# the CLI, linked into .tools/bin.
+actionlint_dir="$CACHE/actionlint-v$ACTIONLINT_VERSION"
+if [ ! -x "$actionlint_dir/actionlint" ]; then
+  say "building actionlint v$ACTIONLINT_VERSION from its Go module"
+  rm -rf "$actionlint_dir.tmp"; mkdir -p "$actionlint_dir.tmp"
+  with_progress "go install actionlint" "$CACHE/actionlint-build.log" \
+    env GOBIN="$actionlint_dir.tmp" go install -trimpath -ldflags "-s -w" \
+      "github.com/rhysd/actionlint/cmd/actionlint@v$ACTIONLINT_VERSION"
+  rm -rf "$actionlint_dir"; mv "$actionlint_dir.tmp" "$actionlint_dir"
+else
+  say "actionlint v$ACTIONLINT_VERSION cached"
+fi
+ln -sfn "$actionlint_dir/actionlint" "$TOOLS/actionlint"
+have_actionlint=$("$TOOLS/actionlint" -version | sed -n 1p)
+[ "$have_actionlint" = "v$ACTIONLINT_VERSION" ] || die "built actionlint reports $have_actionlint, expected v$ACTIONLINT_VERSION"
+
 have=$("$TOOLS/pulumi" version)
 [ "$have" = "v$PULUMI_VERSION" ] || die "built pulumi reports $have, expected v$PULUMI_VERSION"
 say "ready in $(( $(date +%s) - started ))s: pulumi $have in $TOOLS, command provider in $command_dir"

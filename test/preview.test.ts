@@ -1,0 +1,356 @@
+/**
+ * "See what changed" without the hosts, the SSH key or the secrets:
+ *
+ * - the program at preview puts a placeholder where a key *file*'s text goes and has the engine
+ *   ignore it (`ignoreChanges: ["connection.privateKey"]` on every remote.Command), so a
+ *   converged stack previews with no change; at `up` it reads the file and ignores nothing.
+ *   Checked on Pulumi's mock monitor: this file is also its own harness (mocks are
+ *   process-global), run as `node build/test/preview.test.js` with SPARK_PREVIEW_HARNESS_OUT set;
+ * - scripts/preview-diff.sh previews every stack in stacks/ in a network namespace with only
+ *   loopback, with no key file, and prints neither a placeholder nor a real secret;
+ * - actionlint accepts the workflow that posts those diffs on pull requests.
+ */
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync, spawnSync } from "node:child_process";
+import * as crypto from "node:crypto";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import * as pulumi from "@pulumi/pulumi";
+import * as yaml from "js-yaml";
+
+const root = path.resolve(__dirname, "..", "..");
+const tools = path.join(root, ".tools", "bin");
+const stacksDir = path.join(root, "stacks");
+const workflow = path.join(root, ".github", "workflows", "preview.yml");
+
+/** The key and value Pulumi marks a serialized secret with (runtime/rpc.ts). */
+const SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d";
+const SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270";
+const API_KEY = "preview-test-api-key-0123456789abcdef";
+
+// ---------------------------------------------------------------------------------------------
+// The harness: the program (index.ts) on the mock monitor, preview or up
+// ---------------------------------------------------------------------------------------------
+
+/** What the harness writes back. */
+interface HarnessResult {
+    /** Every remote.Command: its connection input as the engine receives it, and its ignoreChanges. */
+    commands: Record<string, { connection?: unknown; ignoreChanges: string[] }>;
+    /** ignoreChanges of every other resource that has any. */
+    otherIgnoreChanges: Record<string, string[]>;
+    errors: string[];
+}
+
+const HARNESS_OUT = "SPARK_PREVIEW_HARNESS_OUT";
+const HARNESS_MODE = "SPARK_PREVIEW_HARNESS_MODE";
+
+function message(err: unknown): string {
+    return err instanceof Error ? err.message : String(err);
+}
+
+/** The `stdout` a mocked remote.Command reports (like the lab: a Spark's twins are Up). */
+function mockStdout(name: string): string {
+    if (name.endsWith("-probe")) {
+        return name.startsWith("thor-") ? "" : "rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)\nroceP2p1s0f1 port 1 ==> enP2p1s0f1np1 (Up)\n";
+    }
+    return name.endsWith("-roce-apply") ? "status=enabled: test" : "";
+}
+
+async function runHarness(out: string, preview: boolean): Promise<void> {
+    const result: HarnessResult = { commands: {}, otherIgnoreChanges: {}, errors: [] };
+    process.on("unhandledRejection", (err) => result.errors.push(message(err)));
+    await pulumi.runtime.setMocks(
+        {
+            newResource(args: pulumi.runtime.MockResourceArgs): pulumi.runtime.MockResourceResult {
+                if (args.type === "command:remote:Command") {
+                    result.commands[args.name] = { ignoreChanges: result.commands[args.name]?.ignoreChanges ?? [], connection: args.inputs.connection };
+                    return { id: `${args.name}-id`, state: { ...args.inputs, stdout: mockStdout(args.name), stderr: "" } };
+                }
+                return { id: args.custom ? `${args.name}-id` : undefined, state: {} };
+            },
+            call(args: pulumi.runtime.MockCallArgs): pulumi.runtime.MockCallResult {
+                throw new Error(`unexpected call ${args.token}`);
+            },
+        },
+        "spark-cluster",
+        process.env.SPARK_PREVIEW_HARNESS_STACK ?? "dev",
+        preview,
+    );
+    const created: pulumi.Resource[] = [];
+    try {
+        await pulumi.runtime.runInPulumiStack(async () => {
+            // Loaded inside the stack, as the language host loads the program: nodeConnection
+            // registers its transformation now; ours runs after it and sees the final options.
+            await import("../components/nodeConnection");
+            pulumi.runtime.registerStackTransformation((args) => {
+                created.push(args.resource);
+                const ignore = args.opts.ignoreChanges ?? [];
+                if (args.type === "command:remote:Command") {
+                    result.commands[args.name] = { ...result.commands[args.name], ignoreChanges: ignore };
+                } else if (ignore.length > 0) {
+                    result.otherIgnoreChanges[args.name] = ignore;
+                }
+                return undefined;
+            });
+            return await import("../index");
+        });
+    } catch (err) {
+        result.errors.push(message(err));
+    }
+    // Every registration has reached the mocks once every URN is known (bounded).
+    const timeout = new Promise((resolve) => setTimeout(resolve, 15_000, "timeout"));
+    const urns = Promise.all(created.map((res) => new Promise((resolve) => res.urn.apply(resolve))));
+    if ((await Promise.race([urns, timeout])) === "timeout" && result.errors.length === 0) {
+        result.errors.push("not every resource registered within 15 s");
+    }
+    fs.writeFileSync(out, JSON.stringify(result));
+    process.exit(0);
+}
+
+/** Runs the program of `stackFile`'s config on the mocks; `values` override keys (no prefix), `secrets` are set as secrets. */
+function program(mode: "preview" | "up", stackFile: string, values: Record<string, unknown>, secrets: Record<string, string>): HarnessResult {
+    const stackConfig = (yaml.load(fs.readFileSync(stackFile, "utf8")) as { config: Record<string, unknown> }).config;
+    const config: Record<string, string> = {};
+    for (const [key, value] of Object.entries({ ...stackConfig, ...prefixed(values), ...prefixed(secrets) })) {
+        if (value !== undefined) {
+            config[key] = typeof value === "string" ? value : JSON.stringify(value);
+        }
+    }
+    const stack = path.basename(stackFile).replace(/^Pulumi\.|\.yaml$/g, "");
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "spark-preview-harness-"));
+    try {
+        const out = path.join(dir, "result.json");
+        const run = spawnSync(process.execPath, [__filename], {
+            cwd: root,
+            encoding: "utf8",
+            timeout: 60_000,
+            env: {
+                ...process.env,
+                [HARNESS_OUT]: out,
+                [HARNESS_MODE]: mode,
+                SPARK_PREVIEW_HARNESS_STACK: stack,
+                PULUMI_CONFIG: JSON.stringify(config),
+                PULUMI_CONFIG_SECRET_KEYS: JSON.stringify(Object.keys(prefixed(secrets))),
+            },
+        });
+        assert.ok(fs.existsSync(out), `the harness wrote no result (exit ${run.status}):\n${run.stderr}`);
+        return JSON.parse(fs.readFileSync(out, "utf8")) as HarnessResult;
+    } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+    }
+}
+
+function prefixed(values: Record<string, unknown>): Record<string, unknown> {
+    return Object.fromEntries(Object.entries(values).map(([k, v]) => [`spark-cluster:${k}`, v]));
+}
+
+/** A serialized secret's value (and that it was one). */
+function unsecret(value: unknown): Record<string, unknown> {
+    assert.ok(typeof value === "object" && value !== null, "connection is an object");
+    const wrapped = value as Record<string, unknown>;
+    assert.equal(wrapped[SECRET_SIG_KEY], SECRET_SIG, "the connection is a secret");
+    return wrapped.value as Record<string, unknown>;
+}
+
+function stackFiles(): string[] {
+    return fs
+        .readdirSync(stacksDir)
+        .filter((f) => /^Pulumi\..+\.yaml$/.test(f))
+        .sort()
+        .map((f) => path.join(stacksDir, f));
+}
+
+function stackName(file: string): string {
+    return path.basename(file).replace(/^Pulumi\.|\.yaml$/g, "");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tests
+// ---------------------------------------------------------------------------------------------
+
+function tests(): void {
+    describe("preview needs no SSH key file (components/nodeConnection.ts)", () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "spark-preview-key-"));
+        const keyFile = path.join(dir, "id_ed25519");
+        const missing = path.join(dir, "no-such-key");
+
+        it("a preview reads no key file; up reads it; after ignoreChanges the preview's connection is up's (no diff)", (t) => {
+            execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", keyFile]);
+            const keyText = fs.readFileSync(keyFile, "utf8");
+            t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+            for (const file of stackFiles()) {
+                const stack = stackName(file);
+                const preview = program("preview", file, { sshPrivateKeyPath: missing }, { apiKey: API_KEY });
+                const up = program("up", file, { sshPrivateKeyPath: keyFile }, { apiKey: API_KEY });
+                assert.deepEqual(preview.errors, [], `${stack}: preview without the key file`);
+                assert.deepEqual(up.errors, [], `${stack}: up with the key file`);
+                const names = Object.keys(up.commands).sort();
+                assert.ok(names.length > 5, `${stack}: the program registers its commands`);
+                assert.deepEqual(Object.keys(preview.commands).sort(), names, `${stack}: the same commands at preview and up`);
+                assert.deepEqual(preview.otherIgnoreChanges, {}, `${stack}: only commands ignore anything`);
+                assert.deepEqual(up.otherIgnoreChanges, {});
+                for (const name of names) {
+                    const atPreview = unsecret(preview.commands[name].connection);
+                    const atUp = unsecret(up.commands[name].connection);
+                    assert.deepEqual(preview.commands[name].ignoreChanges, ["connection.privateKey"], `${stack}/${name}: ignored at preview`);
+                    assert.deepEqual(up.commands[name].ignoreChanges, [], `${stack}/${name}: nothing ignored at up`);
+                    assert.equal(atUp.privateKey, keyText, `${stack}/${name}: up sends the key file's text`);
+                    assert.notEqual(atPreview.privateKey, keyText);
+                    assert.match(String(atPreview.privateKey), /not read in a preview/);
+                    // What the engine does with ignoreChanges before the provider's Diff: the old
+                    // (converged) value at that path replaces the new one. Then nothing differs,
+                    // so the provider (which diffs `connection` as a whole) reports no change.
+                    assert.deepEqual({ ...atPreview, privateKey: atUp.privateKey }, atUp, `${stack}/${name}: no diff after ignoreChanges`);
+                }
+            }
+        });
+
+        it("up without the key file fails, naming the key and the file", () => {
+            const file = path.join(stacksDir, "Pulumi.spark-pair.yaml");
+            const up = program("up", file, { sshPrivateKeyPath: missing }, { apiKey: API_KEY });
+            assert.ok(
+                up.errors.some((e) => e.includes("spark-cluster:sshPrivateKeyPath") && e.includes(missing)),
+                `errors: ${JSON.stringify(up.errors)}`,
+            );
+        });
+
+        it("a key given as secret text (sshPrivateKey) is used at preview too, and nothing is ignored", () => {
+            const keyText = "-----BEGIN OPENSSH PRIVATE KEY-----\npreviewtestkeybody0123456789\n-----END OPENSSH PRIVATE KEY-----\n";
+            const file = path.join(stacksDir, "Pulumi.spark-pair.yaml");
+            const preview = program("preview", file, { sshPrivateKeyPath: undefined }, { apiKey: API_KEY, sshPrivateKey: keyText });
+            assert.deepEqual(preview.errors, []);
+            const commands = Object.values(preview.commands);
+            assert.ok(commands.length > 5);
+            for (const command of commands) {
+                assert.equal(unsecret(command.connection).privateKey, keyText);
+                assert.deepEqual(command.ignoreChanges, []);
+            }
+        });
+    });
+
+    describe("CI preview diffs (scripts/preview-diff.sh, .github/workflows/preview.yml)", () => {
+        it("actionlint accepts the workflow, which runs scripts/preview-diff.sh", () => {
+            const actionlint = path.join(tools, "actionlint");
+            fs.accessSync(actionlint, fs.constants.X_OK);
+            execFileSync(actionlint, ["-no-color", workflow], { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+            assert.match(fs.readFileSync(workflow, "utf8"), /\.\/scripts\/preview-diff\.sh/);
+        });
+
+        it("previews every stack with only loopback, no key file and no secret, and prints a diff for each", () => {
+            const out = fs.mkdtempSync(path.join(os.tmpdir(), "spark-preview-out-"));
+            const before = repoSnapshot();
+            try {
+                const stacks = stackFiles();
+                for (const file of stacks) {
+                    // The committed stacks name key files that do not exist here.
+                    const keyPath = (yaml.load(fs.readFileSync(file, "utf8")) as { config: Record<string, unknown> }).config["spark-cluster:sshPrivateKeyPath"];
+                    assert.ok(typeof keyPath !== "string" || !fs.existsSync(keyPath), `${keyPath} must not exist for this test`);
+                }
+                const text = previewDiff(out, {});
+                for (const file of stacks) {
+                    const stack = stackName(file);
+                    assert.match(
+                        text,
+                        new RegExp(
+                            `==== preview-diff: stack ${stack} \\(secrets: placeholders, backend: throwaway\\) ====\\nPreviewing update \\(${stack}\\):`,
+                        ),
+                    );
+                    assert.match(text, new RegExp(`==== preview-diff: stack ${stack}: ok ====`));
+                    const diff = fs.readFileSync(path.join(out, `${stack}.diff`), "utf8");
+                    assert.match(diff, /\+ command:remote:Command: \(create\)/, `${stack}: the diff shows the commands`);
+                    assert.match(diff, /connection\s+: \[secret\]/, `${stack}: the connection is shown as a secret`);
+                    const summary = JSON.parse(fs.readFileSync(path.join(out, `${stack}.json`), "utf8"));
+                    assert.equal(summary.ok, true);
+                    assert.ok(summary.counts["to create"] > 5, `${stack}: ${JSON.stringify(summary.counts)}`);
+                }
+                assert.doesNotMatch(text, /preview-placeholder/, "no placeholder secret is printed");
+                assert.doesNotMatch(text, /throwaway-[0-9a-f]{8}/, "the throwaway passphrase is not printed");
+                assert.deepEqual(repoSnapshot(), before, "the committed stack files are untouched and no stack file appeared");
+            } finally {
+                fs.rmSync(out, { recursive: true, force: true });
+            }
+        });
+
+        it("with the passphrase, the stack file's real (encrypted) secrets are used and never printed", () => {
+            const dir = fs.mkdtempSync(path.join(os.tmpdir(), "spark-preview-real-"));
+            try {
+                const stacks = path.join(dir, "stacks");
+                fs.mkdirSync(stacks);
+                fs.copyFileSync(path.join(stacksDir, "Pulumi.spark-pair.yaml"), path.join(stacks, "Pulumi.spark-pair.yaml"));
+                const passphrase = crypto.randomBytes(12).toString("hex");
+                const apiKey = `real-api-key-${crypto.randomBytes(16).toString("hex")}`;
+                const hfToken = `hf_${crypto.randomBytes(16).toString("hex")}`;
+                // Encrypt them into the copy as a user would commit them (config set --secret).
+                fs.copyFileSync(path.join(root, "Pulumi.yaml"), path.join(dir, "Pulumi.yaml"));
+                const env: NodeJS.ProcessEnv = {
+                    ...process.env,
+                    PULUMI_HOME: path.join(root, ".tools", "pulumi-home"),
+                    PULUMI_SKIP_UPDATE_CHECK: "true",
+                    PULUMI_BACKEND_URL: `file://${dir}`,
+                    PULUMI_CONFIG_PASSPHRASE: passphrase,
+                };
+                delete env.PULUMI_CONFIG_PASSPHRASE_FILE;
+                const pulumiCli = (args: string[], input?: string) =>
+                    execFileSync(path.join(tools, "pulumi"), args, { cwd: root, env, input, stdio: ["pipe", "pipe", "pipe"] });
+                pulumiCli(["-C", dir, "stack", "init", "spark-pair", "--secrets-provider", "passphrase", "--non-interactive"]);
+                const cfg = ["--stack", "spark-pair", "--non-interactive", "--config-file", path.join(stacks, "Pulumi.spark-pair.yaml")];
+                pulumiCli(["config", "set", "--secret", "spark-cluster:apiKey", ...cfg], apiKey);
+                pulumiCli(["config", "set", "--secret", "spark-cluster:hfToken", ...cfg], hfToken);
+                const committed = fs.readFileSync(path.join(stacks, "Pulumi.spark-pair.yaml"), "utf8");
+                assert.match(committed, /secure: v1:/);
+                assert.ok(!committed.includes(apiKey));
+
+                const out = path.join(dir, "out");
+                const text = previewDiff(out, { PREVIEW_STACKS_DIR: stacks, PULUMI_CONFIG_PASSPHRASE: passphrase });
+                assert.match(text, /==== preview-diff: stack spark-pair \(secrets: real, backend: throwaway\) ====/);
+                assert.match(text, /==== preview-diff: stack spark-pair: ok ====/);
+                for (const secret of [apiKey, hfToken, passphrase]) {
+                    assert.ok(!text.includes(secret), "a real secret is printed");
+                    assert.ok(!fs.readFileSync(path.join(out, "spark-pair.diff"), "utf8").includes(secret));
+                }
+                assert.equal(fs.readFileSync(path.join(stacks, "Pulumi.spark-pair.yaml"), "utf8"), committed, "the stack file is untouched");
+            } finally {
+                fs.rmSync(dir, { recursive: true, force: true });
+            }
+        });
+    });
+}
+
+/**
+ * Runs scripts/preview-diff.sh in a fresh network namespace with only loopback up (so it can
+ * reach no host), with no passphrase and no backend unless `env` gives them; stdout+stderr.
+ */
+function previewDiff(out: string, env: Record<string, string>): string {
+    const script = ["set -euo pipefail", "ip link set lo up", "exec ./scripts/preview-diff.sh 2>&1"].join("\n");
+    const base: NodeJS.ProcessEnv = { ...process.env, PREVIEW_DIFF_DIR: out, PREVIEW_ISOLATE: "1" };
+    for (const name of ["PULUMI_BACKEND_URL", "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE", "PREVIEW_STACKS_DIR"]) {
+        delete base[name];
+    }
+    for (const name of Object.keys(base).filter((n) => n.startsWith("SPARK_API_KEY_") || n.startsWith("SPARK_HF_TOKEN_"))) {
+        delete base[name];
+    }
+    const run = spawnSync("unshare", ["--net", "bash", "-c", script], { cwd: root, encoding: "utf8", timeout: 240_000, env: { ...base, ...env } });
+    assert.equal(run.status, 0, `preview-diff.sh failed (exit ${run.status}):\n${run.stdout}${run.stderr}`);
+    return run.stdout;
+}
+
+/** The committed stack files' hashes and the Pulumi.*.yaml files at the root (stack init must add none). */
+function repoSnapshot(): Record<string, string> {
+    const files = [
+        ...stackFiles(),
+        ...fs
+            .readdirSync(root)
+            .filter((f) => /^Pulumi\..*\.yaml$/.test(f))
+            .map((f) => path.join(root, f)),
+    ];
+    return Object.fromEntries(files.map((f) => [path.relative(root, f), crypto.createHash("sha256").update(fs.readFileSync(f)).digest("hex")]));
+}
+
+const harnessOut = process.env[HARNESS_OUT];
+if (harnessOut) {
+    void runHarness(harnessOut, process.env[HARNESS_MODE] === "preview");
+} else {
+    tests();
+}
