@@ -1,6 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
+import { statusOf } from "./statusLine";
 import { FirewallSpec, firewallApplyScript, firewallRemoveScript } from "./render/firewall";
 
 const TYPE = typeToken("Firewall");
@@ -28,17 +29,7 @@ export class Firewall extends pulumi.ComponentResource {
         super(TYPE, name, {}, opts);
         const apply = args.host.command(`${name}-apply`, { create: firewallApplyScript(args.spec), delete: firewallRemoveScript() }, { parent: this });
         this.applied = apply;
-        this.status = apply.stdout.apply((out) => {
-            const line = out
-                .split("\n")
-                .reverse()
-                .find((l) => l.startsWith("status="));
-            const status = line ? line.slice("status=".length) : "unknown: no status reported";
-            if (!status.startsWith("enabled")) {
-                pulumi.log.warn(`${name}: ${status}`, this);
-            }
-            return status;
-        });
+        this.status = statusOf(apply.stdout, name, this);
         this.registerOutputs({ status: this.status });
     }
 }

@@ -1,6 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
+import { statusOf } from "./statusLine";
 import { PfcSpec, pfcApplyScript, pfcRestoreScript, pfcVector, renderPeermemConf, renderPfcUnit } from "./render/pfc";
 
 const TYPE = typeToken("RocePfc");
@@ -46,17 +47,7 @@ export class RocePfc extends pulumi.ComponentResource {
             },
             { parent: this },
         );
-        this.status = apply.stdout.apply((out) => {
-            const line = out
-                .split("\n")
-                .reverse()
-                .find((l) => l.startsWith("status="));
-            const status = line ? line.slice("status=".length) : "unknown: no status reported";
-            if (!status.startsWith("enabled")) {
-                pulumi.log.warn(`${name}: ${status}`, this);
-            }
-            return status;
-        });
+        this.status = statusOf(apply.stdout, name, this);
         this.registerOutputs({ status: this.status });
     }
 }

@@ -15,7 +15,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import * as yaml from "js-yaml";
-import { ConfigError, DockerRuntime, Runtime, VenvRuntime, parseConfig } from "../config";
+import { ConfigError, DockerRuntime, RaySchema, Runtime, VenvRuntime, parseConfig } from "../config";
 import { compareVersions, hcasFor, parseIbdev2netdev, parseRayVersion, rayAuthStatus, resolveInterfaceNames } from "../components/nodeFacts";
 import { probeScript } from "../components/render/probe";
 import { HOST_KEY_PREFIX, SSH_READY_SCRIPT, hostKeyFingerprint, recordedHostKey } from "../components/hostKey";
@@ -125,17 +125,7 @@ const NCCL_CASES: readonly { name: string; spec: NcclSpec; nodeIp: string }[] = 
 ];
 
 /** Ray's pinned ports as config defaults them. */
-const RAY_PORTS: RayPorts = {
-    clientServerPort: 10001,
-    nodeManagerPort: 6800,
-    objectManagerPort: 6801,
-    runtimeEnvAgentPort: 6802,
-    dashboardAgentGrpcPort: 6803,
-    dashboardAgentListenPort: 52365,
-    metricsExportPort: 6804,
-    minWorkerPort: 10002,
-    maxWorkerPort: 10101,
-};
+const RAY_PORTS: RayPorts = RaySchema.parse({});
 const RAY_HEAD: RayStartSpec = {
     role: "head",
     nodeIp: "192.168.100.11",

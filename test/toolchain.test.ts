@@ -62,86 +62,70 @@ describe("project-local Pulumi toolchain", () => {
     });
 
     it("pulumi preview --stack dev runs on the local backend with no network but loopback", () => {
-        // A throwaway file backend, so the test never touches the user's stacks,
-        // and a fresh network namespace with only loopback up: if the preview
-        // tried to reach any host (Pulumi Cloud, a plugin download, a node),
-        // it would fail here.
-        const backend = fs.mkdtempSync(path.join(os.tmpdir(), "spark-cluster-backend-"));
-        try {
-            // The lab stack's config, with a throwaway SSH key: the preview reads the key
-            // file but, touching no host, never uses it.
-            const key = path.join(backend, "id_ed25519");
-            execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", key]);
-            const configFile = path.join(backend, "Pulumi.dev.yaml");
-            fs.writeFileSync(
-                configFile,
-                fs.readFileSync(path.join(root, "Pulumi.dev.yaml"), "utf8").replace(/^(\s*spark-cluster:sshPrivateKeyPath:).*$/m, `$1 ${key}`),
-            );
-            const script = [
-                "set -euo pipefail",
-                "ip link set lo up",
-                `export PULUMI_BACKEND_URL=file://${backend}`,
-                `./scripts/pulumi.sh --stack dev preview --non-interactive --diff --config-file ${configFile}`,
-            ].join("\n");
-            const out = execFileSync("unshare", ["--net", "bash", "-c", script], {
-                cwd: root,
-                encoding: "utf8",
-                timeout: 300_000,
-                env: { ...process.env, PULUMI_CONFIG_PASSPHRASE: "", PULUMI_CONFIG_PASSPHRASE_FILE: "" },
-                stdio: ["ignore", "pipe", "pipe"],
-            });
-            assert.match(out, /Previewing update \(dev\)/);
-            assert.match(out, /pulumi:pulumi:Stack/);
-            assert.match(out, /spark-cluster:index:SparkCluster/);
-            assert.match(out, /\+ \d+ to create/);
-            // Plugins are installed where the CLI looks: it warns about none taken from $PATH.
-            assert.doesNotMatch(out, /warning: using pulumi-/);
-            // Secrets of the lab stack are configured but never printed.
-            const apiKey = labApiKey();
-            assert.ok(apiKey.length >= 16, "the lab stack has an API key");
-            assert.ok(!out.includes(apiKey), "the API key must not appear in preview output");
-        } finally {
-            fs.rmSync(backend, { recursive: true, force: true });
-        }
+        // If the preview tried to reach any host (Pulumi Cloud, a plugin download, a node), it
+        // would fail here: offlinePreview runs it with only loopback up.
+        const r = offlinePreview((config) => config);
+        assert.equal(r.status, 0, r.output);
+        const out = r.output;
+        assert.match(out, /Previewing update \(dev\)/);
+        assert.match(out, /pulumi:pulumi:Stack/);
+        assert.match(out, /spark-cluster:index:SparkCluster/);
+        assert.match(out, /\+ \d+ to create/);
+        // Plugins are installed where the CLI looks: it warns about none taken from $PATH.
+        assert.doesNotMatch(out, /warning: using pulumi-/);
+        // Secrets of the lab stack are configured but never printed.
+        const apiKey = labApiKey();
+        assert.ok(apiKey.length >= 16, "the lab stack has an API key");
+        assert.ok(!out.includes(apiKey), "the API key must not appear in preview output");
     });
 });
 
+/**
+ * `pulumi preview --diff` of the lab stack's config passed through `adapt`, with a throwaway file
+ * backend (the user's stacks are never touched), a throwaway SSH key, and a fresh network
+ * namespace with only loopback up.
+ */
+function offlinePreview(adapt: (config: string) => string): { status: number | null; output: string } {
+    const backend = fs.mkdtempSync(path.join(os.tmpdir(), "spark-cluster-backend-"));
+    try {
+        const key = path.join(backend, "id_ed25519");
+        execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", key]);
+        const configFile = path.join(backend, "Pulumi.dev.yaml");
+        const config = fs.readFileSync(path.join(root, "Pulumi.dev.yaml"), "utf8").replace(/^(\s*spark-cluster:sshPrivateKeyPath:).*$/m, `$1 ${key}`);
+        fs.writeFileSync(configFile, adapt(config));
+        const script = [
+            "ip link set lo up",
+            `export PULUMI_BACKEND_URL=file://${backend}`,
+            `./scripts/pulumi.sh --stack dev preview --non-interactive --diff --config-file ${configFile} 2>&1`,
+        ].join("\n");
+        const r = spawnSync("unshare", ["--net", "bash", "-c", script], {
+            cwd: root,
+            encoding: "utf8",
+            timeout: 300_000,
+            env: { ...process.env, PULUMI_CONFIG_PASSPHRASE: "", PULUMI_CONFIG_PASSPHRASE_FILE: "" },
+        });
+        return { status: r.status, output: r.stdout + r.stderr };
+    } finally {
+        fs.rmSync(backend, { recursive: true, force: true });
+    }
+}
+
 describe("the fit check at preview", () => {
     it("refuses a model that cannot fit, with a plan that does, and contacts no host", () => {
-        const backend = fs.mkdtempSync(path.join(os.tmpdir(), "spark-cluster-backend-"));
-        try {
-            const key = path.join(backend, "id_ed25519");
-            execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", key]);
-            const configFile = path.join(backend, "Pulumi.dev.yaml");
-            // The lab stack, serving Llama 3.1 405B in BF16 on its two Sparks: it needs FP4.
-            const size = "    size: {paramsB: 405, dtype: bf16, layers: 126, hiddenSize: 16384, attentionHeads: 128, kvHeads: 8, vocabSize: 128256}";
-            const config = fs
-                .readFileSync(path.join(root, "Pulumi.dev.yaml"), "utf8")
-                .replace(/^(\s*spark-cluster:sshPrivateKeyPath:).*$/m, `$1 ${key}`)
-                .replace(/^(\s*)source: lab\/tiny-chat$/m, "$1source: meta-llama/Llama-3.1-405B-Instruct\n" + size + "\n$1maxModelLen: 8192");
-            assert.match(config, /paramsB: 405/);
-            fs.writeFileSync(configFile, config);
-            const script = [
-                "ip link set lo up",
-                `export PULUMI_BACKEND_URL=file://${backend}`,
-                `./scripts/pulumi.sh --stack dev preview --non-interactive --diff --config-file ${configFile} 2>&1`,
-            ].join("\n");
-            const r = spawnSync("unshare", ["--net", "bash", "-c", script], {
-                cwd: root,
-                encoding: "utf8",
-                timeout: 300_000,
-                env: { ...process.env, PULUMI_CONFIG_PASSPHRASE: "", PULUMI_CONFIG_PASSPHRASE_FILE: "" },
-            });
-            assert.notEqual(r.status, 0, "the preview fails");
-            assert.match(
-                r.stdout,
-                /invalid stack configuration:\s+spark-cluster:model: meta-llama\/Llama-3\.1-405B-Instruct \(405B, bf16 weights\) with TP=2 PP=1 does not fit/,
-            );
-            assert.match(r.stdout, /It fits with model\.quantization: \(unset\) → modelopt_fp4/);
-            assert.doesNotMatch(r.stdout, /command:remote:Command/, "no resource was registered");
-        } finally {
-            fs.rmSync(backend, { recursive: true, force: true });
-        }
+        // The lab stack, serving Llama 3.1 405B in BF16 on its two Sparks: it needs FP4.
+        const size = "    size: {paramsB: 405, dtype: bf16, layers: 126, hiddenSize: 16384, attentionHeads: 128, kvHeads: 8, vocabSize: 128256}";
+        const r = offlinePreview((config) => {
+            const adapted = config.replace(/^(\s*)source: lab\/tiny-chat$/m, "$1source: meta-llama/Llama-3.1-405B-Instruct\n" + size + "\n$1maxModelLen: 8192");
+            assert.match(adapted, /paramsB: 405/);
+            return adapted;
+        });
+        assert.notEqual(r.status, 0, "the preview fails");
+        assert.match(
+            r.output,
+            /invalid stack configuration:\s+spark-cluster:model: meta-llama\/Llama-3\.1-405B-Instruct \(405B, bf16 weights\) with TP=2 PP=1 does not fit/,
+        );
+        assert.match(r.output, /It fits with model\.quantization: \(unset\) → modelopt_fp4/);
+        assert.doesNotMatch(r.output, /command:remote:Command/, "no resource was registered");
     });
 });
 
