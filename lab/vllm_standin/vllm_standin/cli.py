@@ -288,6 +288,9 @@ def _mp_headless(args):
 
 
 def main(argv=None):
+    if (sys.argv[1:] if argv is None else list(argv))[:2] == ["bench", "serve"]:
+        from .bench import main as bench_main  # `vllm bench serve`: the stand-in load generator (bench.py)
+        return bench_main((sys.argv[1:] if argv is None else list(argv))[2:])
     _setup_logging()
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
