@@ -1,3 +1,5 @@
 """LAB STAND-IN for vLLM used by the spark-cluster lab (see lab/README.md)."""
 
-__version__ = "0.11.0+lab.standin"
+from .flags_generated import VLLM_VERSION
+
+__version__ = f"{VLLM_VERSION}+lab.standin"

@@ -1,9 +1,46 @@
-"""`vllm` console script of the LAB STAND-IN (spark-cluster lab).
+"""`vllm` console script of the LAB STAND-IN (spark-cluster lab): behaves like vLLM 0.33's
+`vllm serve` at its edges (flags, executors, multi-node, failure semantics, HTTP API), without GPUs.
 
-`vllm serve MODEL [flags]`: validates flags like vLLM, resolves the model (local dir, HF cache,
-or the lab's simulated hub), sets up the executor (Ray placement group of 1-GPU bundles with one
-actor per shard, vLLM's own multi-node `mp` mode, or a single process) and then serves the
-OpenAI-compatible HTTP API. Answers name the nodes that hold the shards.
+Flags: flags.py builds the parser from flags_generated.py, generated from vLLM's own argument
+definitions (lab/vllm_standin/gen_flags.py). `vllm --version` prints the version they came from.
+
+Executors, as vLLM 0.33 picks them (vllm/config/parallel.py ParallelConfig.__post_init__):
+  * no --distributed-executor-backend, TP x PP x DP > 1: "mp"; with --nnodes 1 and fewer local GPUs
+    than TP x PP it fails ("World size (2) is larger than the number of available GPUs (1) in this
+    node. If this is intentional and you are using:\n- ray, set '--distributed-executor-backend
+    ray'.\n- multiprocessing, set '--nnodes' appropriately."): Ray is never chosen by default;
+    world size 1: "uni". --nnodes > 1 is only allowed with mp/uni/external_launcher.
+  * ray: `import ray` happens only here (vllm/v1/executor/ray_utils.py imports it in a try; without
+    Ray: "Failed to import Ray: ...Please install Ray with `pip install ray`."), so mp/uni run in an
+    image without Ray. ray.init(address="auto") (real vLLM calls ray.init() with no address, which
+    would start a private one-node Ray when none runs; the stand-in fails fast instead), then a
+    placement group of TP x PP one-GPU bundles (PACK); if the cluster lacks GPUs it warns like
+    initialize_ray_cluster(), waits LAB_VLLM_PG_WAIT_S (default 60; vLLM: PG_WAIT_TIMEOUT = 1800)
+    and fails like _wait_until_pg_ready() ("Cannot provide a placement group requiring 3 GPUs
+    (placement_group_specs=...) within 60 seconds."). One ShardWorker actor per bundle.
+  * mp multi-node (vllm/entrypoints/cli/serve.py run_headless): the head runs
+    `vllm serve M --nnodes N --node-rank 0 --master-addr A [--master-port P (default 29501)]`, every
+    other node `... --node-rank K --headless`; the head waits (LAB_VLLM_MP_WAIT_S, default 300) for
+    the peers on A:P (a TCP stand-in for the torch.distributed store).
+
+Failure semantics (vLLM 0.33):
+  * vllm/v1/executor/ray_executor_v2.py start_worker_monitor(): a dead Ray worker ("RayWorkerProc
+    rank=%s died unexpectedly, shutting down executor.") fails the executor and the engine core;
+    vllm/v1/executor/multiproc_executor.py does the same for a dead worker process;
+    vllm/v1/engine/core_client.py then marks the engine dead (resources.engine_dead).
+  * vllm/entrypoints/serve/instrumentator/health.py: /health answers 503 once the engine is dead
+    (EngineDeadError); requests fail with 500 "The server had an error while processing your
+    request." (EngineDeadError.CLIENT_MESSAGE, vllm/v1/engine/exceptions.py).
+  * vllm/entrypoints/launchers/launcher.py watchdog_loop() checks every VLLM_WATCHDOG_TIME_S = 5.0 s
+    and terminate_if_errored() sets server.should_exit unless VLLM_KEEP_ALIVE_ON_ENGINE_DEATH
+    (vllm/envs.py, "0" by default) is set: the API server shuts down.
+  The stand-in pings every shard actor / headless peer every LAB_VLLM_SHARD_PING_S (default 1 s;
+  a shard that does not answer for LAB_VLLM_SHARD_TIMEOUT_S, default 30, counts as lost), marks
+  the engine dead at once (503/500 as above) and exits at the next 5 s watchdog tick with status
+  LAB_VLLM_ENGINE_DEAD_EXIT (default 1, so systemd's Restart=on-failure restarts it). NOTE: in
+  vLLM 0.33's source that path returns normally from run_server() (no explicit exit status), so a
+  real server may well exit 0 here: set LAB_VLLM_ENGINE_DEAD_EXIT=0 to test a unit against that.
+  A --headless peer exits 1 as soon as its head goes away; the head's engine dies when a peer does.
 """
 
 import json
@@ -23,10 +60,22 @@ logger = logging.getLogger("vllm")
 
 LAB_HUB = "/var/lib/lab-sim/hub"
 NODE_STATE = "/var/lib/lab-sim/node.json"
+HEARTBEAT = b"."
 
 
 class EngineError(Exception):
     """Startup failure, printed the way vLLM prints its ValueErrors."""
+
+
+class EngineDead(Exception):
+    """A shard or a peer is gone: the engine cannot serve any more."""
+
+
+def _env_float(name, default):
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return float(default)
 
 
 def _setup_logging():
@@ -90,14 +139,17 @@ def resolve_model(model, download_dir=None):
 
 
 class Shards:
-    """Where the model's shards live: list of dicts with rank, hostname, ip."""
+    """Where the model's shards live (list of dicts with rank, hostname, ip) and how to reach them.
 
-    def __init__(self, backend, tp, pp, placements, step=None, close=None):
+    step() runs on every request (a dead shard fails it); check() is the watchdog's probe."""
+
+    def __init__(self, backend, tp, pp, placements, step=None, check=None, close=None):
         self.backend = backend
         self.tp = tp
         self.pp = pp
         self.placements = placements
         self._step = step
+        self._check = check
         self._close = close
 
     @property
@@ -112,49 +164,76 @@ class Shards:
         if self._step:
             self._step()
 
+    def check(self):
+        if self._check:
+            self._check()
+
     def close(self):
         if self._close:
-            self._close()
+            try:
+                self._close()
+            except Exception as exc:  # closing a broken executor must not mask why it broke
+                logger.warning("closing the executor: %s", exc)
+
+
+def _import_ray():
+    try:
+        import ray  # noqa: F401  (lazy: images without Ray run mp/uni)
+    except ImportError as exc:
+        raise EngineError(f"Failed to import Ray: {exc}.Please install Ray with `pip install ray`.") from exc
+    return ray
 
 
 def _ray_executor(tp, pp):
     world = tp * pp
-    import ray
+    ray = _import_ray()
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     from .ray_shard import ShardWorker
 
     address = os.environ.get("RAY_ADDRESS", "auto")
+    local = local_gpu_count()
+    if world > local:
+        logger.warning("Tensor parallel size (%d) exceeds available GPUs (%d). This may result in Ray placement "
+                       "group allocation failures. Consider reducing tensor_parallel_size to %d or less, or "
+                       "ensure your Ray cluster has %d GPUs available.", world, local, local, world)
     try:
         ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     except ConnectionError as exc:
         raise EngineError(f"Could not connect to a running Ray cluster ({address}): {exc}. "
                           f"Start Ray first (ray start --head / ray start --address=...).") from exc
-    wait_s = float(os.environ.get("LAB_VLLM_PG_WAIT_S", "60"))
-    deadline = time.time() + wait_s
-    gpus = ray.cluster_resources().get("GPU", 0)
-    if world > gpus:
+    wait_s = _env_float("LAB_VLLM_PG_WAIT_S", 60)
+    specs = [{"GPU": 1.0}] * world
+    if world > ray.cluster_resources().get("GPU", 0):
         logger.warning("The number of required GPUs exceeds the total number of available GPUs in the "
-                       "placement group. (world_size=%d, GPUs in the Ray cluster=%d)", world, int(gpus))
-        while time.time() < deadline and ray.cluster_resources().get("GPU", 0) < world:
-            time.sleep(1)
-        gpus = ray.cluster_resources().get("GPU", 0)
-        if world > gpus:
-            raise EngineError(
-                f"The number of required GPUs exceeds the total number of available GPUs in the placement "
-                f"group: tensor_parallel_size={tp} x pipeline_parallel_size={pp} requires {world} GPUs "
-                f"but only {int(gpus)} GPUs are available in the Ray cluster. Cannot provide a placement "
-                f"group of placement_group_specs={[{'GPU': 1.0}] * world} within {int(wait_s)} seconds. "
-                f"See `ray status` and `ray list nodes` to make sure the cluster has enough resources.")
-    pg = placement_group([{"GPU": 1.0}] * world, strategy="PACK")
-    remaining = max(5.0, deadline - time.time())
-    ready, _ = ray.wait([pg.ready()], timeout=remaining)
+                       "placement group.")
+    pg = placement_group(specs, strategy="PACK")
+    t0 = time.time()
+    ready = []
+    interval = 10.0
+    while time.time() - t0 < wait_s:
+        ready, _ = ray.wait([pg.ready()], timeout=min(interval, max(0.1, wait_s - (time.time() - t0))))
+        if ready:
+            break
+        interval *= 2
+        logger.info("Waiting for creating a placement group of specs for %d seconds. specs=%s. Check `ray "
+                    "status` and `ray list nodes` to see if you have enough resources, and make sure the IP "
+                    "addresses used by ray cluster are the same as VLLM_HOST_IP environment variable "
+                    "specified in each node if you are running on a multi-node.", int(time.time() - t0), specs)
     if not ready:
         remove_placement_group(pg)
-        raise EngineError(f"Cannot provide a placement group of placement_group_specs={[{'GPU': 1.0}] * world} "
-                          f"within {int(wait_s)} seconds. See `ray status` and `ray list nodes` to make sure "
-                          f"the cluster has enough resources.")
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        ray.shutdown()
+        if world > 1:
+            raise EngineError(f"Cannot provide a placement group requiring {world} GPUs "
+                              f"(placement_group_specs={specs}) within {int(wait_s)} seconds.\n"
+                              f"Tensor parallel size may exceed available GPUs in your cluster. Check resources "
+                              f"with `ray status` and `ray list nodes`.\n(LAB STAND-IN: the Ray cluster has "
+                              f"{gpus} GPUs; tensor_parallel_size={tp} x pipeline_parallel_size={pp} needs {world}.)")
+        raise EngineError(f"Cannot provide a placement group of placement_group_specs={specs} within "
+                          f"{int(wait_s)} seconds. See `ray status` and `ray list nodes` to make sure the "
+                          f"cluster has enough resources.")
     actors = [
         ShardWorker.options(
             num_gpus=1, num_cpus=0,
@@ -171,28 +250,117 @@ def _ray_executor(tp, pp):
     actors = [actors[k] for k in order]
     placements = [dict(infos[k], rank=r) for r, k in enumerate(order)]
     for p in placements:
-        logger.info("rank %d -> %s (%s) gpu_ids=%s", p["rank"], p["hostname"], p["ip"], p["gpu_ids"])
+        logger.info("rank %d -> %s (%s) gpu_ids=%s pid=%s", p["rank"], p["hostname"], p["ip"], p["gpu_ids"], p["pid"])
 
-    def step():
-        ray.get([a.step.remote() for a in actors], timeout=60)
+    timeout_s = _env_float("LAB_VLLM_SHARD_TIMEOUT_S", 30)
+    last_ok = [time.time()]
+
+    def _call(method, timeout):
+        try:
+            ray.get([getattr(a, method).remote() for a in actors], timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            if time.time() - last_ok[0] > timeout_s:
+                raise EngineDead(f"shard workers did not answer for {int(timeout_s)}s") from None
+            return
+        except ray.exceptions.RayActorError as exc:
+            dead = next((p for p, a in zip(placements, actors) if _actor_dead(ray, a)), None)
+            who = f"rank={dead['rank']} on {dead['hostname']}" if dead else "a worker"
+            logger.error("RayWorkerProc %s died unexpectedly, shutting down executor.", who)
+            raise EngineDead(f"RayWorkerProc {who} died unexpectedly: {type(exc).__name__}") from None
+        except ray.exceptions.RaySystemError as exc:
+            raise EngineDead(f"Ray system error: {exc}") from None
+        last_ok[0] = time.time()
 
     def close():
         for a in actors:
-            ray.kill(a)
-        remove_placement_group(pg)
+            try:
+                ray.kill(a)
+            except Exception:
+                pass
+        try:
+            remove_placement_group(pg)
+        except Exception:
+            pass
         ray.shutdown()
 
-    return Shards("ray", tp, pp, placements, step, close)
+    return Shards("ray", tp, pp, placements, step=lambda: _call("step", 60),
+                  check=lambda: _call("ping", max(1.0, _env_float("LAB_VLLM_SHARD_PING_S", 1))), close=close)
+
+
+def _actor_dead(ray, actor):
+    try:
+        ray.get(actor.ping.remote(), timeout=2)
+        return False
+    except Exception:
+        return True
+
+
+class PeerLink:
+    """One TCP connection between the mp head and a headless peer, with heartbeats both ways:
+    each side sends a byte every LAB_VLLM_SHARD_PING_S and declares the other gone on EOF, on an
+    error, or after LAB_VLLM_PEER_TIMEOUT_S (default 10) of silence (a powered-off node sends no FIN)."""
+
+    def __init__(self, conn, name):
+        self.conn = conn
+        self.name = name
+        self.lost = None
+        self._stop = threading.Event()
+        self._last = time.time()
+
+    def start(self, on_lost):
+        ping = max(0.2, _env_float("LAB_VLLM_SHARD_PING_S", 1))
+        timeout = _env_float("LAB_VLLM_PEER_TIMEOUT_S", 10)
+        self.conn.settimeout(ping)
+
+        def reader():
+            while not self._stop.is_set():
+                try:
+                    data = self.conn.recv(64)
+                except socket.timeout:
+                    if time.time() - self._last > timeout:
+                        self._lose(f"{self.name} sent nothing for {int(timeout)}s", on_lost)
+                        return
+                    continue
+                except OSError as exc:
+                    self._lose(f"{self.name}: {exc}", on_lost)
+                    return
+                if not data:
+                    self._lose(f"{self.name} closed the connection", on_lost)
+                    return
+                self._last = time.time()
+
+        def writer():
+            while not self._stop.wait(ping):
+                try:
+                    self.conn.sendall(HEARTBEAT)
+                except OSError as exc:
+                    self._lose(f"{self.name}: {exc}", on_lost)
+                    return
+
+        threading.Thread(target=reader, daemon=True, name=f"peer-reader-{self.name}").start()
+        threading.Thread(target=writer, daemon=True, name=f"peer-writer-{self.name}").start()
+
+    def _lose(self, why, on_lost):
+        if self.lost is None and not self._stop.is_set():
+            self.lost = why
+            on_lost(why)
+
+    def close(self):
+        self._stop.set()
+        try:
+            self.conn.close()
+        except OSError:
+            pass
 
 
 def _mp_head(args, tp, pp):
     nnodes = args.nnodes
     port = args.master_port or 29501
-    wait_s = float(os.environ.get("LAB_VLLM_MP_WAIT_S", "300"))
+    wait_s = _env_float("LAB_VLLM_MP_WAIT_S", 300)
     peers = {}
     srv = socket.create_server(("0.0.0.0", port), reuse_port=False)
     srv.settimeout(1.0)
-    logger.info("mp multi-node head: waiting up to %ds for %d headless peer(s) on port %d",
+    logger.info("mp multi-node head: waiting up to %ds for %d headless node(s) on port %d",
                 int(wait_s), nnodes - 1, port)
     deadline = time.time() + wait_s
     while len(peers) < nnodes - 1 and time.time() < deadline:
@@ -208,11 +376,10 @@ def _mp_head(args, tp, pp):
             continue
         rank = int(hello.get("node_rank", -1))
         if not 0 < rank < nnodes or rank in peers:
-            conn.sendall(b'{"ok": false, "error": "bad node rank"}\n')
+            conn.sendall(b'{"ok": false, "error": "bad or duplicate node rank"}\n')
             conn.close()
             continue
         conn.sendall(json.dumps({"ok": True, "world_size": tp * pp}).encode() + b"\n")
-        conn.settimeout(None)
         peers[rank] = (conn, hello)
         logger.info("node rank %d joined from %s (%s)", rank, hello.get("hostname"), addr[0])
     srv.close()
@@ -232,36 +399,35 @@ def _mp_head(args, tp, pp):
         for r in range(per_node):
             placements.append({"rank": nr * per_node + r, "hostname": hello["hostname"],
                                "ip": hello.get("ip", "?"), "gpu_ids": [r]})
+    links = {rank: PeerLink(conn, f"headless node rank {rank} ({hello.get('hostname')})")
+             for rank, (conn, hello) in peers.items()}
+    lost = []
 
-    def watch(rank, conn):
-        try:
-            data = conn.recv(1)
-        except OSError:
-            data = b""
-        if not data:
-            logger.error("headless node rank %d went away: the distributed group is broken; exiting", rank)
-            os._exit(1)
+    def on_lost(why):
+        lost.append(why)
+        logger.error("%s: the distributed group is broken, shutting down executor.", why)
 
-    for rank, (conn, _) in peers.items():
-        threading.Thread(target=watch, args=(rank, conn), daemon=True).start()
+    for link in links.values():
+        link.start(on_lost)
+
+    def check():
+        if lost:
+            raise EngineDead(lost[0])
 
     def close():
-        for conn, _ in peers.values():
-            try:
-                conn.close()
-            except OSError:
-                pass
+        for link in links.values():
+            link.close()
 
-    return Shards("mp", tp, pp, placements, None, close)
+    return Shards("mp", tp, pp, placements, step=check, check=check, close=close)
 
 
 def _mp_headless(args):
     port = args.master_port or 29501
-    if not args.master_addr:
-        raise EngineError("--headless with --nnodes > 1 needs --master-addr of the node-rank 0 host")
-    wait_s = float(os.environ.get("LAB_VLLM_MP_WAIT_S", "300"))
+    wait_s = _env_float("LAB_VLLM_MP_WAIT_S", 300)
     deadline = time.time() + wait_s
     last = None
+    logger.info("Launching vLLM (v%s) headless multiproc executor, with head node address %s:%d for "
+                "torch.distributed process group.", __version__, args.master_addr, port)
     while time.time() < deadline:
         try:
             conn = socket.create_connection((args.master_addr, port), timeout=5)
@@ -272,19 +438,31 @@ def _mp_headless(args):
     else:
         raise EngineError(f"Could not reach the head's torch.distributed store at {args.master_addr}:{port} "
                           f"within {int(wait_s)}s: {last}")
-    hello = {"node_rank": args.node_rank, "hostname": socket.gethostname(),
-             "ip": conn.getsockname()[0]}
+    hello = {"node_rank": args.node_rank, "hostname": socket.gethostname(), "ip": conn.getsockname()[0]}
     conn.sendall(json.dumps(hello).encode() + b"\n")
+    conn.settimeout(30)
     reply = json.loads(conn.makefile("r").readline() or "{}")
     if not reply.get("ok"):
         raise EngineError(f"head refused node rank {args.node_rank}: {reply.get('error')}")
     logger.info("headless node rank %d joined %s:%d; serving shards until the head goes away",
                 args.node_rank, args.master_addr, port)
-    while True:
-        data = conn.recv(1)
-        if not data:
-            logger.error("lost the connection to the head node; exiting")
+    gone = threading.Event()
+    link = PeerLink(conn, f"head node {args.master_addr}:{port}")
+    link.start(lambda why: gone.set())
+    stop = threading.Event()
+
+    def on_signal(signum, _frame):
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    while not stop.is_set():
+        if gone.wait(0.5):
+            logger.error("lost the head node (%s); the distributed group is broken, exiting", link.lost)
+            link.close()
             return 1
+    link.close()
+    return 0
 
 
 def main(argv=None):
@@ -308,32 +486,66 @@ def main(argv=None):
         return 1
 
 
+def _choose_backend(args, world, dp, nnodes):
+    """vllm/config/parallel.py ParallelConfig.__post_init__ (CUDA platform)."""
+    backend = args.distributed_executor_backend
+    if backend is None and world * dp > 1:
+        if nnodes > 1:
+            backend = "mp"
+        elif local_gpu_count() < world:
+            raise EngineError(f"World size ({world}) is larger than the number of available GPUs "
+                              f"({local_gpu_count()}) in this node. If this is intentional and you are using:\n"
+                              f"- ray, set '--distributed-executor-backend ray'.\n"
+                              f"- multiprocessing, set '--nnodes' appropriately.")
+        elif (args.data_parallel_backend or "mp") == "ray":
+            backend = "ray"
+        else:
+            backend = "mp"
+    if backend is None and world == 1:
+        backend = "uni"
+    if backend not in ("mp", "uni", "external_launcher") and nnodes > 1:
+        raise EngineError("nnodes > 1 can only be set when distributed executor backend is mp, uni or "
+                          "external_launcher.")
+    return backend
+
+
 def serve(args):
     model = args.model_tag or args.model
     if not model:
         raise EngineError("vllm serve needs a model: vllm serve MODEL [options]")
     tp = args.tensor_parallel_size or 1
     pp = args.pipeline_parallel_size or 1
-    if tp < 1 or pp < 1:
-        raise EngineError("tensor_parallel_size and pipeline_parallel_size must be >= 1")
+    dp = args.data_parallel_size or 1
+    if tp < 1 or pp < 1 or dp < 1:
+        raise EngineError("tensor_parallel_size, pipeline_parallel_size and data_parallel_size must be >= 1")
     world = tp * pp
     gmu = args.gpu_memory_utilization
     if gmu is not None and not 0 < gmu <= 1:
         raise EngineError(f"GPU memory utilization must be within (0, 1]. Got {gmu}.")
     nnodes = args.nnodes or 1
     node_rank = args.node_rank or 0
+    if node_rank >= nnodes:
+        raise EngineError(f"node_rank ({node_rank}) must be smaller than nnodes ({nnodes})")
     logger.info("vLLM API server version %s (LAB STAND-IN)", __version__)
     logger.info("non-default args: %s", {k: v for k, v in vars(args).items()
                                          if v not in (None, False) and k not in ("api_key", "subcommand", "version")})
+    if dp > 1:
+        raise EngineError("LAB STAND-IN: data parallelism (--data-parallel-size > 1) is not simulated")
     if args.headless:
+        if args.api_server_count is not None and args.api_server_count > 0:
+            raise EngineError(f"--api-server-count={args.api_server_count} cannot be used with --headless "
+                              f"(no API servers are started in headless mode).")
         if nnodes < 2 or node_rank < 1:
-            raise EngineError("--headless requires --nnodes > 1 and --node-rank >= 1")
+            raise EngineError("LAB STAND-IN: --headless is simulated for multi-node TP/PP only "
+                              "(--nnodes > 1 and --node-rank >= 1)")
+        backend = _choose_backend(args, world, dp, nnodes)
+        if backend != "mp":
+            raise EngineError(f"LAB STAND-IN: --headless needs the mp executor, not {backend}")
         resolve_model(model, args.download_dir)
         return _mp_headless(args)
     model_dir = resolve_model(model, args.download_dir)
-    backend = args.distributed_executor_backend
-    if backend is None:
-        backend = "mp" if nnodes > 1 else ("ray" if world > 1 else "uni")
+    backend = _choose_backend(args, world, dp, nnodes)
+    logger.info("Using the %s distributed executor backend (world size %d, %d node(s))", backend, world, nnodes)
     if backend == "mp":
         if world % nnodes:
             raise EngineError(f"world_size ({world}) must be divisible by nnodes ({nnodes})")
@@ -381,10 +593,9 @@ def serve(args):
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        run_server(cfg, stop)
+        return run_server(cfg, stop)
     finally:
         shards.close()
-    return 0
 
 
 if __name__ == "__main__":

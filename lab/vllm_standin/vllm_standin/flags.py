@@ -1,249 +1,146 @@
-"""Allow-list of `vllm serve` flags, taken from vLLM's own argument definitions
-(vllm/engine/arg_utils.py EngineArgs.add_cli_args and vllm/entrypoints/openai/cli_args.py,
-vLLM 0.10/0.11). Anything else is rejected by argparse exactly like vLLM rejects it.
+"""`vllm serve`'s argument parser, built from the generated table of vLLM's own arguments
+(flags_generated.py, made by lab/vllm_standin/gen_flags.py from the vLLM release it names).
 
-Each entry: (flag, aliases, kind, extra) where kind is
-  "value"   takes one value (extra: type or choices)
-  "multi"   takes one or more values
-  "bool"    store_true (extra True: also accepts --no-<flag>, vLLM's BooleanOptionalAction)
+Behaves like vLLM's FlexibleArgumentParser (vllm/utils/argparse_utils.py) where the product can
+notice: `--snake_case` spellings, `--enable-X`/`--disable-X`/`--no-X` for boolean flags
+(EnableDisableAction), `-O3` for `--optimization-level 3`, `--json-arg.key value` for JSON flags,
+`--task`'s hint, abbreviations (argparse's default, which vLLM keeps), and errors with exit 2:
+`vllm serve: error: unrecognized arguments: --foo`. Values are type-checked (int, float, JSON,
+human-readable ints like 32k) and choices enforced where vLLM enforces them.
 """
 
 import argparse
+import json
+import re
+import sys
 
-DTYPES = ["auto", "half", "float16", "bfloat16", "float", "float32"]
-KV_CACHE_DTYPES = ["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"]
-LOAD_FORMATS = ["auto", "pt", "safetensors", "npcache", "dummy", "tensorizer", "runai_streamer",
-                "runai_streamer_sharded", "sharded_state", "gguf", "bitsandbytes", "mistral",
-                "fastsafetensors"]
-EXECUTORS = ["ray", "mp", "uni", "external_launcher"]
-LOG_LEVELS = ["critical", "error", "warning", "info", "debug", "trace"]
+from .flags_generated import SERVE_ARGS, VLLM_VERSION
 
-SERVE_FLAGS = [
-    # --- frontend (vllm/entrypoints/openai/cli_args.py) ---
-    ("--host", [], "value", str),
-    ("--port", [], "value", int),
-    ("--uds", [], "value", str),
-    ("--uvicorn-log-level", [], "value", LOG_LEVELS),
-    ("--disable-uvicorn-access-log", [], "bool", False),
-    ("--allow-credentials", [], "bool", False),
-    ("--allowed-origins", [], "value", str),
-    ("--allowed-methods", [], "value", str),
-    ("--allowed-headers", [], "value", str),
-    ("--api-key", [], "multi", str),
-    ("--lora-modules", [], "multi", str),
-    ("--chat-template", [], "value", str),
-    ("--chat-template-content-format", [], "value", ["auto", "string", "openai"]),
-    ("--response-role", [], "value", str),
-    ("--ssl-keyfile", [], "value", str),
-    ("--ssl-certfile", [], "value", str),
-    ("--ssl-ca-certs", [], "value", str),
-    ("--enable-ssl-refresh", [], "bool", False),
-    ("--ssl-cert-reqs", [], "value", int),
-    ("--root-path", [], "value", str),
-    ("--middleware", [], "multi", str),
-    ("--return-tokens-as-token-ids", [], "bool", False),
-    ("--disable-frontend-multiprocessing", [], "bool", False),
-    ("--enable-request-id-headers", [], "bool", False),
-    ("--enable-auto-tool-choice", [], "bool", False),
-    ("--exclude-tools-when-tool-choice-none", [], "bool", False),
-    ("--tool-call-parser", [], "value", str),
-    ("--tool-parser-plugin", [], "value", str),
-    ("--tool-server", [], "value", str),
-    ("--log-config-file", [], "value", str),
-    ("--max-log-len", [], "value", int),
-    ("--disable-fastapi-docs", [], "bool", False),
-    ("--enable-prompt-tokens-details", [], "bool", False),
-    ("--enable-server-load-tracking", [], "bool", False),
-    ("--enable-force-include-usage", [], "bool", False),
-    ("--enable-tokenizer-info-endpoint", [], "bool", False),
-    ("--enable-log-outputs", [], "bool", False),
-    ("--h11-max-incomplete-event-size", [], "value", int),
-    ("--h11-max-header-count", [], "value", int),
-    ("--log-error-stack", [], "bool", False),
-    ("--headless", [], "bool", False),
-    ("--api-server-count", ["-asc"], "value", int),
-    ("--config", [], "value", str),
-    ("--disable-log-requests", [], "bool", False),
-    ("--enable-log-requests", [], "bool", False),
-    ("--disable-log-stats", [], "bool", False),
-    ("--reasoning-parser", [], "value", str),
-    # --- ModelConfig ---
-    ("--model", [], "value", str),
-    ("--runner", [], "value", ["auto", "generate", "pooling", "draft"]),
-    ("--convert", [], "value", ["auto", "none", "embed", "classify", "reward"]),
-    ("--task", [], "value", str),
-    ("--tokenizer", [], "value", str),
-    ("--tokenizer-mode", [], "value", ["auto", "slow", "mistral", "custom"]),
-    ("--trust-remote-code", [], "bool", True),
-    ("--dtype", [], "value", DTYPES),
-    ("--seed", [], "value", int),
-    ("--hf-config-path", [], "value", str),
-    ("--allowed-local-media-path", [], "value", str),
-    ("--revision", [], "value", str),
-    ("--code-revision", [], "value", str),
-    ("--rope-scaling", [], "value", str),
-    ("--rope-theta", [], "value", float),
-    ("--tokenizer-revision", [], "value", str),
-    ("--max-model-len", [], "value", str),
-    ("--quantization", ["-q"], "value", str),
-    ("--enforce-eager", [], "bool", True),
-    ("--max-seq-len-to-capture", [], "value", int),
-    ("--max-logprobs", [], "value", int),
-    ("--logprobs-mode", [], "value", str),
-    ("--disable-sliding-window", [], "bool", True),
-    ("--disable-cascade-attn", [], "bool", True),
-    ("--skip-tokenizer-init", [], "bool", True),
-    ("--enable-prompt-embeds", [], "bool", True),
-    ("--served-model-name", [], "multi", str),
-    ("--config-format", [], "value", ["auto", "hf", "mistral"]),
-    ("--hf-token", [], "value", str),
-    ("--hf-overrides", [], "value", str),
-    ("--pooler-config", [], "value", str),
-    ("--override-pooler-config", [], "value", str),
-    ("--logits-processor-pattern", [], "value", str),
-    ("--generation-config", [], "value", str),
-    ("--override-generation-config", [], "value", str),
-    ("--enable-sleep-mode", [], "bool", True),
-    ("--model-impl", [], "value", ["auto", "vllm", "transformers", "terratorch"]),
-    ("--override-attention-dtype", [], "value", str),
-    ("--logits-processors", [], "multi", str),
-    ("--io-processor-plugin", [], "value", str),
-    # --- LoadConfig ---
-    ("--load-format", [], "value", LOAD_FORMATS),
-    ("--download-dir", [], "value", str),
-    ("--model-loader-extra-config", [], "value", str),
-    ("--ignore-patterns", [], "multi", str),
-    ("--use-tqdm-on-load", [], "bool", True),
-    ("--pt-load-map-location", [], "value", str),
-    # --- StructuredOutputs / Decoding ---
-    ("--guided-decoding-backend", [], "value", str),
-    ("--structured-outputs-config", [], "value", str),
-    # --- ParallelConfig ---
-    ("--distributed-executor-backend", [], "value", EXECUTORS),
-    ("--pipeline-parallel-size", ["-pp"], "value", int),
-    ("--tensor-parallel-size", ["-tp"], "value", int),
-    ("--decode-context-parallel-size", ["-dcp"], "value", int),
-    ("--data-parallel-size", ["-dp"], "value", int),
-    ("--data-parallel-rank", ["-dpn"], "value", int),
-    ("--data-parallel-start-rank", ["-dpr"], "value", int),
-    ("--data-parallel-size-local", ["-dpl"], "value", int),
-    ("--data-parallel-address", ["-dpa"], "value", str),
-    ("--data-parallel-rpc-port", ["-dpp"], "value", int),
-    ("--data-parallel-backend", ["-dpb"], "value", ["mp", "ray"]),
-    ("--data-parallel-hybrid-lb", [], "bool", True),
-    ("--enable-expert-parallel", [], "bool", True),
-    ("--enable-eplb", [], "bool", True),
-    ("--eplb-config", [], "value", str),
-    ("--max-parallel-loading-workers", [], "value", int),
-    ("--ray-workers-use-nsight", [], "bool", True),
-    ("--disable-custom-all-reduce", [], "bool", True),
-    ("--worker-cls", [], "value", str),
-    ("--worker-extension-cls", [], "value", str),
-    ("--nnodes", ["-n"], "value", int),
-    ("--node-rank", ["-r"], "value", int),
-    ("--master-addr", [], "value", str),
-    ("--master-port", [], "value", int),
-    ("--enable-dbo", [], "bool", True),
-    # --- CacheConfig ---
-    ("--block-size", [], "value", int),
-    ("--gpu-memory-utilization", [], "value", float),
-    ("--swap-space", [], "value", float),
-    ("--kv-cache-dtype", [], "value", KV_CACHE_DTYPES),
-    ("--num-gpu-blocks-override", [], "value", int),
-    ("--enable-prefix-caching", [], "bool", True),
-    ("--prefix-caching-hash-algo", [], "value", ["sha256", "sha256_cbor", "builtin"]),
-    ("--cpu-offload-gb", [], "value", float),
-    ("--calculate-kv-scales", [], "bool", True),
-    ("--kv-cache-memory-bytes", [], "value", str),
-    ("--kv-sharing-fast-prefill", [], "bool", True),
-    ("--mamba-ssm-cache-dtype", [], "value", str),
-    # --- MultiModalConfig ---
-    ("--limit-mm-per-prompt", [], "value", str),
-    ("--mm-processor-kwargs", [], "value", str),
-    ("--mm-processor-cache-gb", [], "value", float),
-    ("--disable-mm-preprocessor-cache", [], "bool", True),
-    ("--mm-encoder-tp-mode", [], "value", ["weights", "data"]),
-    ("--interleave-mm-strings", [], "bool", True),
-    ("--skip-mm-profiling", [], "bool", True),
-    # --- LoRAConfig ---
-    ("--enable-lora", [], "bool", True),
-    ("--enable-lora-bias", [], "bool", True),
-    ("--max-loras", [], "value", int),
-    ("--max-lora-rank", [], "value", int),
-    ("--lora-extra-vocab-size", [], "value", int),
-    ("--lora-dtype", [], "value", str),
-    ("--max-cpu-loras", [], "value", int),
-    ("--fully-sharded-loras", [], "bool", True),
-    ("--default-mm-loras", [], "value", str),
-    # --- ObservabilityConfig ---
-    ("--show-hidden-metrics-for-version", [], "value", str),
-    ("--otlp-traces-endpoint", [], "value", str),
-    ("--collect-detailed-traces", [], "multi", str),
-    # --- SchedulerConfig ---
-    ("--max-num-batched-tokens", [], "value", int),
-    ("--max-num-seqs", [], "value", int),
-    ("--max-num-partial-prefills", [], "value", int),
-    ("--max-long-partial-prefills", [], "value", int),
-    ("--long-prefill-token-threshold", [], "value", int),
-    ("--cuda-graph-sizes", [], "multi", int),
-    ("--num-lookahead-slots", [], "value", int),
-    ("--scheduler-delay-factor", [], "value", float),
-    ("--preemption-mode", [], "value", ["recompute", "swap"]),
-    ("--num-scheduler-steps", [], "value", int),
-    ("--scheduling-policy", [], "value", ["fcfs", "priority"]),
-    ("--enable-chunked-prefill", [], "bool", True),
-    ("--disable-chunked-mm-input", [], "bool", True),
-    ("--scheduler-cls", [], "value", str),
-    ("--disable-hybrid-kv-cache-manager", [], "bool", True),
-    ("--async-scheduling", [], "bool", True),
-    # --- VllmConfig ---
-    ("--speculative-config", [], "value", str),
-    ("--kv-transfer-config", [], "value", str),
-    ("--kv-events-config", [], "value", str),
-    ("--compilation-config", ["-O"], "value", str),
-    ("--additional-config", [], "value", str),
-    # --- attention backend (vLLM >= 0.11; older releases use VLLM_ATTENTION_BACKEND) ---
-    ("--attention-backend", [], "value", str),
-]
+_HUMAN_INT = re.compile(r"^\d+(\.\d+)?[kKmMgGtT]?$")
 
 
-class _UnderscoreParser(argparse.ArgumentParser):
-    """vLLM's FlexibleArgumentParser accepts --tensor_parallel_size as --tensor-parallel-size."""
+def _typed(kind, optional):
+    def convert(val):
+        if optional and val in ("", "None"):
+            return None
+        if kind == "int":
+            return int(val)
+        if kind == "float":
+            return float(val)
+        if kind == "json":
+            return json.loads(val)
+        if kind == "human_int":
+            if not _HUMAN_INT.match(val.strip()):
+                raise ValueError(val)
+            return val
+        if kind == "human_int_or_auto":
+            if val.strip().lower() != "auto" and val.strip() != "-1" and not _HUMAN_INT.match(val.strip()):
+                raise ValueError(val)
+            return val
+        return val
+
+    convert.__name__ = {"json": "loads"}.get(kind, kind)   # argparse names it in "invalid X value"
+    return convert
+
+
+class EnableDisableAction(argparse.Action):
+    """vLLM's BooleanOptionalAction: --X / --no-X, and --enable-Y <-> --disable-Y."""
+
+    def __init__(self, option_strings, dest, negatives=(), **kwargs):
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+        self.negatives = set(negatives)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, option_string not in self.negatives)
+
+
+class FlexibleArgumentParser(argparse.ArgumentParser):
+    """The argument pre-processing of vLLM's FlexibleArgumentParser.parse_args()."""
+
+    def error(self, message):
+        if (message.startswith("unrecognized arguments:") and getattr(self, "_serve_task_hint", False)
+                and re.search(r"(^|\s)--task(=|\s|$)", message)):
+            message += ("\n\nHint: --task is not a vllm serve option. For embedding, reranking, or reward "
+                        "models, use --runner pooling. To adapt a generative model for pooling, also use "
+                        "--convert embed, --convert classify, or --convert reward.")
+        super().error(message)
 
     def parse_args(self, args=None, namespace=None):  # noqa: D401
-        fixed = []
-        for a in args or []:
-            if a.startswith("--") and "_" in a.split("=", 1)[0]:
+        args = list(sys.argv[1:] if args is None else args)
+        self._serve_task_hint = args[:1] == ["serve"] and any(re.match(r"^--task(=.+|$)", a) for a in args[1:])
+        out = []
+        dotted = {}
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if a.startswith("--"):
                 key, sep, val = a.partition("=")
-                a = key.replace("_", "-") + sep + val
-            fixed.append(a)
-        return super().parse_args(fixed, namespace)
+                head, dot, rest = key[2:].partition(".")
+                head = head.replace("_", "-")
+                if dot:  # --json-arg.key value  -> one JSON object per flag, as vLLM merges them
+                    if not sep:
+                        if i + 1 >= len(args):
+                            self.error(f"argument --{head}: expected one argument")
+                        val = args[i + 1]
+                        i += 1
+                    path = rest.split(".")
+                    if path[-1].endswith("+"):
+                        path[-1] = path[-1][:-1]
+                        val = json.dumps(val.split(","))
+                    try:
+                        value = json.loads(val)
+                    except ValueError:
+                        value = val
+                    node = dotted.setdefault("--" + head, {})
+                    for p in path[:-1]:
+                        node = node.setdefault(p, {})
+                    node[path[-1]] = value
+                    i += 1
+                    continue
+                out.append("--" + head + (sep + val if sep else ""))
+            elif a.startswith("-O") and a != "-O":
+                out += ["--optimization-level", a[3:] if a[2:3] == "=" else a[2:]]
+            elif a == "-O" and i + 1 < len(args) and args[i + 1] in {"0", "1", "2", "3"}:
+                out.append("--optimization-level")
+            else:
+                out.append(a)
+            i += 1
+        for flag, obj in dotted.items():
+            out += [flag, json.dumps(obj)]
+        return super().parse_args(out, namespace)
 
 
-def _add(parser, flag, aliases, kind, extra):
-    dest = flag[2:].replace("-", "_")
-    names = [flag, *aliases]
-    if kind == "bool":
-        parser.add_argument(*names, dest=dest, action="store_true", default=None)
-        if extra:
-            parser.add_argument("--no-" + flag[2:], dest=dest, action="store_false")
-    elif kind == "multi":
-        parser.add_argument(*names, dest=dest, nargs="+", type=extra)
-    elif isinstance(extra, list):
-        parser.add_argument(*names, dest=dest, choices=extra)
-    else:
-        parser.add_argument(*names, dest=dest, type=extra)
+def _add(parser, row):
+    if "positional" in row:
+        parser.add_argument(row["positional"], nargs=row.get("nargs"))
+        return
+    kw = {"dest": row["dest"], "default": None}
+    action = row["action"]
+    if action == "store_true":
+        parser.add_argument(*row["options"], action="store_true", **kw)
+        return
+    if action == "boolean_optional":
+        parser.add_argument(*row["options"], action=EnableDisableAction, negatives=row.get("negatives", ()), **kw)
+        return
+    kind = row.get("type", "str")
+    kw["type"] = _typed(kind if kind != "json_or_str" else "str", row.get("optional", False))
+    if "choices" in row:
+        kw["choices"] = list(row["choices"]) + ([None] if row.get("optional") else [])
+    if "nargs" in row:
+        kw["nargs"] = row["nargs"]
+    if "const" in row:
+        kw["const"] = row["const"]
+    if action == "append":
+        kw["action"] = "append"
+    parser.add_argument(*row["options"], **kw)
 
 
 def build_parser():
-    parser = _UnderscoreParser(prog="vllm", allow_abbrev=False,
-                               description="vLLM CLI (LAB STAND-IN, spark-cluster lab)")
+    parser = FlexibleArgumentParser(prog="vllm", description="vLLM CLI (LAB STAND-IN, spark-cluster lab)")
     parser.add_argument("-v", "--version", action="store_true")
-    sub = parser.add_subparsers(dest="subcommand")
-    serve = sub.add_parser("serve", prog="vllm serve", allow_abbrev=False,
-                           usage="vllm serve [model_tag] [options]",
-                           help="Start the vLLM OpenAI Compatible API server.")
-    serve.add_argument("model_tag", nargs="?")
-    for flag, aliases, kind, extra in SERVE_FLAGS:
-        _add(serve, flag, aliases, kind, extra)
+    sub = parser.add_subparsers(dest="subcommand", parser_class=argparse.ArgumentParser)
+    serve = sub.add_parser("serve", prog="vllm serve", usage="vllm serve [model_tag] [options]",
+                           help=f"Start the vLLM OpenAI Compatible API server (flags of vLLM {VLLM_VERSION}).")
+    for row in SERVE_ARGS:
+        _add(serve, row)
     return parser

@@ -3,12 +3,19 @@
 GET /health, GET /version, GET /v1/models, POST /v1/completions, POST /v1/chat/completions
 (stream: true -> SSE `data: {...}` chunks ending with `data: [DONE]`), GET /metrics.
 With --api-key, every /v1 route needs `Authorization: Bearer <key>` (401 otherwise), as in vLLM.
+
+Engine death (see cli.py's docstring for the vLLM 0.33 source it follows): a watchdog thread
+probes the shards every LAB_VLLM_SHARD_PING_S; once one is lost /health answers 503, requests
+answer 500, and at the next watchdog tick (VLLM_WATCHDOG_TIME_S = 5 s) the server shuts down and
+the process exits with LAB_VLLM_ENGINE_DEAD_EXIT (default 1), unless
+VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1, which keeps it answering 503/500.
 """
 
 import dataclasses
 import hmac
 import json
 import logging
+import os
 import threading
 import time
 import uuid
@@ -69,11 +76,28 @@ class Metrics:
         return "\n".join(lines) + "\n"
 
 
+ENGINE_DEAD_CLIENT_MESSAGE = "The server had an error while processing your request."
+VLLM_WATCHDOG_TIME_S = 5.0
+
+
+class EngineState:
+    def __init__(self):
+        self.dead = None          # why the engine died, once it has
+        self.lock = threading.Lock()
+
+    def kill(self, why):
+        with self.lock:
+            if self.dead is None:
+                self.dead = why
+                logger.error("EngineCore encountered an issue: %s. The engine is dead; /health answers 503 "
+                             "and requests fail from now on.", why)
+
+
 def _tokens(text):
     return max(1, len(text.split()))
 
 
-def make_handler(cfg, metrics):
+def make_handler(cfg, metrics, state):
     primary = cfg.served_names[0]
     created = int(time.time())
 
@@ -110,7 +134,7 @@ def make_handler(cfg, metrics):
                 return
             path = self.path.split("?", 1)[0]
             if path in ("/health", "/ping"):
-                self.send_response(200)
+                self.send_response(200 if state.dead is None else 503)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
             elif path == "/version":
@@ -164,14 +188,18 @@ def make_handler(cfg, metrics):
                     self._error(400, "prompt is required", "BadRequestError")
                     return
                 last = prompt
+            if state.dead is not None:
+                self._error(500, ENGINE_DEAD_CLIENT_MESSAGE, "InternalServerError")
+                return
             with metrics.lock:
                 metrics.running += 1
             try:
                 cfg.shards.step()
-            except Exception as exc:  # a shard died: fail the request like vLLM's engine does
+            except Exception as exc:  # a shard died: the engine is dead, as in vLLM
                 with metrics.lock:
                     metrics.running -= 1
-                self._error(500, f"EngineCore encountered an issue: {exc}", "InternalServerError")
+                state.kill(str(exc) or type(exc).__name__)
+                self._error(500, ENGINE_DEAD_CLIENT_MESSAGE, "InternalServerError")
                 return
             s = cfg.shards
             text = (f"LAB STAND-IN {name}: served by {','.join(s.hosts)} (tp={s.tp} pp={s.pp} "
@@ -244,15 +272,39 @@ class _Server(ThreadingHTTPServer):
 
 
 def run_server(cfg, stop):
+    """Serve until STOP is set (exit status 0) or the engine dies (LAB_VLLM_ENGINE_DEAD_EXIT, unless
+    VLLM_KEEP_ALIVE_ON_ENGINE_DEATH is set). Returns the process's exit status."""
     metrics = Metrics()
-    httpd = _Server((cfg.host, cfg.port), make_handler(cfg, metrics))
+    state = EngineState()
+    httpd = _Server((cfg.host, cfg.port), make_handler(cfg, metrics, state))
     t = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
     t.start()
     logger.info("Starting vLLM API server 0 on http://%s:%d", cfg.host, cfg.port)
     logger.info("Serving %s as %s; shards on %s (tp=%d pp=%d executor=%s)", cfg.model, cfg.served_names,
                 ",".join(cfg.shards.hosts), cfg.shards.tp, cfg.shards.pp, cfg.shards.backend)
     logger.info("Application startup complete.")
-    while not stop.wait(0.5):
-        pass
+
+    ping_s = max(0.2, float(os.environ.get("LAB_VLLM_SHARD_PING_S", "1")))
+
+    def shard_watchdog():
+        while state.dead is None and not stop.is_set():
+            try:
+                cfg.shards.check()
+            except Exception as exc:
+                state.kill(str(exc) or type(exc).__name__)
+                return
+            stop.wait(ping_s)
+
+    threading.Thread(target=shard_watchdog, daemon=True, name="lab-shard-watchdog").start()
+    keep_alive = os.environ.get("VLLM_KEEP_ALIVE_ON_ENGINE_DEATH", "0") not in ("", "0")
+    dead_exit = int(os.environ.get("LAB_VLLM_ENGINE_DEAD_EXIT", "1"))
+    status = 0
+    while not stop.wait(VLLM_WATCHDOG_TIME_S):
+        if state.dead is not None and not keep_alive:
+            logger.info("[shutdown] API server: engine is dead (%s); shutting down FastAPI HTTP server "
+                        "(VLLM_KEEP_ALIVE_ON_ENGINE_DEATH is not set)", state.dead)
+            status = dead_exit
+            break
     httpd.shutdown()
     httpd.server_close()
+    return status
