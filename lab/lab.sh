@@ -3,6 +3,9 @@
 #   lab/lab.sh up [--topology spark-pair|spark-workstation|hetero-4]   (default spark-pair)
 #   lab/lab.sh down
 #   lab/lab.sh status
+#   lab/lab.sh reboot NODE [--halt-timeout S]   power-cycle one node, keeping its disk
+#   lab/lab.sh kill NODE UNIT [--signal SIG]    systemctl kill --signal=SIG (default SIGKILL) UNIT on NODE
+#   lab/lab.sh kill NODE --container NAME       docker kill NAME on NODE (SIGKILL)
 # See lab/README.md for how it works, what it costs and what is simulated.
 set -euo pipefail
 
@@ -15,10 +18,8 @@ source "${LAB_DIR}/lib/net.sh"
 # shellcheck source=lib/nodes.sh
 source "${LAB_DIR}/lib/nodes.sh"
 
-ALL_NODES=(spark-a spark-b thor-a thor-b ws-a)
-
 usage() {
-  sed -n '2,6p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -79,16 +80,70 @@ cmd_down() {
   need_root
   lock_lab
   local n
-  for n in "${ALL_NODES[@]}"; do
+  for n in "${LAB_ALL_NODES[@]}"; do
     request_halt "${n}"
   done
-  for n in "${ALL_NODES[@]}"; do
+  for n in "${LAB_ALL_NODES[@]}"; do
     stop_node "${n}"
   done
   teardown_network
   rm -f "${LAB_STATE}/topology"
   rmdir "${LAB_STATE}/nodes" 2>/dev/null || true
   log "lab is down"
+}
+
+# The running lab's topology, or fail; NODE (if given) must be one of its nodes.
+require_running_node() {
+  local node="$1" topology
+  [[ -f "${LAB_STATE}/topology" ]] || die "the lab is down"
+  topology="$(cat "${LAB_STATE}/topology")"
+  [[ " $(topology_nodes "${topology}") " == *" ${node} "* ]] \
+    || die "'${node}' is not a node of the running lab (topology ${topology}: $(topology_nodes "${topology}"))"
+}
+
+cmd_reboot() {
+  [[ $# -ge 1 ]] || usage
+  local node="$1" halt_s=30 t0; shift
+  while (( $# > 0 )); do
+    case "$1" in
+      --halt-timeout) [[ $# -ge 2 ]] || usage; halt_s="$2"; shift 2 ;;
+      *) usage ;;
+    esac
+  done
+  [[ "${halt_s}" =~ ^[0-9]+$ ]] || die "--halt-timeout takes whole seconds"
+  need_root
+  lock_lab
+  require_running_node "${node}"
+  t0="$(date +%s)"
+  reboot_node "${node}" "${halt_s}"
+  wait_node_ssh "${node}"
+  log "${node} rebooted in $(( $(date +%s) - t0 ))s"
+}
+
+# Fault injection: SIGKILL (or SIG) a unit's processes, or a container, on one node over SSH.
+cmd_kill() {
+  [[ $# -ge 2 ]] || usage
+  local node="$1" target="$2" sig=SIGKILL; shift 2
+  if [[ "${target}" == --container ]]; then
+    [[ $# -eq 1 ]] || usage
+    need_root
+    require_running_node "${node}"
+    ssh_node "${node}" "docker kill $(printf '%q' "$1")" >/dev/null
+    log "${node}: killed container $1"
+    return 0
+  fi
+  while (( $# > 0 )); do
+    case "$1" in
+      --signal) [[ $# -ge 2 ]] || usage; sig="$2"; shift 2 ;;
+      *) usage ;;
+    esac
+  done
+  [[ "${sig}" =~ ^(SIG)?[A-Z0-9+]+$ ]] || die "bad signal '${sig}'"
+  [[ "${target}" =~ ^[A-Za-z0-9@_.:-]+$ ]] || die "bad unit name '${target}'"
+  need_root
+  require_running_node "${node}"
+  ssh_node "${node}" "systemctl kill --signal=${sig} ${target}"
+  log "${node}: sent ${sig} to ${target}"
 }
 
 cmd_status_inner() {
@@ -119,6 +174,8 @@ main() {
     up) cmd_up "$@" ;;
     down) [[ $# -eq 0 ]] || usage; cmd_down ;;
     status) [[ $# -eq 0 ]] || usage; cmd_status_inner ;;
+    reboot) cmd_reboot "$@" ;;
+    kill) cmd_kill "$@" ;;
     -h|--help|help) usage ;;
     *) usage ;;
   esac

@@ -14,7 +14,8 @@ LAB_FABRIC_NS="sclab-fabric"          # netns that holds the switch-like interco
 LAB_NS_PREFIX="sclab-"                # node netns: sclab-<node>
 LAB_DEBIAN_SUITE="bookworm"
 LAB_DEBIAN_MIRROR="${LAB_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-LAB_RAY_VERSION="2.49.2"
+# Ray from PyPI in /opt/lab-venv of every node and in the Ray-carrying container image.
+LAB_RAY_VERSION="2.60.0"
 # The switch fabric carries jumbo frames; a node's NIC starts at the default MTU, like a
 # fresh host: raising it to 9000 (and putting it back on destroy) is the product's job.
 LAB_IC_MTU=9000
@@ -30,6 +31,7 @@ node_addr() {
     thor-a) echo 10.77.0.21 ;;
     thor-b) echo 10.77.0.22 ;;
     ws-a) echo 10.77.0.31 ;;
+    outsider) echo 10.77.0.99 ;;
     *) die "unknown node '$1'" ;;
   esac
 }
@@ -39,6 +41,7 @@ node_kind() {
     spark-*) echo spark ;;
     thor-*) echo thor ;;
     ws-*) echo workstation ;;
+    outsider) echo outsider ;;
     *) die "unknown node '$1'" ;;
   esac
 }
@@ -47,18 +50,24 @@ node_kind() {
 node_tag() {
   case "$1" in
     spark-a) echo sa ;; spark-b) echo sb ;; thor-a) echo ta ;; thor-b) echo tb ;; ws-a) echo wa ;;
+    outsider) echo ox ;;
     *) die "unknown node '$1'" ;;
   esac
 }
 
+# Every node a topology boots: its stack members and, last, the `outsider` (a plain host on the
+# management network that is in no stack; see lab/README.md).
 topology_nodes() {
   case "$1" in
-    spark-pair) echo "spark-a spark-b" ;;
-    spark-workstation) echo "spark-a ws-a" ;;
-    hetero-4) echo "spark-a spark-b thor-a thor-b" ;;
+    spark-pair) echo "spark-a spark-b outsider" ;;
+    spark-workstation) echo "spark-a ws-a outsider" ;;
+    hetero-4) echo "spark-a spark-b thor-a thor-b outsider" ;;
     *) die "unknown topology '$1' (known: spark-pair, spark-workstation, hetero-4)" ;;
   esac
 }
+
+# Every node the lab knows (down stops all of them, whatever the topology was).
+LAB_ALL_NODES=(spark-a spark-b thor-a thor-b ws-a outsider)
 
 # Bounded wait: wait_until TIMEOUT_S INTERVAL_S DESCRIPTION CMD...
 wait_until() {

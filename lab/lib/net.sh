@@ -103,15 +103,29 @@ ensure_interconnect() {
       for n in spark-a spark-b; do
         ensure_fabric_port "${n}" enP2p1s0f1np1 ic1
       done
+      # The outsider is plugged into the same switch (no address: a test gives it one when it
+      # needs to show that a non-member cannot join the Ray cluster or reach internal ports).
+      ensure_fabric_port outsider enp1s0f1np1 ic0
       ;;
     *) die "unknown topology '${topology}'" ;;
   esac
 }
 
+# A power cycle resets the node's NICs: no addresses, default MTU (the links stay: cables).
+reset_node_links() {
+  local node="$1" ns ifname
+  ns="$(ns_of "${node}")"
+  for ifname in $(ip -n "${ns}" -o link show | awk -F': ' '{print $2}' | cut -d@ -f1); do
+    [[ "${ifname}" == lo ]] && continue
+    ip -n "${ns}" addr flush dev "${ifname}" 2>/dev/null || true
+    ip -n "${ns}" link set dev "${ifname}" mtu "${LAB_NIC_MTU}" 2>/dev/null || true
+  done
+}
+
 # Remove every network object the lab may have created, by the names it uses.
 teardown_network() {
   local n ns
-  for n in spark-a spark-b thor-a thor-b ws-a; do
+  for n in "${LAB_ALL_NODES[@]}"; do
     ns="$(ns_of "${n}")"
     if ns_exists "${ns}"; then ip netns del "${ns}"; fi
     ip link del dev "scm-$(node_tag "${n}")" 2>/dev/null || true

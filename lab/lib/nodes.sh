@@ -7,7 +7,12 @@ node_dir() { echo "${LAB_STATE}/nodes/$1"; }
 
 # Docker engine runs in Spark nodes unless LAB_DOCKER=0 (see lab/README.md, "Docker runtime").
 node_has_docker() { [[ "${LAB_DOCKER:-1}" == 1 && "$(node_kind "$1")" == spark ]]; }
-LAB_DOCKER_IMAGE_TAGS=("nvcr.io/nvidia/vllm:25.09-py3")
+# Container images in every Docker-running node, "TAG VARIANT" (see node-files/docker/usr/local/sbin/
+# lab-docker-image): 25.09-py3 carries Ray like NGC 25.09; 26.05-py3 has no Ray like NGC 26.05.
+LAB_DOCKER_IMAGES=("nvcr.io/nvidia/vllm:25.09-py3 ray" "nvcr.io/nvidia/vllm:26.05-py3 noray")
+LAB_DOCKER_IMAGE_TAGS=()
+for _img in "${LAB_DOCKER_IMAGES[@]}"; do LAB_DOCKER_IMAGE_TAGS+=("${_img%% *}"); done
+unset _img
 
 # True when PID is alive and is the systemd-nspawn that runs NODE (guards against PID reuse).
 pid_is_node_nspawn() {
@@ -79,6 +84,17 @@ JSON
 }
 JSON
       ;;
+    outsider)
+      cat <<JSON
+{
+  "_comment": "LAB STAND-IN hardware description (the outsider: a plain host with a GPU that is in no stack; no RoCE device, no Docker).",
+  "node": "${node}", "kind": "outsider", "arch": "x86_64",
+  "gpus": [{"name": "NVIDIA GeForce RTX 5090", "memory_total_mib": 32607, "uuid": "${uuid}",
+            "driver_version": "580.95.05", "cuda_version": "13.0", "compute_cap": "12.0", "pci_bus_id": "00000000:01:00.0"}],
+  "roce": []
+}
+JSON
+      ;;
   esac
 }
 
@@ -112,14 +128,14 @@ EOF2
   ssh-keygen -q -A -f "${root}" >/dev/null
   # Simulated hardware and tools (LAB STAND-INs, see lab/README.md).
   cp -rT "${LAB_DIR}/node-files/all" "${root}"
-  if [[ "${kind}" != thor ]]; then
+  if [[ "${kind}" != thor && "${kind}" != outsider ]]; then
     cp -rT "${LAB_DIR}/node-files/roce" "${root}"
   fi
   if node_has_docker "${node}"; then
     cp -rT "${LAB_DIR}/node-files/docker" "${root}"
     mkdir -p "${root}/var/lib/lab-sim/images"
     : >"${root}/var/lib/lab-sim/images/vllm-image.tar.gz"   # bind-mount target (see start_node)
-    printf '%s\n' "${LAB_DOCKER_IMAGE_TAGS[@]}" >"${root}/var/lib/lab-sim/images/tags"
+    printf '%s\n' "${LAB_DOCKER_IMAGES[@]}" >"${root}/var/lib/lab-sim/images/tags"
   fi
   mkdir -p "${root}/var/lib/lab-sim/hub"
   node_json "${node}" >"${root}/var/lib/lab-sim/node.json"
@@ -146,39 +162,64 @@ EOF2
 }
 
 # Unmount and forget a node's overlay (its processes must be gone).
+# Unmount and forget a node's overlay (its processes must be gone).
 discard_node_root() {
   local node="$1" d
   d="$(node_dir "${node}")"
-  if is_mounted "${d}/root"; then
-    umount "${d}/root" 2>/dev/null || umount -l "${d}/root"
-  fi
+  unmount_node_root "${node}"
   rm -rf --one-file-system "${d}"
 }
 
-start_node() {
-  local node="$1" topology="$2" d ns pid leader i
+unmount_node_root() {
+  local d
+  d="$(node_dir "$1")"
+  if is_mounted "${d}/root"; then
+    umount "${d}/root" 2>/dev/null || umount -l "${d}/root"
+  fi
+}
+
+# Overlay lower layers of a node (read-only cache layers), by kind.
+node_lowerdir() {
+  local lower
+  lower="$(venv_layer_dir):$(base_layer_dir)"
+  if node_has_docker "$1"; then lower="$(docker_layer_dir):${lower}"; fi
+  echo "${lower}"
+}
+
+mount_node_root() {
+  local node="$1" d
   d="$(node_dir "${node}")"
-  ns="$(ns_of "${node}")"
+  mkdir -p "${d}/upper" "${d}/work" "${d}/root"
+  is_mounted "${d}/root" && return 0
+  mount -t overlay overlay -o "lowerdir=$(node_lowerdir "${node}"),upperdir=${d}/upper,workdir=${d}/work" "${d}/root"
+}
+
+start_node() {
+  local node="$1" topology="$2"
   if node_running "${node}"; then
     return 0
   fi
   # Leftovers of a crashed run: start clean.
   stop_node "${node}"
-  local lower
+  mount_node_root "${node}"
+  populate_node "${node}" "${topology}"
+  log "booting ${node} ($(node_kind "${node}"), $(node_addr "${node}"))"
+  launch_nspawn "${node}"
+}
+
+# Boot the (mounted, populated) root of NODE with systemd-nspawn and record its pids.
+launch_nspawn() {
+  local node="$1" d ns pid leader i
+  d="$(node_dir "${node}")"
+  ns="$(ns_of "${node}")"
   local -a extra=(--capability=CAP_NET_ADMIN,CAP_NET_RAW)
-  lower="$(venv_layer_dir):$(base_layer_dir)"
   if node_has_docker "${node}"; then
     # Docker inside a node (see lab/README.md "Docker runtime"): all capabilities, keyring+bpf
     # syscalls, and /var/lib/docker on the host filesystem (overlay2 cannot sit on an overlay).
-    lower="$(docker_layer_dir):${lower}"
     mkdir -p "${d}/docker"
     extra=(--capability=all "--system-call-filter=@keyring bpf" "--bind=${d}/docker:/var/lib/docker"
       "--bind-ro=$(docker_image_tarball):/var/lib/lab-sim/images/vllm-image.tar.gz")
   fi
-  mkdir -p "${d}/upper" "${d}/work" "${d}/root"
-  mount -t overlay overlay -o "lowerdir=${lower},upperdir=${d}/upper,workdir=${d}/work" "${d}/root"
-  populate_node "${node}" "${topology}"
-  log "booting ${node} ($(node_kind "${node}"), $(node_addr "${node}"))"
   # nspawn itself runs inside the node's netns (nsenter execs, so the pid stays the same): the
   # sysfs it mounts for the container then lists the node's interfaces in /sys/class/net, not the
   # host's. (`ip netns exec` would also remount the host-side /sys and hide the cgroup mounts
@@ -191,7 +232,7 @@ start_node() {
       --network-namespace-path="/run/netns/${ns}" \
       "${extra[@]}" \
       --resolv-conf=off --timezone=off --link-journal=no --console=read-only \
-      </dev/null >"${d}/console.log" 2>&1 8>&- 9>&-
+      </dev/null >>"${d}/console.log" 2>&1 8>&- 9>&-
   ) &
   pid=$!
   leader=""
@@ -223,16 +264,22 @@ recorded_leader() {
   return 0
 }
 
+# True when every Docker image tag of the lab is present on NODE.
+node_images_present() {
+  local t cmd="systemctl is-active --quiet lab-docker-image.service"
+  for t in "${LAB_DOCKER_IMAGE_TAGS[@]}"; do cmd+=" && docker image inspect ${t} >/dev/null"; done
+  ssh_node "$1" "${cmd}"
+}
+
 wait_node_ssh() {
   local node="$1"
   wait_until 120 1 "ssh on ${node}" ssh_node "${node}" true \
     || { tail -n 30 "$(node_dir "${node}")/console.log" >&2; die "${node}: ssh did not answer within 120s"; }
   if node_has_docker "${node}"; then
     # The image import (lab-docker-image.service) must be done before the node counts as up.
-    wait_until 300 2 "docker image on ${node}" ssh_node "${node}" \
-        "systemctl is-active --quiet lab-docker-image.service && docker image inspect ${LAB_DOCKER_IMAGE_TAGS[0]}" \
+    wait_until 300 2 "docker images on ${node}" node_images_present "${node}" \
       || { ssh_node "${node}" "systemctl status --no-pager docker lab-docker-image" >&2 || true
-           die "${node}: the docker image was not ready within 300s"; }
+           die "${node}: the docker images were not ready within 300s"; }
   fi
 }
 
@@ -246,20 +293,21 @@ request_halt() {
   fi
 }
 
-# Stop a node by its recorded ids: SIGTERM to systemd-nspawn (clean halt of the container),
-# then SIGKILL to the recorded container leader and nspawn if they outlive a bounded wait.
-stop_node() {
-  local node="$1" d pid leader i
-  d="$(node_dir "${node}")"
+# Halt a node by its recorded ids and keep its disk: SIGTERM to systemd-nspawn (clean halt of the
+# container), then SIGKILL to the recorded nspawn and container leader if they outlive a bounded
+# wait (HALT_S seconds, default 30).
+halt_node() {
+  local node="$1" halt_s="${2:-30}" pid leader i
   pid="$(node_nspawn_pid "${node}")"
   if pid_is_node_nspawn "${pid}" "${node}"; then
     kill -TERM "${pid}" 2>/dev/null || true
-    for i in $(seq 1 60); do
+    for i in $(seq 1 $(( halt_s * 2 ))); do
       pid_is_node_nspawn "${pid}" "${node}" || break
       sleep 0.5
     done
     if pid_is_node_nspawn "${pid}" "${node}"; then
-      log "${node}: container did not halt in 30s; killing recorded pids"
+      log "${node}: container did not halt in ${halt_s}s; killing recorded pids. Its console said last:"
+      tail -c 2000 "$(node_dir "${node}")/console.log" 2>/dev/null | tr '\r' '\n' | grep -a . | tail -n 4 >&2 || true
       kill -KILL "${pid}" 2>/dev/null || true
       for i in $(seq 1 40); do
         pid_is_node_nspawn "${pid}" "${node}" || break
@@ -278,5 +326,26 @@ stop_node() {
     done
   fi
   rm -rf "/run/systemd/nspawn/propagate/${node}"
-  discard_node_root "${node}"
+}
+
+# Stop a node and discard its disk (every `up` after `down` starts from a clean image).
+stop_node() {
+  halt_node "$1"
+  discard_node_root "$1"
+}
+
+# Power-cycle NODE: halt (clean, bounded, then kill by recorded pid), NICs back to their power-on
+# state, and boot the same disk again (overlay upper and /var/lib/docker kept; not re-populated),
+# so units enabled on the node start at boot and the imported images are still there.
+reboot_node() {
+  local node="$1" halt_s="${2:-30}" d
+  d="$(node_dir "${node}")"
+  [[ -d "${d}/upper" ]] || die "${node} has no disk under ${d} (is it part of the running lab?)"
+  log "rebooting ${node}"
+  halt_node "${node}" "${halt_s}"
+  unmount_node_root "${node}"
+  reset_node_links "${node}"
+  mount_node_root "${node}"
+  printf '\n--- lab reboot %s ---\n' "$(date -Is)" >>"${d}/console.log"
+  launch_nspawn "${node}"
 }
