@@ -20,7 +20,30 @@ export const nodeAddr: Record<string, string> = {
   "thor-a": "10.77.0.21",
   "thor-b": "10.77.0.22",
   "ws-a": "10.77.0.31",
+  outsider: "10.77.0.99",
 };
+
+/** The lab node that is in no stack (booted in every topology; on the ic0 fabric in hetero-4). */
+export const outsiderNode = "outsider";
+
+/** Ray in every node's /opt/lab-venv and in the Ray-carrying image (lab/lib/common.sh LAB_RAY_VERSION). */
+export const labRayVersion = "2.60.0";
+
+/** Container images present in every Docker-running (Spark) node (lab/lib/nodes.sh LAB_DOCKER_IMAGES). */
+export const labImages = {
+  /** Ray + the vLLM stand-in, like NGC 25.09-py3. */
+  withRay: "nvcr.io/nvidia/vllm:25.09-py3",
+  /** The vLLM stand-in without Ray (no `import ray`, no `ray` binary), like NGC 26.05-py3. */
+  withoutRay: "nvcr.io/nvidia/vllm:26.05-py3",
+} as const;
+
+/** The vLLM version whose flags the stand-in accepts (VLLM_VERSION in flags_generated.py). */
+export function standinVllmVersion(): string {
+  const text = fs.readFileSync(path.join(repoRoot, "lab", "vllm_standin", "vllm_standin", "flags_generated.py"), "utf8");
+  const m = /^VLLM_VERSION = '([^']+)'$/m.exec(text);
+  if (!m) throw new Error("flags_generated.py names no VLLM_VERSION");
+  return m[1];
+}
 
 function findRepoRoot(start: string): string {
   let dir = start;
@@ -118,6 +141,64 @@ export async function waitFor<T>(what: string, timeoutMs: number, check: () => T
     await sleep(intervalMs);
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ""}`);
+}
+
+/**
+ * Power-cycles NODE of the running lab (`lab/lab.sh reboot`): clean halt bounded by haltTimeoutS
+ * (then the recorded pids are killed), NICs back to no address and MTU 1500, the same disk booted
+ * again (units enabled on the node start, Docker images stay). Returns once SSH answers again
+ * (and, on a Docker node, its images are there).
+ */
+export function labReboot(node: string, haltTimeoutS = 30): string {
+  return lab(["reboot", node, "--halt-timeout", String(haltTimeoutS)], (haltTimeoutS + 10 + 420) * 1000);
+}
+
+/** Fault injection: `systemctl kill --signal=SIGNAL UNIT` on NODE (all the unit's processes). */
+export function labKill(node: string, unit: string, signal = "SIGKILL"): string {
+  return lab(["kill", node, unit, "--signal", signal], 60_000);
+}
+
+/** Fault injection: `docker kill NAME` on NODE (a `docker run` unit's client does not forward SIGKILL). */
+export function labKillContainer(node: string, name: string): string {
+  return lab(["kill", node, "--container", name], 60_000);
+}
+
+/**
+ * Starts COMMAND (bash) on NODE as a transient systemd service UNIT that stays listed after it
+ * exits, so unitState() can read its exit status and labKill() can kill it. ENV is passed with
+ * --setenv, never on the command line.
+ */
+export function startUnit(node: string, unit: string, command: string, env: Record<string, string> = {}): void {
+  const setenv = Object.entries(env).map(([k, v]) => `--setenv=${shQuote(`${k}=${v}`)}`).join(" ");
+  ssh(node, `systemctl reset-failed ${unit} 2>/dev/null; systemctl stop ${unit} 2>/dev/null; ` +
+    `systemd-run --quiet --unit=${unit} -p RemainAfterExit=yes ${setenv} -- /bin/bash -c ${shQuote(command)}`);
+}
+
+export interface UnitState {
+  /** systemd ActiveState: active, failed, inactive, activating ... */
+  active: string;
+  /** systemd SubState: running, exited, failed, dead ... */
+  sub: string;
+  /** Exit status of the main process once it has exited (ExecMainStatus). */
+  status: number;
+  /** True while the main process runs. */
+  running: boolean;
+}
+
+export function unitState(node: string, unit: string): UnitState {
+  const out = ssh(node, `systemctl show -p ActiveState -p SubState -p ExecMainStatus -p ExecMainPID ${unit}`);
+  const v = Object.fromEntries(out.trim().split("\n").map((l) => l.split("=", 2) as [string, string]));
+  return {
+    active: v.ActiveState ?? "",
+    sub: v.SubState ?? "",
+    status: Number(v.ExecMainStatus ?? "-1"),
+    running: v.SubState === "running" && Number(v.ExecMainPID ?? "0") > 0,
+  };
+}
+
+/** The journal of UNIT on NODE (last LINES lines), for assertions and failure messages. */
+export function unitLog(node: string, unit: string, lines = 200): string {
+  return sshRun(node, `journalctl -u ${unit} --no-pager -o cat -n ${lines}`).stdout;
 }
 
 /**

@@ -1,7 +1,7 @@
 /**
  * Lab self-test, default topology (spark-pair): the lab comes up, every node answers SSH, Ray
- * started BY HAND sees 2 GPUs, the vLLM stand-in serves TP=2 across both nodes (plain and
- * streamed chat), rejects TP=3 and unknown flags like vLLM, a second `up` changes nothing, and
+ * started BY HAND sees 2 GPUs, the vLLM stand-in serves TP=2 across both nodes with the Ray executor
+ * (plain and streamed chat), rejects TP=3 and unknown flags like vLLM, a second `up` changes nothing, and
  * `down` leaves nothing behind. Needs root; takes ~5 min on a cold cache, ~1 min warm.
  */
 import assert from "node:assert/strict";
@@ -141,10 +141,11 @@ describe("lab spark-pair", { timeout: 60 * 60_000 }, () => {
   });
 
   test("TP=3 on two GPUs fails like vLLM", () => {
-    const r = sshRun("spark-a", `LAB_VLLM_PG_WAIT_S=3 ${venv}/vllm serve lab/tiny-chat --tensor-parallel-size 3 --port 8001`, 120_000);
+    const r = sshRun("spark-a", `LAB_VLLM_PG_WAIT_S=3 ${venv}/vllm serve lab/tiny-chat --tensor-parallel-size 3 ` +
+      "--distributed-executor-backend ray --port 8001", 120_000);
     assert.equal(r.status, 1);
-    assert.match(r.stderr, /requires 3 GPUs but only 2 GPUs are available/);
-    assert.match(r.stderr, /exceeds the total number of available GPUs in the placement group/);
+    assert.match(r.stderr, /The number of required GPUs exceeds the total number of available GPUs in the placement group/);
+    assert.match(r.stderr, /Cannot provide a placement group requiring 3 GPUs \(placement_group_specs=.*\) within 3 seconds/);
   });
 
   test("an unknown flag fails like vLLM's argparse", () => {
@@ -174,7 +175,8 @@ describe("lab spark-pair", { timeout: 60 * 60_000 }, () => {
     try {
       await waitFor("ray status (in docker) to show 2 GPUs", 120_000, () =>
         /0\.0\/2\.0 GPU/.test(sshRun("spark-a", "docker exec lab-ray-head ray status").stdout) ? true : undefined, 2000);
-      ssh("spark-a", "docker exec -d lab-ray-head sh -c 'vllm serve lab/tiny-chat --tensor-parallel-size 2 --port 8000 >/tmp/vllm.log 2>&1'");
+      ssh("spark-a", "docker exec -d lab-ray-head sh -c 'vllm serve lab/tiny-chat --tensor-parallel-size 2 " +
+        "--distributed-executor-backend ray --port 8000 >/tmp/vllm.log 2>&1'");
       await waitFor("vllm (in docker) /health", 120_000, () =>
         sshRun("spark-a", "curl -sf -m 3 http://127.0.0.1:8000/health").status === 0 ? true : undefined, 1000);
       const chat = curl(["-H", "Content-Type: application/json", "-d",
