@@ -62,6 +62,8 @@ const ROOT = repoRoot();
 const CHECK_DIR = path.join(ROOT, "components", "render", "check");
 const CHECK_PY = path.join(CHECK_DIR, "nccl_check.py");
 const STANDIN = path.join(ROOT, "lab", "vllm_standin");
+/** Importing nccl_check.py from the source tree must not leave __pycache__ there. */
+const NO_PYCACHE: NodeJS.ProcessEnv = { ...process.env, PYTHONDONTWRITEBYTECODE: "1" };
 /** Runs the stand-in's `vllm` console script (cli.main) with the arguments that follow. */
 const STANDIN_VLLM = `import sys; sys.path.insert(0, ${JSON.stringify(STANDIN)}); from vllm_standin.cli import main; sys.exit(main())`;
 
@@ -225,7 +227,7 @@ describe("nccl_check.py: two ranks on loopback with gloo (real torch, CPU tensor
 describe("nccl_check.py: what NCCL says it used (NCCL_DEBUG=INFO lines)", () => {
     function parse(log: string): { transport: string | null; vias: string[]; network: string | null } {
         const code = `import json, sys; sys.path.insert(0, ${JSON.stringify(CHECK_DIR)}); import nccl_check; print(json.dumps(nccl_check.parse_nccl_log(sys.stdin.read())))`;
-        const result = spawnSync("python3", ["-c", code], { input: log, encoding: "utf8" });
+        const result = spawnSync("python3", ["-c", code], { input: log, encoding: "utf8", env: NO_PYCACHE });
         assert.equal(result.status, 0, result.stderr);
         return JSON.parse(result.stdout);
     }
@@ -276,7 +278,7 @@ describe("nccl_check.py: what NCCL says it used (NCCL_DEBUG=INFO lines)", () => 
             environment: { NCCL_P2P_DISABLE: "1" },
         };
         const code = `import json, sys; sys.path.insert(0, ${JSON.stringify(CHECK_DIR)}); import nccl_check; print(json.dumps(vars(nccl_check.build_parser().parse_args(sys.argv[1:]))))`;
-        const result = spawnSync("python3", ["-c", code, "--env", "NCCL_P2P_DISABLE=1", ...ncclCheckArgs(spec)], { encoding: "utf8" });
+        const result = spawnSync("python3", ["-c", code, "--env", "NCCL_P2P_DISABLE=1", ...ncclCheckArgs(spec)], { encoding: "utf8", env: NO_PYCACHE });
         assert.equal(result.status, 0, result.stderr);
         const parsed = JSON.parse(result.stdout);
         assert.equal(parsed.rank, 1);
