@@ -7,7 +7,7 @@
 LAB_BASE_PACKAGES=(
   systemd systemd-sysv dbus libpam-systemd udev kmod procps
   openssh-server openssh-client sudo ca-certificates curl less rsync
-  netplan.io iproute2 iputils-ping ethtool
+  netplan.io iproute2 iputils-ping ethtool nftables
   python3 python3-venv python3-yaml
 )
 
