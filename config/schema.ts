@@ -417,6 +417,12 @@ export const ModelSchema = z.strictObject({
     size: ModelSizeSchema.optional().meta({ example: "{ paramsB: 72.7, dtype: bf16, layers: 80, kvHeads: 8, headDim: 128 }" }),
     /** torch.distributed master port for the mp executor (`--master-port`; vLLM's own default). Defaults to 29501. */
     masterPort: port().default(29501).meta({ example: "29501" }),
+    /**
+     * Remove a Hugging Face model from every node's cache (/root/.cache/huggingface/hub) when
+     * `pulumi destroy` (or a change of model.source) drops it. Model caches are your data: by
+     * default they stay, so a later `up` copies nothing. Defaults to false.
+     */
+    removeCacheOnDestroy: z.boolean().optional().meta({ example: "false" }),
 });
 
 /** Every key under the `spark-cluster:` namespace. */

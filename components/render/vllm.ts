@@ -79,7 +79,11 @@ export function vllmServeArgv(spec: VllmServeSpec): string[] {
     return [...argv, ...spec.extraArgs];
 }
 
-/** The unit running `vllm serve` (on the head; on every node, `--headless` on the others, for the mp executor). */
+/**
+ * The unit running `vllm serve` (on the head; on every node, `--headless` on the others, for the
+ * mp executor), with HF_HUB_OFFLINE=1: a hub model is read from the node's own cache, where
+ * ModelSync put it, and a local path (model.source) is served as it is.
+ */
 export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: string, rayAddress?: string): string {
     const rank = spec.multiNode?.rank ?? 0;
     return renderUnit({
@@ -90,7 +94,8 @@ export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: s
         argv: vllmServeArgv(spec),
         // The Ray executor's driver joins the Ray cluster: it needs the cluster's token too.
         envFiles: rayAddress ? [RUNTIME_ENV_PATH, RAY_ENV_PATH, VLLM_SECRETS_PATH] : [RUNTIME_ENV_PATH, VLLM_SECRETS_PATH],
-        environment: rayAddress ? { RAY_ADDRESS: rayAddress } : {},
+        // Offline: the model is already on this node (components/modelSync.ts), never fetched here.
+        environment: { ...(rayAddress ? { RAY_ADDRESS: rayAddress } : {}), HF_HUB_OFFLINE: "1" },
         inputs: { "runtime.env": envHash },
         after: rayAddress ? [`${UNITS.ray}.service`] : [],
     });

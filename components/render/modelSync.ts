@@ -1,0 +1,431 @@
+// The model layer: a Hugging Face model is downloaded once, on the head, into the host's Hugging
+// Face cache, then pulled by every other node from a read-only rsync daemon the head runs on its
+// interconnect address for the duration of the sync; a local path is checked on every node.
+// components/modelSync.ts says in what order and when these scripts run.
+import { createHmac } from "node:crypto";
+import type { Runtime } from "../../config";
+import { HOST_LIB } from "./host/lib";
+import { bashScript, heredoc, shellJoin, shellQuote } from "./host/shell";
+import { MANAGED_MARKER, STATE_DIR } from "./paths";
+
+/** The host's Hugging Face home: the directory the container runtime bind-mounts (render/host/runtime.ts), and root's default. */
+export const HF_HOME_DIR = "/root/.cache/huggingface";
+/** The hub cache under it: one `models--ORG--NAME` directory per repository (blobs/, snapshots/, refs/). */
+export const HF_HUB_DIR = `${HF_HOME_DIR}/hub`;
+/** Our records of the sync: what was downloaded or pulled (manifests), which workers got a model, the daemon's scratch. */
+export const MODEL_SYNC_STATE_DIR = `${STATE_DIR}/model-sync`;
+/** TCP port of the head's rsync daemon, bound to the head's interconnect address only while it serves. */
+export const MODEL_SYNC_PORT = 8873;
+/** The rsync user every node authenticates as (with the sync secret). */
+export const MODEL_SYNC_USER = "spark-cluster";
+/** The throwaway container that downloads on a docker head. */
+export const MODEL_DOWNLOAD_CONTAINER = "spark-cluster-model-download";
+
+/** Upper bounds (seconds). Each wait also prints where it is at least every 10 s. */
+export const MODEL_SYNC_LIMITS = {
+    /** The hub download (or the image pull before it) on the head. */
+    download: 24 * 3600,
+    /** A worker's pull, all attempts together. */
+    pull: 6 * 3600,
+    /** How long a worker waits for the head to start serving. */
+    serveStart: 600,
+    /** How long the head waits for a worker's first connection before it gives up on it. */
+    firstConnect: 600,
+    /** How long a worker already holding the model waits to tell a serving head so. */
+    confirm: 30,
+} as const;
+
+/** A model source that is a directory on the nodes (served as it is), rather than a Hugging Face id. */
+export function isLocalModelPath(source: string): boolean {
+    return source.startsWith("/");
+}
+
+/** The cache directory huggingface_hub uses for a model repository: `models--ORG--NAME`. */
+export function hubRepoDirName(repoId: string): string {
+    return `models--${repoId.replace(/\//g, "--")}`;
+}
+
+/**
+ * The secret the workers authenticate to the head's rsync daemon with: HMAC-SHA256 of the model
+ * and stack, keyed by the API key. It reaches the nodes only on stdin, it is accepted only while
+ * the head serves, only from the workers' interconnect addresses, and it changes with the API key.
+ */
+export function deriveModelSyncSecret(apiKey: string, stack: string, source: string): string {
+    return createHmac("sha256", apiKey).update(`spark-cluster model sync for stack ${stack}: ${source}`).digest("hex");
+}
+
+/** Shell lines shared by the sync scripts: paths of one model, the manifest and snapshot checks. */
+function modelLines(repoId: string): string[] {
+    const dir = hubRepoDirName(repoId);
+    return [
+        `model=${shellQuote(repoId)}`,
+        `repo=${HF_HUB_DIR}/${dir}`,
+        `sync_dir=${MODEL_SYNC_STATE_DIR}`,
+        `manifest=$sync_dir/${dir}.manifest`,
+        // Every file and link of the repository with its size, mtime and link target: what was
+        // synced, to compare with later (partial transfers and unfinished downloads left out).
+        `current_manifest() {`,
+        `  [ -d "$repo" ] || return 0`,
+        `  (cd "$repo" && find . \\( -name '*.incomplete' -o -name .rsync-partial \\) -prune -o \\( -type f -o -type l \\) -printf '%P %s %T@ %l\\n' | LC_ALL=C sort)`,
+        `}`,
+        // What vLLM needs offline: the revision it resolves (refs/main) and a snapshot with config.json.
+        `snapshot_ok() {`,
+        `  local ref`,
+        `  ref=$(cat "$repo/refs/main" 2>/dev/null) && [ -n "$ref" ] && [ -f "$repo/snapshots/$ref/config.json" ]`,
+        `}`,
+        `unchanged_since_recorded() { [ -f "$manifest" ] && snapshot_ok && [ "$(current_manifest)" = "$(cat "$manifest")" ]; }`,
+        `record_manifest() { mkdir -p "$sync_dir" && chmod 700 "$sync_dir" && current_manifest > "$manifest.tmp" && mv -f "$manifest.tmp" "$manifest"; }`,
+        `size_of() { du -sh "$repo" 2>/dev/null | cut -f1; }`,
+    ];
+}
+
+/** How the download runs: the runtime's own `hf`, in a throwaway container of the node's image or from the venv. */
+function hfDownloadCommand(runtime: Runtime, repoId: string, withToken: boolean): string {
+    if (runtime.kind === "docker") {
+        const argv = ["docker", "run", "--rm", "--name", MODEL_DOWNLOAD_CONTAINER, "--network", "host", "-v", `${HF_HOME_DIR}:${HF_HOME_DIR}`];
+        // `-e NAME` without a value: docker copies it from its own environment, so the token is in no argv.
+        argv.push("-e", "HF_HUB_DISABLE_PROGRESS_BARS=1", ...(withToken ? ["-e", "HF_TOKEN"] : []), "--", runtime.image, "hf", "download", repoId);
+        return `${withToken ? 'HF_TOKEN="$token" ' : ""}${shellJoin(argv)}`;
+    }
+    const env = `HF_HOME=${HF_HOME_DIR} HF_HUB_DISABLE_PROGRESS_BARS=1${withToken ? ' HF_TOKEN="$token"' : ""}`;
+    return `${env} ${shellJoin([`${runtime.path}/bin/hf`, "download", repoId])}`;
+}
+
+export interface ModelDownloadSpec {
+    /** The Hugging Face id (model.source). */
+    repoId: string;
+    /** The head, for messages. */
+    node: string;
+    runtime: Runtime;
+    /** Whether the step's stdin carries the hfToken secret. */
+    withToken: boolean;
+}
+
+/**
+ * Downloads the model on the head into the host's Hugging Face cache with the runtime's own
+ * `hf download`, printing progress (size so far, the tool's last line) every 10 s. Does nothing
+ * when the repository is as the last download left it (its manifest). The token comes on stdin,
+ * reaches `hf` through the environment only, and is replaced in anything printed.
+ */
+export function modelDownloadScript(spec: ModelDownloadSpec): string {
+    const where = spec.runtime.kind === "docker" ? `a throwaway container of ${spec.runtime.image}` : `the venv ${spec.runtime.path}`;
+    const tool = spec.runtime.kind === "docker" ? "command -v docker >/dev/null" : `[ -x ${shellQuote(`${spec.runtime.path}/bin/hf`)} ]`;
+    const noTool =
+        spec.runtime.kind === "docker"
+            ? `docker is not installed on ${spec.node}`
+            : `${spec.runtime.path}/bin/hf is missing on ${spec.node} (huggingface_hub >= 0.34 provides it: ${spec.runtime.path}/bin/pip install -U huggingface_hub)`;
+    return bashScript([
+        HOST_LIB,
+        ...modelLines(spec.repoId),
+        spec.withToken ? `token=$(cat)` : `token=`,
+        `redact() { local line; while IFS= read -r line || [ -n "$line" ]; do [ -z "$token" ] || line=\${line//"$token"/[hfToken]}; printf '%s\\n' "$line"; done; }`,
+        `if unchanged_since_recorded; then`,
+        `  sc_log "$model is already in ${spec.node}'s cache ($(size_of), as downloaded before): nothing to download"`,
+        `  exit 0`,
+        `fi`,
+        `if ! ${tool}; then sc_log ${shellQuote(`cannot download: ${noTool}`)}; exit 1; fi`,
+        `mkdir -p "$sync_dir" && chmod 700 "$sync_dir"`,
+        `log=$sync_dir/download.log`,
+        `cleanup() {`,
+        ...(spec.runtime.kind === "docker" ? [`  docker rm -f ${MODEL_DOWNLOAD_CONTAINER} >/dev/null 2>&1 || true`] : []),
+        `  [ -z "\${pid:-}" ] || kill "$pid" 2>/dev/null || true`,
+        `  rm -f "$log"`,
+        `}`,
+        `trap cleanup EXIT`,
+        ...(spec.runtime.kind === "docker" ? [`docker rm -f ${MODEL_DOWNLOAD_CONTAINER} >/dev/null 2>&1 || true`] : []),
+        `sc_log ${shellQuote(`downloading ${spec.repoId} from the Hugging Face hub on ${spec.node} with ${where}, into`)}" $repo"`,
+        `${hfDownloadCommand(spec.runtime, spec.repoId, spec.withToken)} > "$log" 2>&1 &`,
+        `pid=$!`,
+        `start=$(date +%s); shown=$start`,
+        `while kill -0 "$pid" 2>/dev/null; do`,
+        `  sleep 2`,
+        `  now=$(date +%s)`,
+        `  if [ $(( now - start )) -ge ${MODEL_SYNC_LIMITS.download} ]; then`,
+        `    sc_log "gave up after ${MODEL_SYNC_LIMITS.download} s downloading $model; last lines:"; tail -n 20 "$log" | tr '\\r' '\\n' | redact; exit 1`,
+        `  fi`,
+        `  if [ $(( now - shown )) -ge 10 ]; then`,
+        `    line=$(tail -c 2000 "$log" | tr '\\r' '\\n' | grep -v '^[[:space:]]*$' | tail -n 1 | redact) || line=`,
+        `    sc_log "downloading $model: $(size_of || echo 0) in the cache after $(( now - start )) s\${line:+ (\${line:0:160})}"`,
+        `    shown=$now`,
+        `  fi`,
+        `done`,
+        `rc=0; wait "$pid" || rc=$?; pid=`,
+        `if [ "$rc" != 0 ]; then`,
+        `  sc_log "hf download of $model failed on ${spec.node} (exit $rc); its last lines:"`,
+        `  tail -n 20 "$log" | tr '\\r' '\\n' | redact`,
+        `  sc_log ${shellQuote(`check spark-cluster:model.source (a Hugging Face id such as Qwen/Qwen2.5-7B-Instruct) and, for a gated model, the hfToken secret`)}`,
+        `  exit 1`,
+        `fi`,
+        `if ! snapshot_ok; then sc_log "hf download finished but $repo has no snapshot with config.json for refs/main"; exit 1; fi`,
+        `record_manifest`,
+        `sc_log "$model downloaded on ${spec.node}: $(size_of) in $repo (revision main = $(cat "$repo/refs/main"))"`,
+    ]);
+}
+
+/** One node that pulls the model from the head. */
+export interface ModelPuller {
+    node: string;
+    /** Its interconnect addresses: the only sources the daemon accepts for its modules. */
+    ips: string[];
+}
+
+export interface ModelServeSpec {
+    repoId: string;
+    /** The head, for messages. */
+    node: string;
+    /** The head's interconnect address the daemon binds to (the one Ray and vLLM pin to). */
+    headIp: string;
+    workers: ModelPuller[];
+    /** Defaults to {@link MODEL_SYNC_PORT}. */
+    port?: number;
+}
+
+/** Where the head serves from while it serves: config, secrets file, log, connection marks. */
+const SERVE_DIR = `${MODEL_SYNC_STATE_DIR}/serve`;
+
+/** The rsync daemon's config: per worker a read-only module of the model and a `done` module it lists when it holds it. */
+export function renderModelRsyncdConf(spec: ModelServeSpec): string {
+    const dir = hubRepoDirName(spec.repoId);
+    const doneDir = `${MODEL_SYNC_STATE_DIR}/${dir}.done`;
+    const common = (ips: string[]) => [
+        `    read only = yes`,
+        `    list = no`,
+        `    auth users = ${MODEL_SYNC_USER}`,
+        `    secrets file = ${SERVE_DIR}/secrets`,
+        `    strict modes = yes`,
+        `    hosts allow = ${ips.join(" ")}`,
+        `    hosts deny = *`,
+    ];
+    const modules = spec.workers.flatMap((w) => [
+        "",
+        `[model-${w.node}]`,
+        `    path = ${HF_HUB_DIR}/${dir}`,
+        ...common(w.ips),
+        `    exclude = *.incomplete`,
+        `    pre-xfer exec = /bin/touch ${SERVE_DIR}/connected-${w.node}`,
+        "",
+        `[done-${w.node}]`,
+        `    path = ${SERVE_DIR}/empty`,
+        ...common(w.ips),
+        `    post-xfer exec = /bin/sh -c '[ "$RSYNC_EXIT_STATUS" = 0 ] && touch ${doneDir}/${w.node}'`,
+    ]);
+    return (
+        [
+            `# ${MANAGED_MARKER}`,
+            `# Exists only while ${spec.node} serves ${spec.repoId} to the other nodes (components/modelSync.ts).`,
+            `use chroot = yes`,
+            `uid = root`,
+            `gid = root`,
+            `reverse lookup = no`,
+            `log file = ${SERVE_DIR}/rsyncd.log`,
+            ...modules,
+        ].join("\n") + "\n"
+    );
+}
+
+/**
+ * The head serves the model read-only until every worker that does not hold it yet says it
+ * does: an rsync daemon bound to the head's interconnect address, the sync secret (stdin) in a
+ * root-only file, each worker's modules open to that worker's addresses only. Bounded: a worker
+ * that never connects, a daemon that dies, or the overall limit fail the step; the daemon stops
+ * with the script (and by `timeout` at the latest). A worker that got this model before (its
+ * mark from an earlier sync) is not waited for.
+ */
+export function modelServeScript(spec: ModelServeSpec): string {
+    const port = spec.port ?? MODEL_SYNC_PORT;
+    const dir = hubRepoDirName(spec.repoId);
+    const limit = MODEL_SYNC_LIMITS.pull + MODEL_SYNC_LIMITS.firstConnect + 600;
+    const names = spec.workers.map((w) => shellQuote(w.node)).join(" ");
+    return bashScript([
+        HOST_LIB,
+        ...modelLines(spec.repoId),
+        `secret=$(cat)`,
+        `[ -n "$secret" ] || { sc_log "no sync secret on stdin"; exit 1; }`,
+        `done_dir=$sync_dir/${dir}.done`,
+        `serve=${SERVE_DIR}`,
+        `if ! snapshot_ok; then sc_log "$repo on ${spec.node} has no complete snapshot to serve"; exit 1; fi`,
+        `pending=()`,
+        `for w in ${names}; do`,
+        `  if [ -f "$done_dir/$w" ]; then sc_log "$w already holds $model (copied $(date -u -r "$done_dir/$w" +%Y-%m-%dT%H:%M:%SZ))"; else pending+=("$w"); fi`,
+        `done`,
+        `if [ \${#pending[@]} -eq 0 ]; then sc_log "every other node holds $model: nothing to serve"; exit 0; fi`,
+        `if ! command -v rsync >/dev/null; then sc_log "rsync is not installed on ${spec.node}: install it (apt-get install rsync)"; exit 1; fi`,
+        `mkdir -p "$sync_dir" && chmod 700 "$sync_dir"`,
+        `rm -rf "$serve" && mkdir -m 700 "$serve" "$serve/empty" && mkdir -p "$done_dir"`,
+        `cleanup() {`,
+        `  [ -z "\${daemon:-}" ] || kill "$daemon" 2>/dev/null || true`,
+        `  rm -rf "$serve"`,
+        `}`,
+        `trap cleanup EXIT`,
+        `( umask 077; printf '%s:%s\\n' ${MODEL_SYNC_USER} "$secret" > "$serve/secrets" )`,
+        heredoc(`cat > "$serve/rsyncd.conf"`, renderModelRsyncdConf(spec)),
+        `timeout --kill-after=10 ${limit} rsync --daemon --no-detach --config="$serve/rsyncd.conf" --address=${spec.headIp} --port=${port} &`,
+        `daemon=$!`,
+        `listening() { kill -0 "$daemon" 2>/dev/null && ss -Hltn | awk '{print $4}' | grep -qxF ${spec.headIp}:${port}; }`,
+        `if ! sc_wait 20 "the rsync daemon on ${spec.headIp}:${port}" listening; then`,
+        `  sc_log "the rsync daemon did not start on ${spec.headIp}:${port}:"; cat "$serve/rsyncd.log" 2>/dev/null || true; exit 1`,
+        `fi`,
+        `sc_log "serving $model read-only on ${spec.headIp}:${port} to \${pending[*]}"`,
+        `start=$(date +%s); shown=$start`,
+        `while :; do`,
+        `  left=()`,
+        `  for w in "\${pending[@]}"; do [ -f "$done_dir/$w" ] && continue; left+=("$w"); done`,
+        `  [ \${#left[@]} -gt 0 ] || break`,
+        `  now=$(date +%s); elapsed=$(( now - start ))`,
+        `  if ! kill -0 "$daemon" 2>/dev/null; then sc_log "the rsync daemon stopped; its log:"; cat "$serve/rsyncd.log" 2>/dev/null || true; exit 1; fi`,
+        `  for w in "\${left[@]}"; do`,
+        `    if [ ! -f "$serve/connected-$w" ] && [ "$elapsed" -ge ${MODEL_SYNC_LIMITS.firstConnect} ]; then`,
+        `      sc_log "$w did not connect within ${MODEL_SYNC_LIMITS.firstConnect} s: see the output of its pull step"; exit 1`,
+        `    fi`,
+        `  done`,
+        `  if [ "$elapsed" -ge ${limit} ]; then sc_log "gave up after ${limit} s: \${left[*]} did not finish pulling $model"; exit 1; fi`,
+        `  if [ $(( now - shown )) -ge 10 ]; then`,
+        `    status=; for w in "\${left[@]}"; do status+=" $w ($([ -f "$serve/connected-$w" ] && echo pulling || echo 'not connected yet'))"; done`,
+        `    sc_log "serving $model for \${elapsed} s; waiting for:$status"; shown=$now`,
+        `  fi`,
+        `  sleep 2`,
+        `done`,
+        `sc_log "every other node holds $model; stopped serving it"`,
+    ]);
+}
+
+export interface ModelPullSpec {
+    repoId: string;
+    /** This node. */
+    node: string;
+    /** The head, for messages. */
+    head: string;
+    /** The head's interconnect address (where it serves). */
+    headIp: string;
+    /** Defaults to {@link MODEL_SYNC_PORT}. */
+    port?: number;
+}
+
+/**
+ * A worker pulls the model from the head over the interconnect: it waits (bounded) for the head
+ * to serve, then `rsync -a --partial-dir` into its own cache (resumable; files already there with
+ * the same size and mtime are skipped; up to 5 attempts), printing rsync's overall progress every
+ * 10 s; it checks the snapshot vLLM will read, records what it holds, and tells the head. When
+ * its copy is exactly what it recorded after an earlier pull, it copies nothing.
+ */
+export function modelPullScript(spec: ModelPullSpec): string {
+    const port = spec.port ?? MODEL_SYNC_PORT;
+    const base = `rsync://${MODEL_SYNC_USER}@${spec.headIp}:${port}`;
+    return bashScript([
+        HOST_LIB,
+        ...modelLines(spec.repoId),
+        `secret=$(cat)`,
+        `[ -n "$secret" ] || { sc_log "no sync secret on stdin"; exit 1; }`,
+        `export RSYNC_PASSWORD=$secret`,
+        `serving() { timeout 3 bash -c 'exec 3<>/dev/tcp/${spec.headIp}/${port}' 2>/dev/null; }`,
+        `tell_head() { rsync --contimeout=20 --timeout=60 --list-only ${base}/done-${spec.node}/ >/dev/null; }`,
+        `if unchanged_since_recorded; then`,
+        `  sc_log "${spec.node} already holds $model ($(size_of), unchanged since it was copied): nothing to copy"`,
+        // A head that serves right now may be waiting to hear it (an earlier run stopped between the two).
+        `  if sc_wait ${MODEL_SYNC_LIMITS.confirm} "${spec.head} to serve" serving >/dev/null; then tell_head || true; fi`,
+        `  exit 0`,
+        `fi`,
+        `if ! command -v rsync >/dev/null; then sc_log "rsync is not installed on ${spec.node}: install it (apt-get install rsync)"; exit 1; fi`,
+        `mkdir -p "$sync_dir" "$repo" && chmod 700 "$sync_dir"`,
+        `log=$sync_dir/pull.log`,
+        `cleanup() { [ -z "\${pid:-}" ] || kill "$pid" 2>/dev/null || true; rm -f "$log"; }`,
+        `trap cleanup EXIT`,
+        `start=$(date +%s); shown=$start`,
+        `until serving; do`,
+        `  now=$(date +%s)`,
+        `  if [ $(( now - start )) -ge ${MODEL_SYNC_LIMITS.serveStart} ]; then`,
+        `    sc_log "${spec.head} did not serve $model on ${spec.headIp}:${port} within ${MODEL_SYNC_LIMITS.serveStart} s: see the output of its serve step"; exit 1`,
+        `  fi`,
+        `  if [ $(( now - shown )) -ge 10 ]; then sc_log "waiting for ${spec.head} to serve $model ($(( now - start )) s)"; shown=$now; fi`,
+        `  sleep 2`,
+        `done`,
+        `start=$(date +%s)`,
+        `for attempt in 1 2 3 4 5; do`,
+        `  sc_log "pulling $model from ${spec.head} (${spec.headIp}) into $repo, attempt $attempt"`,
+        `  rsync -a --partial-dir=.rsync-partial --exclude='*.incomplete' --timeout=120 --contimeout=20 --info=progress2 --no-inc-recursive ${base}/model-${spec.node}/ "$repo/" > "$log" 2>&1 &`,
+        `  pid=$!; shown=$(date +%s)`,
+        `  while kill -0 "$pid" 2>/dev/null; do`,
+        `    sleep 2`,
+        `    now=$(date +%s)`,
+        `    if [ $(( now - start )) -ge ${MODEL_SYNC_LIMITS.pull} ]; then sc_log "gave up after ${MODEL_SYNC_LIMITS.pull} s pulling $model"; tail -n 5 "$log" | tr '\\r' '\\n'; exit 1; fi`,
+        `    if [ $(( now - shown )) -ge 10 ]; then`,
+        `      sc_log "pulling $model: $(tail -c 400 "$log" | tr '\\r' '\\n' | grep -v '^[[:space:]]*$' | tail -n 1 | sed 's/^ *//')"; shown=$now`,
+        `    fi`,
+        `  done`,
+        `  rc=0; wait "$pid" || rc=$?; pid=`,
+        `  [ "$rc" != 0 ] || break`,
+        `  sc_log "rsync exited with $rc:"; tr '\\r' '\\n' < "$log" | grep -v '^[[:space:]]*$' | tail -n 5`,
+        `  if [ "$attempt" = 5 ]; then exit 1; fi`,
+        `  sleep 5`,
+        `done`,
+        `if ! snapshot_ok; then sc_log "the copy in $repo has no snapshot with config.json for refs/main"; exit 1; fi`,
+        `record_manifest`,
+        `if ! tell_head; then sc_log "could not tell ${spec.head} that ${spec.node} holds $model"; exit 1; fi`,
+        `sc_log "${spec.node} holds $model: $(size_of) in $repo, pulled in $(( $(date +%s) - start )) s"`,
+    ]);
+}
+
+export interface ModelCacheRemovalSpec {
+    repoId: string;
+    node: string;
+    /** model.removeCacheOnDestroy: remove the repository from the node's cache, or leave it (the default). */
+    remove: boolean;
+}
+
+/**
+ * The delete of a download or pull step: our record of the model goes; the model itself stays in
+ * the node's cache (it is the user's data) unless model.removeCacheOnDestroy is true.
+ */
+export function modelCacheRemovalScript(spec: ModelCacheRemovalSpec): string {
+    const dir = hubRepoDirName(spec.repoId);
+    return bashScript([
+        HOST_LIB,
+        ...modelLines(spec.repoId),
+        `rm -f "$manifest" "$manifest.tmp"`,
+        ...(spec.remove
+            ? [
+                  `if [ -e "$repo" ]; then`,
+                  `  rm -rf "$repo" ${HF_HUB_DIR}/.locks/${dir}`,
+                  `  sc_log "removed $model from ${spec.node}'s Hugging Face cache (model.removeCacheOnDestroy is true)"`,
+                  `fi`,
+              ]
+            : [
+                  `if [ -e "$repo" ]; then`,
+                  `  sc_log "left $model in $repo on ${spec.node}: model caches are your data (model.removeCacheOnDestroy: true removes them)"`,
+                  `fi`,
+              ]),
+        `rmdir "$sync_dir" 2>/dev/null || true`,
+        `sc_cleanup_state`,
+    ]);
+}
+
+/** The delete of the serve step: which workers got the model (the head's marks) and any leftover of a serve. */
+export function modelServeRemovalScript(repoId: string): string {
+    return bashScript([
+        HOST_LIB,
+        `rm -rf ${MODEL_SYNC_STATE_DIR}/${hubRepoDirName(repoId)}.done ${SERVE_DIR}`,
+        `rmdir ${MODEL_SYNC_STATE_DIR} 2>/dev/null || true`,
+        `sc_cleanup_state`,
+    ]);
+}
+
+/**
+ * A local path is served as it is: each node must hold it (a directory with config.json). Fails
+ * naming model.source and the node, and changes nothing.
+ */
+export function localModelCheckScript(path: string, node: string): string {
+    const missing =
+        `spark-cluster:model.source: ${path} REASON on ${node}. A local path is served as it is, from the same path on every node: ` +
+        "put the model directory there on each node, or give a Hugging Face id (org/name) to have it downloaded once and copied over the interconnect";
+    const [before, after] = missing.split("REASON");
+    return bashScript([
+        `path=${shellQuote(path)}`,
+        `if [ -f "$path/config.json" ]; then`,
+        `  echo "[spark-cluster] ${node} holds the model at $path ($(du -sh "$path" 2>/dev/null | cut -f1))"`,
+        `  exit 0`,
+        `fi`,
+        `if [ -d "$path" ]; then reason="has no config.json"; else reason="does not exist"; fi`,
+        `echo ${shellQuote(before)}"$reason"${shellQuote(after)} >&2`,
+        `exit 1`,
+    ]);
+}

@@ -1,0 +1,248 @@
+/**
+ * The model layer's renderers (components/render/modelSync.ts): the download on the head, the
+ * head's rsync daemon and its config, a worker's pull, the deletes that keep (or remove) the
+ * cache, and the local-path check. Pinned by snapshots (test/__snapshots__/modelSync.*.snap),
+ * every script through `bash -n`, and the properties the design rests on: the HF token and the
+ * sync secret never in a script, the daemon bound to the head's interconnect address and open to
+ * each worker's addresses only, the cache left unless model.removeCacheOnDestroy.
+ */
+import { describe, it, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import type { DockerRuntime, VenvRuntime } from "../config";
+import { parseConfig } from "../config";
+import { dockerRunArgv } from "../components/render/host/runtime";
+import {
+    HF_HOME_DIR,
+    MODEL_SYNC_PORT,
+    ModelServeSpec,
+    deriveModelSyncSecret,
+    hubRepoDirName,
+    isLocalModelPath,
+    localModelCheckScript,
+    modelCacheRemovalScript,
+    modelDownloadScript,
+    modelPullScript,
+    modelServeRemovalScript,
+    modelServeScript,
+    renderModelRsyncdConf,
+} from "../components/render/modelSync";
+import { renderVllmUnit } from "../components/render/vllm";
+import { matchSnapshot, unusedSnapshots } from "./snapshot";
+
+const DOCKER: DockerRuntime = {
+    kind: "docker",
+    image: "nvcr.io/nvidia/vllm:25.09-py3",
+    privileged: true,
+    memlockUnlimited: true,
+    infiniband: true,
+    shmSize: "16g",
+};
+const VENV: VenvRuntime = { kind: "venv", path: "/opt/vllm-venv" };
+const REPO = "Qwen/Qwen2.5-7B-Instruct";
+const SERVE: ModelServeSpec = {
+    repoId: REPO,
+    node: "spark-a",
+    headIp: "192.168.100.11",
+    workers: [
+        { node: "spark-b", ips: ["192.168.100.12", "192.168.101.12"] },
+        { node: "thor-1", ips: ["192.168.100.27"] },
+    ],
+};
+const API_KEY = "model-sync-test-api-key-0123456789";
+
+const SCRIPTS: readonly { name: string; script: string }[] = [
+    { name: "download.docker-token.sh", script: modelDownloadScript({ repoId: REPO, node: "spark-a", runtime: DOCKER, withToken: true }) },
+    { name: "download.venv.sh", script: modelDownloadScript({ repoId: REPO, node: "thor-1", runtime: VENV, withToken: false }) },
+    { name: "serve.sh", script: modelServeScript(SERVE) },
+    { name: "serve-delete.sh", script: modelServeRemovalScript(REPO) },
+    { name: "pull.spark-b.sh", script: modelPullScript({ repoId: REPO, node: "spark-b", head: "spark-a", headIp: "192.168.100.11" }) },
+    { name: "cache-keep.sh", script: modelCacheRemovalScript({ repoId: REPO, node: "spark-b", remove: false }) },
+    { name: "cache-remove.sh", script: modelCacheRemovalScript({ repoId: REPO, node: "spark-b", remove: true }) },
+    { name: "local-check.sh", script: localModelCheckScript("/models/qwen2.5-7b", "spark-b") },
+];
+
+function bashN(script: string): { status: number | null; stderr: string } {
+    const result = spawnSync("bash", ["-n"], { input: script, encoding: "utf8" });
+    return { status: result.status, stderr: result.stderr };
+}
+
+describe("snapshots", () => {
+    for (const { name, script } of SCRIPTS) {
+        it(name, () => matchSnapshot(`modelSync.${name}`, script));
+    }
+    it("rsyncd.conf", () => matchSnapshot("modelSync.rsyncd.conf", renderModelRsyncdConf(SERVE)));
+});
+
+describe("every script", () => {
+    for (const { name, script } of SCRIPTS) {
+        it(`${name} passes bash -n and runs in strict mode`, () => {
+            const check = bashN(script);
+            assert.equal(check.status, 0, check.stderr);
+            assert.match(script, /^set -euo pipefail\n/);
+        });
+    }
+});
+
+describe("sources and names", () => {
+    test("a Hugging Face id is downloaded, an absolute path is served as it is", () => {
+        assert.equal(isLocalModelPath("/models/qwen"), true);
+        assert.equal(isLocalModelPath("Qwen/Qwen2.5-7B-Instruct"), false);
+    });
+
+    test("the cache directory is huggingface_hub's models--ORG--NAME", () => {
+        assert.equal(hubRepoDirName("Qwen/Qwen2.5-7B-Instruct"), "models--Qwen--Qwen2.5-7B-Instruct");
+        assert.equal(hubRepoDirName("lab/tiny-chat"), "models--lab--tiny-chat");
+    });
+
+    test("the download writes where the container runtime mounts the cache", () => {
+        const argv = dockerRunArgv(DOCKER, "x", []);
+        assert.ok(argv.includes(`${HF_HOME_DIR}:${HF_HOME_DIR}`), `dockerRunArgv mounts ${HF_HOME_DIR}: ${argv.join(" ")}`);
+    });
+});
+
+describe("secrets stay out of scripts, argv and output", () => {
+    test("the HF token comes on stdin and reaches hf through the environment only", () => {
+        const docker = modelDownloadScript({ repoId: REPO, node: "spark-a", runtime: DOCKER, withToken: true });
+        assert.match(docker, /^token=\$\(cat\)$/m);
+        // `-e HF_TOKEN` without a value: docker takes it from its own environment.
+        assert.match(docker, / -e HF_TOKEN -- nvcr\.io\/nvidia\/vllm:25\.09-py3 hf download Qwen\/Qwen2\.5-7B-Instruct /);
+        assert.match(docker, /^HF_TOKEN="\$token" docker run --rm --name spark-cluster-model-download /m);
+        assert.doesNotMatch(docker, /--token|HF_TOKEN=[^"]/);
+        const venv = modelDownloadScript({ repoId: REPO, node: "thor-1", runtime: VENV, withToken: true });
+        assert.match(venv, /HF_TOKEN="\$token" \/opt\/vllm-venv\/bin\/hf download Qwen\/Qwen2\.5-7B-Instruct /);
+        // Without a token there is no stdin to read and nothing to hand over.
+        const none = modelDownloadScript({ repoId: REPO, node: "spark-a", runtime: DOCKER, withToken: false });
+        assert.match(none, /^token=$/m);
+        assert.doesNotMatch(none, /HF_TOKEN/);
+    });
+
+    test("whatever the download prints goes through redact, which replaces the token", () => {
+        const script = modelDownloadScript({ repoId: REPO, node: "spark-a", runtime: DOCKER, withToken: true });
+        const redact = /^redact\(\) \{.*\}$/m.exec(script)?.[0];
+        assert.ok(redact, "the script defines redact");
+        const token = "hf_SECRETsecret123";
+        const out = spawnSync("bash", ["-c", `token=${token}\n${redact}\nprintf 'a %s b\\nno token\\n%s' "$token" "$token" | redact`], { encoding: "utf8" });
+        assert.equal(out.status, 0, out.stderr);
+        assert.equal(out.stdout, "a [hfToken] b\nno token\n[hfToken]\n");
+        for (const line of script.split("\n").filter((l) => /tail -n 20 "\$log"|tail -c 2000 "\$log"/.test(l))) {
+            assert.match(line, /\| redact/, `printed without redact: ${line}`);
+        }
+    });
+
+    test("the sync secret comes on stdin; the daemon reads it from a root-only file, the pull from RSYNC_PASSWORD", () => {
+        const secret = deriveModelSyncSecret(API_KEY, "dev", REPO);
+        assert.match(secret, /^[0-9a-f]{64}$/);
+        assert.notEqual(secret, deriveModelSyncSecret(API_KEY, "dev", "Qwen/Qwen2.5-14B-Instruct"), "one secret per model");
+        assert.notEqual(secret, deriveModelSyncSecret(`${API_KEY}x`, "dev", REPO), "rotated with the API key");
+        const serve = modelServeScript(SERVE);
+        const pull = modelPullScript({ repoId: REPO, node: "spark-b", head: "spark-a", headIp: "192.168.100.11" });
+        for (const script of [serve, pull, ...SCRIPTS.map((s) => s.script)]) {
+            assert.ok(!script.includes(secret) && !script.includes(API_KEY));
+        }
+        assert.match(serve, /^secret=\$\(cat\)$/m);
+        assert.match(serve, /^\( umask 077; printf '%s:%s\\n' spark-cluster "\$secret" > "\$serve\/secrets" \)$/m);
+        assert.match(pull, /^export RSYNC_PASSWORD=\$secret$/m);
+        assert.doesNotMatch(pull, /--password-file|rsync:\/\/[^ ]*:[^@ ]*@/);
+    });
+});
+
+describe("serving", () => {
+    test("the daemon binds to the head's interconnect address and each worker's modules admit only its addresses", () => {
+        const serve = modelServeScript(SERVE);
+        assert.match(
+            serve,
+            new RegExp(`rsync --daemon --no-detach --config="\\$serve/rsyncd.conf" --address=192\\.168\\.100\\.11 --port=${MODEL_SYNC_PORT} &`),
+        );
+        const conf = renderModelRsyncdConf(SERVE);
+        const modules = conf.split(/^(?=\[)/m).slice(1);
+        assert.deepEqual(
+            modules.map((m) => m.split("\n")[0]),
+            ["[model-spark-b]", "[done-spark-b]", "[model-thor-1]", "[done-thor-1]"],
+        );
+        for (const m of modules) {
+            assert.match(m, /^ {4}read only = yes$/m);
+            assert.match(m, /^ {4}hosts deny = \*$/m);
+            assert.match(m, /^ {4}auth users = spark-cluster$/m);
+            const allowed = m.startsWith("[model-spark-b]") || m.startsWith("[done-spark-b]") ? "192.168.100.12 192.168.101.12" : "192.168.100.27";
+            assert.match(m, new RegExp(`^ {4}hosts allow = ${allowed.replace(/\./g, "\\.")}$`, "m"));
+        }
+        assert.match(conf, /^\[model-spark-b\]\n {4}path = \/root\/\.cache\/huggingface\/hub\/models--Qwen--Qwen2\.5-7B-Instruct$/m);
+        assert.match(conf, /^use chroot = yes$/m);
+    });
+
+    test("every wait is bounded and reports at least every 10 s", () => {
+        for (const { name, script } of SCRIPTS.filter((s) => /download|serve\.sh|pull/.test(s.name))) {
+            assert.match(script, /-ge 10 \]/, `${name} reports every 10 s`);
+            assert.match(script, /gave up after \d+ s/, `${name} is bounded`);
+        }
+        assert.match(modelServeScript(SERVE), /^timeout --kill-after=10 \d+ rsync --daemon/m, "the daemon dies on its own at the latest");
+    });
+});
+
+describe("destroy", () => {
+    test("leaves the model in the cache by default, removes it with model.removeCacheOnDestroy", () => {
+        const keep = modelCacheRemovalScript({ repoId: REPO, node: "spark-b", remove: false });
+        assert.doesNotMatch(keep, /rm -rf/);
+        assert.match(keep, /left \$model in \$repo on spark-b: model caches are your data/);
+        const remove = modelCacheRemovalScript({ repoId: REPO, node: "spark-b", remove: true });
+        assert.match(remove, /rm -rf "\$repo" \/root\/\.cache\/huggingface\/hub\/\.locks\/models--Qwen--Qwen2\.5-7B-Instruct/);
+        for (const script of [keep, remove, modelServeRemovalScript(REPO)]) {
+            assert.match(script, /sc_cleanup_state/, "our state directory goes when empty");
+        }
+    });
+
+    test("model.removeCacheOnDestroy is a boolean, off unless set", () => {
+        const base = {
+            nodes: [
+                { name: "spark-a", kind: "spark", head: true, ssh: { host: "10.0.0.11" }, interconnect: [{ address: "192.168.100.11/24" }] },
+                { name: "spark-b", kind: "spark", ssh: { host: "10.0.0.12" }, interconnect: [{ address: "192.168.100.12/24" }] },
+            ],
+            sshPrivateKeyPath: "/home/you/.ssh/id_ed25519",
+            apiKey: API_KEY,
+        };
+        const parse = (model: Record<string, unknown>) => parseConfig({ values: { ...base, model }, secretKeys: new Set(["apiKey"]) });
+        assert.equal(parse({ source: REPO }).model.removeCacheOnDestroy, undefined);
+        assert.equal(parse({ source: REPO, removeCacheOnDestroy: true }).model.removeCacheOnDestroy, true);
+        assert.throws(() => parse({ source: REPO, removeCacheOnDestroy: "yes" }), /spark-cluster:model\.removeCacheOnDestroy: .*Example: false/);
+    });
+});
+
+describe("a local path", () => {
+    test("is checked on every node, naming model.source and the node when it is missing", () => {
+        const script = localModelCheckScript("/models/qwen2.5-7b", "spark-b");
+        const missing = spawnSync("bash", ["-c", script.replace("path=/models/qwen2.5-7b", "path=/nonexistent/model-dir")], { encoding: "utf8" });
+        assert.equal(missing.status, 1);
+        assert.match(
+            missing.stderr,
+            /^spark-cluster:model\.source: \/models\/qwen2\.5-7b does not exist on spark-b\. A local path is served as it is, from the same path on every node/,
+        );
+    });
+});
+
+describe("vLLM runs offline", () => {
+    test("every vLLM unit carries HF_HUB_OFFLINE=1, in both runtimes", () => {
+        const spec = {
+            source: REPO,
+            servedName: "qwen",
+            tensorParallel: 2,
+            pipelineParallel: 1,
+            executor: "mp" as const,
+            apiHost: "0.0.0.0",
+            apiPort: 8000,
+            gpuMemoryUtilization: 0.9,
+            enforceEager: false,
+            trustRemoteCode: false,
+            extraArgs: [],
+        };
+        const docker = renderVllmUnit(spec, DOCKER, "0123456789abcdef");
+        assert.match(docker, / -e HF_HUB_OFFLINE=1 -- nvcr\.io\/nvidia\/vllm:25\.09-py3 vllm serve /);
+        const venv = renderVllmUnit(spec, VENV, "0123456789abcdef", "192.168.100.11:6379");
+        assert.match(venv, /^Environment="HF_HUB_OFFLINE=1"$/m);
+        assert.match(venv, /^Environment="RAY_ADDRESS=192\.168\.100\.11:6379"$/m);
+    });
+});
+
+test("no snapshot of this file is left unused", () => {
+    assert.deepEqual(unusedSnapshots("modelSync."), []);
+});
