@@ -2,6 +2,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type { Config } from "../config";
 import { ClusterNode } from "./clusterNode";
 import { hostKeyFingerprint } from "./hostKey";
+import { ModelSync } from "./modelSync";
 import { rayAuthStatus } from "./nodeFacts";
 import { typeToken } from "./package";
 import { RayHead } from "./rayHead";
@@ -18,8 +19,8 @@ export interface SparkClusterArgs {
 
 /**
  * The whole cluster: one {@link ClusterNode} per node (its host layers: SSH → interconnect →
- * PFC → NCCL, nodes in parallel), then Ray head and workers (Ray executor), then vLLM, each a
- * child of its node. Exports the endpoint.
+ * PFC → NCCL, nodes in parallel), then Ray head and workers (Ray executor) beside the model sync
+ * ({@link ModelSync}: the model on every node), then vLLM, each a child of its node. Exports the endpoint.
  */
 export class SparkCluster extends pulumi.ComponentResource {
     /** OpenAI-compatible base URL. */
@@ -80,6 +81,21 @@ export class SparkCluster extends pulumi.ComponentResource {
             this.dashboard = rayHead.dashboard;
         }
 
+        // model sync: the model on every node before any vLLM starts (download once on the head,
+        // pulled over the interconnect; a local path is checked). Runs beside Ray.
+        const modelSync = new ModelSync(
+            `${name}-model`,
+            {
+                model: config.model,
+                head,
+                workers,
+                apiKey: pulumi.secret(config.apiKey.reveal()),
+                hfToken: config.hfToken ? pulumi.secret(config.hfToken.reveal()) : undefined,
+            },
+            { parent: this },
+        );
+        // end model sync
+
         // Ray executor: vLLM on the head only. mp executor: on every node, rank 0 the head.
         const vllmNodes = rayHead ? [head] : [head, ...workers];
         const servers = vllmNodes.map(
@@ -101,7 +117,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                         envHash: n.nccl.envHash,
                         publicHost: config.head.ssh.host,
                     },
-                    n.childOptions({ dependsOn: rayHead ? [rayHead] : n.hostReady }),
+                    n.childOptions({ dependsOn: [...(rayHead ? [rayHead] : n.hostReady), modelSync] }),
                 ),
         );
         this.endpoint = servers[0].baseUrl;

@@ -11,6 +11,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { deriveRayAuthToken } from "../config";
+import { deriveModelSyncSecret } from "../components/render/modelSync";
 import { MOCK_HOST_KEY, RecordedResource, SECRET_SIG, SECRET_SIG_KEY, Scenario, ScenarioResult } from "./graphHarness";
 
 // ---------------------------------------------------------------------------------------------
@@ -147,6 +148,16 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
     mp: {
         clusterName: "dev",
         values: withChange((v) => ((v.model as ModelValues).executor = "mp")),
+        secretKeys: SECRET_KEYS,
+    },
+    localModel: {
+        clusterName: "dev",
+        values: withChange((v) => ((v.model as ModelValues).source = "/models/qwen2.5-7b")),
+        secretKeys: SECRET_KEYS,
+    },
+    removeCache: {
+        clusterName: "dev",
+        values: withChange((v) => ((v.model as ModelValues).removeCacheOnDestroy = true)),
         secretKeys: SECRET_KEYS,
     },
 };
@@ -363,6 +374,10 @@ const RAY_PAIR: Readonly<Record<string, string>> = {
     "spark-a-vllm-secrets": COMMAND,
     "spark-a-vllm-unit": COMMAND,
     "spark-a-vllm-ready": COMMAND,
+    "dev-model": COMPONENT("ModelSync"),
+    "dev-model-download": COMMAND,
+    "dev-model-serve": COMMAND,
+    "dev-model-pull-spark-b": COMMAND,
 };
 
 describe("every scenario builds with the expected resource types only", () => {
@@ -426,6 +441,10 @@ describe("a two-Spark Ray cluster", () => {
             "spark-a-vllm-secrets": "spark-a-vllm",
             "spark-a-vllm-unit": "spark-a-vllm",
             "spark-a-vllm-ready": "spark-a-vllm",
+            "dev-model": "dev",
+            "dev-model-download": "dev-model",
+            "dev-model-serve": "dev-model",
+            "dev-model-pull-spark-b": "dev-model",
         });
     });
 
@@ -442,7 +461,7 @@ describe("a two-Spark Ray cluster", () => {
     it("names each node after itself and every other child `${parent}-<step>`", async () => {
         const result = await scenario("base");
         for (const r of result.resources.filter((r) => r.parent !== undefined)) {
-            const prefix = r.parent === "dev" ? /^spark-[ab]$/ : new RegExp(`^${r.parent}-[a-z-]+$`);
+            const prefix = r.parent === "dev" ? /^(spark-[ab]|dev-model)$/ : new RegExp(`^${r.parent}-[a-z-]+$`);
             assert.match(r.name, prefix, `${r.name} (parent ${r.parent})`);
         }
     });
@@ -466,9 +485,12 @@ describe("a two-Spark Ray cluster", () => {
             "spark-b-ray-worker-unit": ["spark-b-ray-worker-auth"],
             "spark-a-ray-head-ready": ["spark-a-ray-head-unit"],
             "spark-b-ray-worker": ["spark-b-interconnect", "spark-b-nccl", "spark-b-firewall", "spark-a-ray-head-unit"],
-            "spark-a-vllm": ["spark-a-ray-head"],
+            "spark-a-vllm": ["spark-a-ray-head", "dev-model"],
             "spark-a-vllm-unit": ["spark-a-vllm-secrets"],
             "spark-a-vllm-ready": ["spark-a-vllm-unit"],
+            "dev-model-download": ["spark-a-interconnect", "spark-a-nccl", "spark-a-firewall"],
+            "dev-model-serve": ["dev-model-download", "spark-a-interconnect", "spark-a-nccl", "spark-a-firewall"],
+            "dev-model-pull-spark-b": ["dev-model-download", "spark-b-interconnect", "spark-b-nccl", "spark-b-firewall"],
         });
     });
 
@@ -494,6 +516,15 @@ describe("a two-Spark Ray cluster", () => {
         after("spark-a-vllm-secrets", "spark-a-ray-head-ready", "spark-a-ray-head-unit");
         after("spark-a-vllm-unit", "spark-a-vllm-secrets", "spark-a-ray-head-ready", "spark-a-nccl-files");
         after("spark-a-vllm-ready", "spark-a-vllm-unit");
+        // The model is on every node before vLLM starts; the sync runs beside Ray, over the interconnect.
+        after("spark-a-vllm-secrets", "dev-model-download", "dev-model-serve", "dev-model-pull-spark-b");
+        after("dev-model-serve", "dev-model-download", "spark-a-interconnect-apply", "spark-a-firewall-apply");
+        after("dev-model-pull-spark-b", "dev-model-download", "spark-b-interconnect-apply", "spark-b-firewall-apply");
+        notAfter("dev-model-download", "spark-a-ray-head-unit");
+        notAfter("spark-a-ray-head-unit", "dev-model-download");
+        // The head serves while the workers pull: neither waits for the other.
+        notAfter("dev-model-serve", "dev-model-pull-spark-b");
+        notAfter("dev-model-pull-spark-b", "dev-model-serve");
         // Nodes converge their host layers in parallel.
         for (const step of ["interconnect-apply", "roce-apply", "nccl-files"]) {
             assert.ok(![...waitsFor(result, `spark-a-${step}`)].some((n) => n.startsWith("spark-b-")), `spark-a-${step} waits for spark-b`);
@@ -512,7 +543,8 @@ describe("a two-Spark Ray cluster", () => {
                     continue;
                 }
                 const { sudo, script } = scriptOf(text);
-                assert.equal(sudo, r.name.startsWith("spark-b-"), `${r.name}.${key}: sudo -n exactly for the ubuntu user`);
+                const onSparkB = r.name.startsWith("spark-b-") || r.name.endsWith("-spark-b");
+                assert.equal(sudo, onSparkB, `${r.name}.${key}: sudo -n exactly for the ubuntu user`);
                 const check = bashN(script);
                 assert.equal(check.status, 0, `${r.name}.${key}: bash -n failed:\n${check.stderr}`);
             }
@@ -554,10 +586,15 @@ describe("a two-Spark Ray cluster", () => {
 });
 
 describe("what one config key changes", () => {
-    it("model.source: only the vLLM unit and its readiness check", async () => {
-        const changed = changedNames(await scenario("base"), await scenario("modelSource"));
-        assert.deepEqual(changed, ["spark-a-vllm-ready", "spark-a-vllm-unit"]);
-        assert.ok(changed.every((n) => n.startsWith("spark-a-vllm-")));
+    it("model.source: the model sync steps (replaced, the old one deleted first) and the vLLM unit with its readiness check", async () => {
+        const base = await scenario("base");
+        const changed = changedNames(base, await scenario("modelSource"));
+        assert.deepEqual(changed, ["dev-model-download", "dev-model-pull-spark-b", "dev-model-serve", "spark-a-vllm-ready", "spark-a-vllm-unit"]);
+        for (const name of ["dev-model-download", "dev-model-pull-spark-b", "dev-model-serve"]) {
+            const step = get(base, name);
+            assert.deepEqual(plain(step.inputs.triggers), ["Qwen/Qwen2.5-7B-Instruct"], `${name} is keyed on the model id`);
+            assert.ok(step.deleteBeforeReplace, `${name}: the old model's step is deleted before the new one is created`);
+        }
     });
 
     it("model.servedName: only the vLLM unit and its readiness check", async () => {
@@ -581,10 +618,22 @@ describe("what one config key changes", () => {
         ]);
     });
 
-    it("apiKey: only the secrets steps' stdin: vLLM's, and the Ray token's derived from it (each restarts its unit when the file changed)", async () => {
+    it("apiKey: only the secrets steps' stdin: vLLM's, and the Ray token's and the model sync secret's derived from it (each restarts its unit when the file changed)", async () => {
         const base = await scenario("base");
         const rotated = await scenario("apiKey");
-        assert.deepEqual(changedNames(base, rotated), ["spark-a-ray-head-auth", "spark-a-vllm-secrets", "spark-b-ray-worker-auth"]);
+        assert.deepEqual(changedNames(base, rotated), [
+            "dev-model-pull-spark-b",
+            "dev-model-serve",
+            "spark-a-ray-head-auth",
+            "spark-a-vllm-secrets",
+            "spark-b-ray-worker-auth",
+        ]);
+        for (const name of ["dev-model-pull-spark-b", "dev-model-serve"]) {
+            const changedInputs = Object.keys(get(base, name).inputs).filter(
+                (key) => JSON.stringify(get(base, name).inputs[key]) !== JSON.stringify(get(rotated, name).inputs[key]),
+            );
+            assert.deepEqual(changedInputs, ["stdin"], `${name}: only the sync secret changes`);
+        }
         for (const name of ["spark-a-ray-head-auth", "spark-b-ray-worker-auth"]) {
             const changedInputs = Object.keys(get(base, name).inputs).filter(
                 (key) => JSON.stringify(get(base, name).inputs[key]) !== JSON.stringify(get(rotated, name).inputs[key]),
@@ -624,9 +673,11 @@ describe("secrets", () => {
             assert.ok(secretsSteps.length > 0);
             for (const needle of name === "sparkThor" ? [API_KEY] : [API_KEY, HF_TOKEN]) {
                 const found = result.resources.flatMap((r) => occurrences(r.inputs, needle).map((o) => ({ resource: r.name, ...o })));
+                // The HF token also goes to the one download (on the head), as its stdin.
+                const steps = needle === HF_TOKEN ? ["dev-model-download", ...secretsSteps] : secretsSteps;
                 assert.deepEqual(
-                    found,
-                    secretsSteps.map((resource) => ({ resource, path: "stdin", secret: true })),
+                    found.sort((a, b) => a.resource.localeCompare(b.resource)),
+                    [...steps].sort().map((resource) => ({ resource, path: "stdin", secret: true })),
                     `where ${needle === API_KEY ? "the API key" : "the HF token"} appears`,
                 );
                 assert.ok(!JSON.stringify(result.outputs).includes(needle), "not in the cluster's outputs");
@@ -657,6 +708,18 @@ describe("secrets", () => {
             `RAY_AUTH_MODE=token\nRAY_AUTH_TOKEN=${token}\n`,
         );
         assert.ok(!JSON.stringify(result.outputs).includes(token), "not in the cluster's outputs");
+    });
+
+    it("the model sync secret (derived from the API key) reaches only the serve and pull steps' stdin, as a secret", async () => {
+        const result = await scenario("base");
+        const secret = deriveModelSyncSecret(API_KEY, "dev", "Qwen/Qwen2.5-7B-Instruct");
+        const found = result.resources.flatMap((r) => occurrences(r.inputs, secret).map((o) => ({ resource: r.name, ...o })));
+        assert.deepEqual(found, [
+            { resource: "dev-model-serve", path: "stdin", secret: true },
+            { resource: "dev-model-pull-spark-b", path: "stdin", secret: true },
+        ]);
+        assert.ok(!JSON.stringify(result.outputs).includes(secret), "not in the cluster's outputs");
+        assert.match(scriptOf(commandText(get(result, "spark-a-vllm-unit"), "create") ?? "").script, / -e HF_HUB_OFFLINE=1 -- /, "vLLM runs offline");
     });
 
     it("an explicit rayAuthToken is used as it is (the way to rotate it)", async () => {
@@ -762,8 +825,78 @@ describe("the mp executor", () => {
         assert.match(rank0, / --nnodes 2 --node-rank 0 --master-addr 192\.168\.100\.11 --master-port 29501 --host 0\.0\.0\.0 --port 8000/);
         assert.match(rank1, / --nnodes 2 --node-rank 1 --master-addr 192\.168\.100\.11 --master-port 29501 --headless/);
         assert.doesNotMatch(rank0 + rank1, /RAY_ADDRESS|spark-cluster-ray\.service/);
-        assert.deepEqual(get(result, "spark-a-vllm").dependsOn, ["spark-a-interconnect", "spark-a-nccl", "spark-a-firewall"]);
-        assert.deepEqual(get(result, "spark-b-vllm").dependsOn, ["spark-b-interconnect", "spark-b-nccl", "spark-b-firewall"]);
+        assert.deepEqual(
+            get(result, "spark-a-vllm").dependsOn.filter((d) => d !== "dev-model"),
+            ["spark-a-interconnect", "spark-a-nccl", "spark-a-firewall"],
+        );
+        assert.deepEqual(
+            get(result, "spark-b-vllm").dependsOn.filter((d) => d !== "dev-model"),
+            ["spark-b-interconnect", "spark-b-nccl", "spark-b-firewall"],
+        );
+        for (const node of ["spark-a", "spark-b"]) {
+            assert.ok(get(result, `${node}-vllm`).dependsOn.includes("dev-model"), `${node}'s vLLM waits for the model on every node`);
+        }
+        for (const node of ["spark-a", "spark-b"]) {
+            assert.match(
+                scriptOf(commandText(get(result, `${node}-vllm-unit`), "create") ?? "").script,
+                / -e HF_HUB_OFFLINE=1 -- /,
+                `${node} runs vLLM offline`,
+            );
+        }
+    });
+});
+
+describe("the model", () => {
+    it("a Hugging Face id: downloaded once on the head, served by the head, pulled by each other node (the Thor too)", async () => {
+        const result = await scenario("sparkThor");
+        const steps = result.resources.filter((r) => r.parent === "dev-model").map((r) => r.name);
+        assert.deepEqual(steps.sort(), ["dev-model-download", "dev-model-pull-thor-1", "dev-model-serve"]);
+        const download = scriptOf(commandText(get(result, "dev-model-download"), "create") ?? "").script;
+        assert.match(
+            download,
+            /docker run --rm --name spark-cluster-model-download .* hf download Qwen\/Qwen2\.5-7B-Instruct /,
+            "the head's own runtime downloads",
+        );
+        assert.equal(get(result, "dev-model-download").inputs.stdin, undefined, "no hfToken: nothing on stdin");
+        const serve = scriptOf(commandText(get(result, "dev-model-serve"), "create") ?? "").script;
+        assert.match(serve, /--address=192\.168\.100\.11 --port=8873 /);
+        assert.match(serve, /^ {4}hosts allow = 192\.168\.100\.27$/m);
+        const pull = scriptOf(commandText(get(result, "dev-model-pull-thor-1"), "create") ?? "").script;
+        assert.match(pull, /rsync:\/\/spark-cluster@192\.168\.100\.11:8873\/model-thor-1\/ "\$repo\/"/);
+    });
+
+    it("destroy leaves the model in every cache; model.removeCacheOnDestroy changes only the deletes", async () => {
+        const base = await scenario("base");
+        const remove = await scenario("removeCache");
+        for (const name of ["dev-model-download", "dev-model-pull-spark-b"]) {
+            const keep = scriptOf(commandText(get(base, name), "delete") ?? "").script;
+            assert.match(keep, /model caches are your data/);
+            assert.doesNotMatch(keep, /rm -rf "\$repo"/);
+            assert.match(scriptOf(commandText(get(remove, name), "delete") ?? "").script, /rm -rf "\$repo"/);
+        }
+        assert.deepEqual(changedNames(base, remove), ["dev-model-download", "dev-model-pull-spark-b"]);
+        for (const name of ["dev-model-download", "dev-model-pull-spark-b"]) {
+            assert.equal(commandText(get(base, name), "create"), commandText(get(remove, name), "create"), `${name}: the same create`);
+        }
+    });
+
+    it("a local path: checked on every node (read-only, nothing to delete), served as it is, vLLM offline", async () => {
+        const result = await scenario("localModel");
+        const steps = result.resources.filter((r) => r.parent === "dev-model");
+        assert.deepEqual(steps.map((r) => r.name).sort(), ["dev-model-check-spark-a", "dev-model-check-spark-b"]);
+        for (const step of steps) {
+            assert.equal(commandText(step, "delete"), undefined);
+            assert.match(scriptOf(commandText(step, "create") ?? "").script, /^path=\/models\/qwen2\.5-7b$/m);
+        }
+        const checkWaits = get(result, "dev-model-check-spark-b").dependsOn;
+        assert.ok(
+            ["spark-b-interconnect", "spark-b-nccl", "spark-b-firewall"].every((d) => checkWaits.includes(d)),
+            `waits for spark-b's host layers: ${checkWaits}`,
+        );
+        assert.ok(!checkWaits.some((d) => d.startsWith("spark-a")), "and for nothing of spark-a's");
+        const unit = scriptOf(commandText(get(result, "spark-a-vllm-unit"), "create") ?? "").script;
+        assert.match(unit, / vllm serve \/models\/qwen2\.5-7b /);
+        assert.match(unit, / -e HF_HUB_OFFLINE=1 -- /);
     });
 });
 
