@@ -1,5 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { Config, NodeConfig } from "../config";
+import { ClusterCheck } from "./clusterCheck";
 import { Firewall } from "./firewall";
 import { NcclConfig } from "./ncclConfig";
 import { NetplanInterconnect } from "./netplanInterconnect";
@@ -40,6 +41,8 @@ export class ClusterNode extends pulumi.ComponentResource {
     public readonly nccl: NcclConfig;
     public readonly pfc?: RocePfc;
     public readonly firewall?: Firewall;
+    /** The NCCL check's rank on this node (check.enabled). */
+    public readonly check?: ClusterCheck;
     /** What the firewall lets in (`enabled: …`), or why it is off. */
     public readonly firewallStatus: pulumi.Output<string>;
     /** The Ray version the probe found in the node's runtime (ray executor only; the probe fails without Ray). */
@@ -132,12 +135,33 @@ export class ClusterNode extends pulumi.ComponentResource {
             },
             this.childOptions({ dependsOn: this.pfc ? [this.interconnect, this.pfc] : [this.interconnect] }),
         );
+        if (cluster.check.enabled) {
+            // Rank 0 on the head, whose address every rank dials; the workers in config order.
+            const rank = [cluster.head, ...cluster.workers].indexOf(node);
+            this.check = new ClusterCheck(
+                `${node.name}-check`,
+                {
+                    host: this.host,
+                    envHash: this.nccl.envHash,
+                    spec: {
+                        node: node.name,
+                        runtime: node.runtime,
+                        rank,
+                        worldSize: cluster.nodes.length,
+                        masterAddr: cluster.head.ip,
+                        passMarkGBps: cluster.check.passMarkGBps,
+                        requireTransport: cluster.transport === "roce" ? "NET/IB" : undefined,
+                    },
+                },
+                this.childOptions({ dependsOn: [this.interconnect, this.nccl, ...(this.firewall ? [this.firewall] : [])] }),
+            );
+        }
         this.registerOutputs({ roce: this.roceStatus });
     }
 
     /** The host layers every later step of this node waits for. */
     get hostReady(): pulumi.Resource[] {
-        return [this.interconnect, this.nccl, ...(this.firewall ? [this.firewall] : [])];
+        return [this.interconnect, this.nccl, ...(this.firewall ? [this.firewall] : []), ...(this.check ? [this.check] : [])];
     }
 
     /**

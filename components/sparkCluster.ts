@@ -31,6 +31,8 @@ export class SparkCluster extends pulumi.ComponentResource {
     public readonly dashboard?: string;
     /** PFC result per node (`enabled: …` / `lossy: …` / `skipped: …`). */
     public readonly roce: pulumi.Output<Record<string, string>>;
+    /** The NCCL check per node: bus bandwidth, transport, pass mark (or why it did not run). */
+    public readonly ncclCheck: pulumi.Output<Record<string, string>>;
     /** The SSH host key fingerprint each node is pinned to (compare with `ssh-keygen -lf` on the node). */
     public readonly hostKeys: pulumi.Output<Record<string, string>>;
     /** Firewall per node: what is open to whom. */
@@ -124,6 +126,9 @@ export class SparkCluster extends pulumi.ComponentResource {
         this.servedModel = servers[0].servedModel;
         this.transport = config.transport;
         this.roce = pulumi.all(nodes.map((n) => n.roceStatus)).apply((statuses) => Object.fromEntries(nodes.map((n, i) => [n.node.name, statuses[i]])));
+        this.ncclCheck = pulumi
+            .all(nodes.map((n) => n.check?.result ?? pulumi.output("not run: check.enabled is false")))
+            .apply((results) => Object.fromEntries(nodes.map((n, i) => [n.node.name, results[i]])));
         this.hostKeys = pulumi
             .all(nodes.map((n) => n.hostKey))
             .apply((keys) =>

@@ -24,6 +24,9 @@ import {
 } from "./schema";
 import { SecretString } from "./secret";
 
+/** NVIDIA's pass mark for NCCL between two Sparks over RoCE (175 Gb/s), in GB/s. */
+export const ROCE_PASS_MARK_GBPS = 21.875;
+
 /** The NCCL transport every node uses. */
 export type Transport = "roce" | "socket";
 
@@ -117,6 +120,8 @@ export interface Config {
     nccl: Omit<z.output<typeof NcclSchema>, "transport">;
     ray: z.output<typeof RaySchema>;
     firewall: FirewallConfig;
+    /** The NCCL check, with the pass mark resolved from the transport when none is given. */
+    check: { enabled: boolean; passMarkGBps: number };
     model: ModelConfig;
     apiKey: SecretString;
     hfToken?: SecretString;
@@ -252,6 +257,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         nccl,
         ray: parsed.ray,
         firewall: { ...parsed.firewall, allowPorts: parsed.firewall.allowPorts.map(parseOpenPort) },
+        check: { enabled: parsed.check.enabled, passMarkGBps: parsed.check.passMarkGBps ?? (transport === "roce" ? ROCE_PASS_MARK_GBPS : 0) },
         model: {
             ...model,
             ...resolveParallelism({ tensorParallel, pipelineParallel }, totalGpus),

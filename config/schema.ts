@@ -425,6 +425,20 @@ export const ModelSchema = z.strictObject({
     removeCacheOnDestroy: z.boolean().optional().meta({ example: "false" }),
 });
 
+/** The NCCL check: an all-reduce across the nodes with the runtime's own torch, after the host layers. */
+export const CheckSchema = z.strictObject({
+    /**
+     * Run it on `up` (again whenever the NCCL environment changes). It needs torch in every node's
+     * runtime (the NGC images and a vLLM venv have it). Defaults to true; the lab stack turns it off.
+     */
+    enabled: z.boolean().default(true).meta({ example: "false" }),
+    /**
+     * Bus bandwidth below which `up` fails, in GB/s. Defaults to 21.875 with RoCE (NVIDIA's pass mark
+     * for two Sparks) and to 0 (report only) over sockets.
+     */
+    passMarkGBps: z.number().min(0).max(10000).optional().meta({ example: "21.875" }),
+});
+
 /** Every key under the `spark-cluster:` namespace. */
 export const ClusterConfigSchema = z.strictObject({
     /** The machines, at least two. Required. */
@@ -438,6 +452,8 @@ export const ClusterConfigSchema = z.strictObject({
     roce: RoceSchema.prefault({}).meta({ example: "{ enabled: true, priority: 3 }" }),
     /** NCCL settings. Defaults to transport auto, debug WARN. */
     nccl: NcclSchema.prefault({}).meta({ example: "{ transport: auto, debug: WARN }" }),
+    /** The NCCL check after the host layers. Defaults to on, pass mark by transport. */
+    check: CheckSchema.prefault({}).meta({ example: "{ enabled: true, passMarkGBps: 21.875 }" }),
     /** Firewall on every node. Defaults to on: only SSH, the API and `allowPorts` from outside the cluster. */
     firewall: FirewallSchema.prefault({}).meta({ example: "{ enabled: true, apiAllowFrom: [192.168.1.0/24] }" }),
     /** Ray settings. Defaults to ports 6379/8265, dashboard on 127.0.0.1. */

@@ -61,6 +61,8 @@ function baseValues(): Record<string, unknown> {
         sshPrivateKey: SSH_KEY,
         apiKey: API_KEY,
         hfToken: HF_TOKEN,
+        // As in the lab stack; the "withCheck" scenario turns the NCCL check on.
+        check: { enabled: false },
     };
 }
 
@@ -91,6 +93,15 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
     apiKey: {
         clusterName: "dev",
         values: withChange((v) => (v.apiKey = "graph-test-rotated-key-fedcba9876543210")),
+        secretKeys: SECRET_KEYS,
+    },
+    withCheck: { clusterName: "dev", values: withChange((v) => (v.check = { enabled: true })), secretKeys: SECRET_KEYS },
+    withCheckDebug: {
+        clusterName: "dev",
+        values: withChange((v) => {
+            v.check = { enabled: true };
+            v.nccl = { debug: "INFO" };
+        }),
         secretKeys: SECRET_KEYS,
     },
     pinnedHostKey: {
@@ -902,4 +913,30 @@ describe("the model", () => {
 
 test("every scenario process finished", async () => {
     await Promise.all(Object.keys(SCENARIOS).map((name) => scenario(name)));
+});
+
+describe("the NCCL check (check.enabled)", () => {
+    it("runs one rank per node, head first, after the host layers and before Ray and vLLM", async () => {
+        const result = await scenario("withCheck");
+        for (const [node, rank] of [
+            ["spark-a", 0],
+            ["spark-b", 1],
+        ] as const) {
+            assert.equal(get(result, `${node}-check`).type, COMPONENT("ClusterCheck"));
+            assert.equal(get(result, `${node}-check`).parent, node);
+            assert.deepEqual(get(result, `${node}-check`).dependsOn, [`${node}-interconnect`, `${node}-nccl`, `${node}-firewall`]);
+            const script = scriptOf(commandText(get(result, `${node}-check-nccl`), "create") ?? "").script;
+            assert.match(script, new RegExp(`--rank ${rank} --world-size 2 --master-addr 192\\.168\\.100\\.11`));
+            assert.match(script, /--pass-mark 21\.875/, "NVIDIA's RoCE pass mark by default");
+            assert.match(script, /--require-transport NET\/IB/, "a RoCE cluster must use NET/IB");
+        }
+        assert.ok(waitsFor(result, "spark-a-ray-head-unit").has("spark-a-check-nccl"));
+        assert.ok(waitsFor(result, "spark-b-ray-worker-unit").has("spark-b-check-nccl"));
+        assert.ok(waitsFor(result, "spark-a-vllm-unit").has("spark-b-check-nccl"));
+    });
+
+    it("runs again when the NCCL environment changes", async () => {
+        const changed = changedNames(await scenario("withCheck"), await scenario("withCheckDebug"));
+        assert.ok(changed.includes("spark-a-check-nccl") && changed.includes("spark-b-check-nccl"), changed.join(", "));
+    });
 });

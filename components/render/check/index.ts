@@ -85,8 +85,10 @@ function checkSpec(spec: NcclCheckSpec): void {
         problems.push(`masterAddr must be an address or host name without a prefix length (got ${JSON.stringify(spec.masterAddr)})`);
     const port = spec.masterPort ?? NCCL_CHECK_PORT;
     if (!Number.isInteger(port) || port < 1 || port > 65535) problems.push(`masterPort must be in 1..65535 (got ${port})`);
+    if (spec.passMarkGBps !== undefined && !(Number.isFinite(spec.passMarkGBps) && spec.passMarkGBps >= 0)) {
+        problems.push(`passMarkGBps must be a number >= 0 (0: report only; got ${spec.passMarkGBps})`);
+    }
     for (const [name, value] of [
-        ["passMarkGBps", spec.passMarkGBps],
         ["initTimeoutSeconds", spec.initTimeoutSeconds],
         ["timeoutSeconds", spec.timeoutSeconds],
     ] as const) {
