@@ -11,6 +11,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import {
     CONFIG_DIR,
+    CONTAINER_NAMES,
     NCCL_CONF_PATH,
     NETPLAN_PATH,
     PEERMEM_CONF,
@@ -228,12 +229,13 @@ async function healsAfter(
 
 const FAULTS = {
     ray: [
-        { what: "Ray killed on the worker (SIGKILL)", act: () => void lab(["kill", "spark-b", `${UNITS.ray}.service`]) },
+        // docker kill: SIGKILL to the container's processes (systemctl kill would hit only the `docker run` client).
+        { what: "Ray killed on the worker (docker kill)", act: () => void lab(["kill", "spark-b", "--container", CONTAINER_NAMES.ray]) },
         { what: "worker rebooted", act: () => void lab(["reboot", "spark-b"]) },
         { what: "head rebooted", act: () => void lab(["reboot", "spark-a"]) },
     ],
     mp: [
-        { what: "vLLM killed on the worker (SIGKILL)", act: () => void lab(["kill", "spark-b", `${UNITS.vllm}.service`]) },
+        { what: "vLLM killed on the worker (docker kill)", act: () => void lab(["kill", "spark-b", "--container", CONTAINER_NAMES.vllm]) },
         { what: "worker rebooted", act: () => void lab(["reboot", "spark-b"]) },
         { what: "head rebooted", act: () => void lab(["reboot", "spark-a"]) },
     ],
@@ -312,6 +314,39 @@ for (const executor of ["ray", "mp"] as const) {
                 assert.match(ssh("spark-b", `grep ^ExecStart= ${unitPath(UNITS.vllm)}`), / --node-rank 1 .*--headless/);
                 const ray = JSON.parse(pulumi(session, "stack", "output", "ray", "--json")) as Record<string, string>;
                 assert.deepEqual(Object.values(ray), ["not used: model.executor is mp", "not used: model.executor is mp"]);
+            });
+
+            it("scripts/bench-serve.sh runs vllm bench serve on the head and prints its table", (t) => {
+                const out = run(
+                    session,
+                    path.join(root, "scripts", "bench-serve.sh"),
+                    [
+                        "--stack",
+                        "dev",
+                        "--config-file",
+                        session.configFile,
+                        "--num-prompts",
+                        "20",
+                        "--random-input-len",
+                        "64",
+                        "--random-output-len",
+                        "16",
+                        "--max-concurrency",
+                        "4",
+                    ],
+                    600,
+                );
+                t.diagnostic(
+                    out
+                        .trim()
+                        .split("\n")
+                        .filter((l) => /throughput|Successful|Mean TTFT/.test(l))
+                        .join(" | "),
+                );
+                assert.match(out, /Serving Benchmark Result \(LAB STAND-IN\)/);
+                assert.match(out, /^Successful requests:\s+20$/m);
+                assert.match(out, /Output token throughput \(tok\/s\):\s+[0-9.]+/);
+                assert.ok(!out.includes(apiKey), "the API key is not in the output");
             });
 
             it("a model switch restarts only vLLM", async () => {
