@@ -300,7 +300,7 @@ describe("NCCL check renderer", () => {
         const script = ncclCheckScript({ ...base, requireTransport: "NET/IB" });
         matchSnapshot("check.nccl-check.docker.sh", script);
         const command = ncclCheckCommand(base);
-        assert.match(command, /^\/usr\/bin\/docker run -i --rm --name spark-cluster-check --network host --ipc host --gpus all /);
+        assert.match(command, /^\/usr\/bin\/docker run -i --rm --name spark-cluster-check --network host --ipc host --pid host --gpus all /);
         assert.match(command, / --privileged --ulimit memlock=-1 -v \/dev\/infiniband:\/dev\/infiniband /);
         assert.ok(command.includes(`--env-file ${RUNTIME_ENV_PATH} --entrypoint python3 -- nvcr.io/nvidia/vllm:25.09-py3 - --rank 1 `), command);
         assert.ok(command.endsWith(`< ${NCCL_CHECK_PATH}`), command);
@@ -337,7 +337,8 @@ describe("NCCL check renderer", () => {
         assert.throws(() => ncclCheckArgs({ ...base, sizes: ["lots"] }), /not a size like 64M/);
         assert.throws(() => ncclCheckArgs({ ...base, environment: { "NCCL-X": "1" } }), /not a variable name/);
         assert.throws(() => ncclCheckArgs({ ...base, environment: { NCCL_X: "a\nb" } }), /line breaks/);
-        assert.throws(() => ncclCheckArgs({ ...base, passMarkGBps: 0 }), /passMarkGBps must be a positive number/);
+        assert.throws(() => ncclCheckArgs({ ...base, passMarkGBps: -1 }), /passMarkGBps must be a number >= 0/);
+        assert.doesNotThrow(() => ncclCheckArgs({ ...base, passMarkGBps: 0 }), "0: report only");
     });
 
     test("parseNcclCheckResult reads the last result line", () => {

@@ -25,6 +25,11 @@ export function dockerRunArgv(runtime: DockerRuntime, container: string, envFile
         "host",
         "--ipc",
         "host",
+        // The host's PID namespace: Ray's driver (vLLM, in its own container) finds the node's
+        // raylet by its process (ray/_private/services.py find_node_ids, Ray 2.60), as it would
+        // on a host without containers.
+        "--pid",
+        "host",
         "--gpus",
         "all",
         `--shm-size=${runtime.shmSize}`,
