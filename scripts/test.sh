@@ -12,10 +12,11 @@ if ! command -v nft >/dev/null; then
   apt-get install -y -q nftables >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q nftables >/dev/null; }
 fi
 
-echo "== typecheck (tsc, strict) and lint (eslint + @pulumi/eslint-plugin)"
+echo "== typecheck (tsc, strict), lint (eslint + @pulumi/eslint-plugin) and format (prettier)"
 rm -rf build  # no stale compiled tests from files that no longer exist
 tsc -p tsconfig.json
 eslint --max-warnings 0 .
+prettier --check --log-level warn "**/*.{ts,mjs}"
 
 echo "== Go tests of the project-built plugins (toolchain/plugins)"
 (cd toolchain/plugins && go test -count=1 ./...)

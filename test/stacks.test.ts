@@ -126,10 +126,7 @@ describe("stacks/*.yaml", () => {
         test(`${expected.stack}: parses and resolves as documented`, () => {
             const config = parseConfig(rawConfigOf(file));
             assert.equal(config.transport, expected.transport);
-            assert.deepEqual(
-                [config.model.tensorParallel, config.model.pipelineParallel],
-                [expected.tensorParallel, expected.pipelineParallel],
-            );
+            assert.deepEqual([config.model.tensorParallel, config.model.pipelineParallel], [expected.tensorParallel, expected.pipelineParallel]);
             assert.ok(config.model.tensorParallel * config.model.pipelineParallel <= config.totalGpus);
             assert.equal(config.head.name, expected.head);
             assert.deepEqual(
@@ -208,8 +205,16 @@ const DECISIONS: Readonly<Record<string, ReturnType<typeof decisions>>> = {
                 roce: SOCKET,
                 peers: ["spark-1 192.168.100.11 via [0]", "spark-1 192.168.101.11 via [1]", "thor-1 192.168.100.27 via [0]", "thor-2 192.168.100.26 via [0]"],
             },
-            "thor-1": { ip: "192.168.100.27", roce: SOCKET, peers: ["spark-1 192.168.100.11 via [0]", "spark-2 192.168.100.12 via [0]", "thor-2 192.168.100.26 via [0]"] },
-            "thor-2": { ip: "192.168.100.26", roce: SOCKET, peers: ["spark-1 192.168.100.11 via [0]", "spark-2 192.168.100.12 via [0]", "thor-1 192.168.100.27 via [0]"] },
+            "thor-1": {
+                ip: "192.168.100.27",
+                roce: SOCKET,
+                peers: ["spark-1 192.168.100.11 via [0]", "spark-2 192.168.100.12 via [0]", "thor-2 192.168.100.26 via [0]"],
+            },
+            "thor-2": {
+                ip: "192.168.100.26",
+                roce: SOCKET,
+                peers: ["spark-1 192.168.100.11 via [0]", "spark-2 192.168.100.12 via [0]", "thor-1 192.168.100.27 via [0]"],
+            },
         },
     },
 };

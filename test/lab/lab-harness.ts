@@ -15,12 +15,12 @@ export const stateDir = path.join(repoRoot, "lab", ".state");
 export const keyPath = path.join(stateDir, "id_ed25519");
 
 export const nodeAddr: Record<string, string> = {
-  "spark-a": "10.77.0.11",
-  "spark-b": "10.77.0.12",
-  "thor-a": "10.77.0.21",
-  "thor-b": "10.77.0.22",
-  "ws-a": "10.77.0.31",
-  outsider: "10.77.0.99",
+    "spark-a": "10.77.0.11",
+    "spark-b": "10.77.0.12",
+    "thor-a": "10.77.0.21",
+    "thor-b": "10.77.0.22",
+    "ws-a": "10.77.0.31",
+    outsider: "10.77.0.99",
 };
 
 /** The lab node that is in no stack (booted in every topology; on the ic0 fabric in hetero-4). */
@@ -31,116 +31,121 @@ export const labRayVersion = "2.60.0";
 
 /** Container images present in every Docker-running (Spark) node (lab/lib/nodes.sh LAB_DOCKER_IMAGES). */
 export const labImages = {
-  /** Ray + the vLLM stand-in, like NGC 25.09-py3. */
-  withRay: "nvcr.io/nvidia/vllm:25.09-py3",
-  /** The vLLM stand-in without Ray (no `import ray`, no `ray` binary), like NGC 26.05-py3. */
-  withoutRay: "nvcr.io/nvidia/vllm:26.05-py3",
+    /** Ray + the vLLM stand-in, like NGC 25.09-py3. */
+    withRay: "nvcr.io/nvidia/vllm:25.09-py3",
+    /** The vLLM stand-in without Ray (no `import ray`, no `ray` binary), like NGC 26.05-py3. */
+    withoutRay: "nvcr.io/nvidia/vllm:26.05-py3",
 } as const;
 
 /** The vLLM version whose flags the stand-in accepts (VLLM_VERSION in flags_generated.py). */
 export function standinVllmVersion(): string {
-  const text = fs.readFileSync(path.join(repoRoot, "lab", "vllm_standin", "vllm_standin", "flags_generated.py"), "utf8");
-  const m = /^VLLM_VERSION = '([^']+)'$/m.exec(text);
-  if (!m) throw new Error("flags_generated.py names no VLLM_VERSION");
-  return m[1];
+    const text = fs.readFileSync(path.join(repoRoot, "lab", "vllm_standin", "vllm_standin", "flags_generated.py"), "utf8");
+    const m = /^VLLM_VERSION = '([^']+)'$/m.exec(text);
+    if (!m) throw new Error("flags_generated.py names no VLLM_VERSION");
+    return m[1];
 }
 
 function findRepoRoot(start: string): string {
-  let dir = start;
-  for (let i = 0; i < 10; i++) {
-    if (fs.existsSync(path.join(dir, "lab", "lab.sh")) && fs.existsSync(path.join(dir, "package.json"))) {
-      return dir;
+    let dir = start;
+    for (let i = 0; i < 10; i++) {
+        if (fs.existsSync(path.join(dir, "lab", "lab.sh")) && fs.existsSync(path.join(dir, "package.json"))) {
+            return dir;
+        }
+        dir = path.dirname(dir);
     }
-    dir = path.dirname(dir);
-  }
-  throw new Error(`cannot find the repository root (a folder with lab/lab.sh) above ${start}`);
+    throw new Error(`cannot find the repository root (a folder with lab/lab.sh) above ${start}`);
 }
 
 /** Fails with a clear message when the lab cannot run here (never skips). */
 export function requireLabPreconditions(): void {
-  if (typeof process.getuid === "function" && process.getuid() !== 0) {
-    throw new Error("the lab self-tests need root (network namespaces, mounts, systemd-nspawn): run them as root");
-  }
-  if (process.platform !== "linux") {
-    throw new Error(`the lab needs Linux, this is ${process.platform}`);
-  }
-  fs.accessSync(labSh, fs.constants.X_OK);
+    if (typeof process.getuid === "function" && process.getuid() !== 0) {
+        throw new Error("the lab self-tests need root (network namespaces, mounts, systemd-nspawn): run them as root");
+    }
+    if (process.platform !== "linux") {
+        throw new Error(`the lab needs Linux, this is ${process.platform}`);
+    }
+    fs.accessSync(labSh, fs.constants.X_OK);
 }
 
 export interface RunResult {
-  status: number;
-  stdout: string;
-  stderr: string;
+    status: number;
+    stdout: string;
+    stderr: string;
 }
 
 /** Runs a command, never throws on a non-zero exit; throws on a timeout or spawn failure. */
 export function run(cmd: string, args: string[], timeoutMs: number, input?: string): RunResult {
-  const r = spawnSync(cmd, args, { encoding: "utf8", timeout: timeoutMs, input, maxBuffer: 64 * 1024 * 1024 });
-  if (r.error) {
-    throw new Error(`${cmd} ${args.join(" ")}: ${r.error.message}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
-  }
-  if (r.status === null) {
-    throw new Error(`${cmd} ${args.join(" ")} was killed by ${r.signal} (timeout ${timeoutMs} ms)`);
-  }
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+    const r = spawnSync(cmd, args, { encoding: "utf8", timeout: timeoutMs, input, maxBuffer: 64 * 1024 * 1024 });
+    if (r.error) {
+        throw new Error(`${cmd} ${args.join(" ")}: ${r.error.message}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
+    }
+    if (r.status === null) {
+        throw new Error(`${cmd} ${args.join(" ")} was killed by ${r.signal} (timeout ${timeoutMs} ms)`);
+    }
+    return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
 /** lab/lab.sh ARGS, throwing with its output when it fails. */
 export function lab(args: string[], timeoutMs = 40 * 60_000): string {
-  try {
-    return execFileSync(labSh, args, { encoding: "utf8", timeout: timeoutMs, stdio: ["ignore", "pipe", "pipe"] });
-  } catch (err) {
-    const e = err as { stdout?: string; stderr?: string; message: string };
-    throw new Error(`lab/lab.sh ${args.join(" ")} failed: ${e.message}\nstdout:\n${e.stdout ?? ""}\nstderr:\n${e.stderr ?? ""}`);
-  }
+    try {
+        return execFileSync(labSh, args, { encoding: "utf8", timeout: timeoutMs, stdio: ["ignore", "pipe", "pipe"] });
+    } catch (err) {
+        const e = err as { stdout?: string; stderr?: string; message: string };
+        throw new Error(`lab/lab.sh ${args.join(" ")} failed: ${e.message}\nstdout:\n${e.stdout ?? ""}\nstderr:\n${e.stderr ?? ""}`);
+    }
 }
 
 const sshOpts = [
-  "-o", "StrictHostKeyChecking=no",
-  "-o", "UserKnownHostsFile=/dev/null",
-  "-o", "LogLevel=ERROR",
-  "-o", "BatchMode=yes",
-  "-o", "ConnectTimeout=5",
+    "-o",
+    "StrictHostKeyChecking=no",
+    "-o",
+    "UserKnownHostsFile=/dev/null",
+    "-o",
+    "LogLevel=ERROR",
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "ConnectTimeout=5",
 ];
 
 /** ssh root@NODE SCRIPT (bash -c on the node); returns status and output. */
 export function sshRun(node: string, script: string, timeoutMs = 120_000): RunResult {
-  const addr = nodeAddr[node];
-  if (!addr) throw new Error(`unknown node ${node}`);
-  return run("ssh", ["-i", keyPath, ...sshOpts, `root@${addr}`, "bash", "-c", shQuote(script)], timeoutMs);
+    const addr = nodeAddr[node];
+    if (!addr) throw new Error(`unknown node ${node}`);
+    return run("ssh", ["-i", keyPath, ...sshOpts, `root@${addr}`, "bash", "-c", shQuote(script)], timeoutMs);
 }
 
 /** Like sshRun but throws when the command fails. */
 export function ssh(node: string, script: string, timeoutMs = 120_000): string {
-  const r = sshRun(node, script, timeoutMs);
-  if (r.status !== 0) {
-    throw new Error(`on ${node}: ${script}\nexit ${r.status}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
-  }
-  return r.stdout;
+    const r = sshRun(node, script, timeoutMs);
+    if (r.status !== 0) {
+        throw new Error(`on ${node}: ${script}\nexit ${r.status}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}`);
+    }
+    return r.stdout;
 }
 
 /** POSIX single-quote one argument (the remote side parses the ssh command line with a shell). */
 export function shQuote(s: string): string {
-  return `'${s.replace(/'/g, `'"'"'`)}'`;
+    return `'${s.replace(/'/g, `'"'"'`)}'`;
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Polls CHECK until it returns a value (not undefined), at most timeoutMs; throws with WHAT otherwise. */
 export async function waitFor<T>(what: string, timeoutMs: number, check: () => T | undefined, intervalMs = 1000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (let attempt = 0; attempt < 10_000; attempt++) {
-    try {
-      const v = check();
-      if (v !== undefined) return v;
-    } catch (err) {
-      lastError = err;
+    const deadline = Date.now() + timeoutMs;
+    let lastError: unknown;
+    for (let attempt = 0; attempt < 10_000; attempt++) {
+        try {
+            const v = check();
+            if (v !== undefined) return v;
+        } catch (err) {
+            lastError = err;
+        }
+        if (Date.now() >= deadline) break;
+        await sleep(intervalMs);
     }
-    if (Date.now() >= deadline) break;
-    await sleep(intervalMs);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ""}`);
+    throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ""}`);
 }
 
 /**
@@ -150,17 +155,17 @@ export async function waitFor<T>(what: string, timeoutMs: number, check: () => T
  * (and, on a Docker node, its images are there).
  */
 export function labReboot(node: string, haltTimeoutS = 30): string {
-  return lab(["reboot", node, "--halt-timeout", String(haltTimeoutS)], (haltTimeoutS + 10 + 420) * 1000);
+    return lab(["reboot", node, "--halt-timeout", String(haltTimeoutS)], (haltTimeoutS + 10 + 420) * 1000);
 }
 
 /** Fault injection: `systemctl kill --signal=SIGNAL UNIT` on NODE (all the unit's processes). */
 export function labKill(node: string, unit: string, signal = "SIGKILL"): string {
-  return lab(["kill", node, unit, "--signal", signal], 60_000);
+    return lab(["kill", node, unit, "--signal", signal], 60_000);
 }
 
 /** Fault injection: `docker kill NAME` on NODE (a `docker run` unit's client does not forward SIGKILL). */
 export function labKillContainer(node: string, name: string): string {
-  return lab(["kill", node, "--container", name], 60_000);
+    return lab(["kill", node, "--container", name], 60_000);
 }
 
 /**
@@ -169,36 +174,46 @@ export function labKillContainer(node: string, name: string): string {
  * --setenv, never on the command line.
  */
 export function startUnit(node: string, unit: string, command: string, env: Record<string, string> = {}): void {
-  const setenv = Object.entries(env).map(([k, v]) => `--setenv=${shQuote(`${k}=${v}`)}`).join(" ");
-  ssh(node, `systemctl reset-failed ${unit} 2>/dev/null; systemctl stop ${unit} 2>/dev/null; ` +
-    `systemd-run --quiet --unit=${unit} -p RemainAfterExit=yes ${setenv} -- /bin/bash -c ${shQuote(command)}`);
+    const setenv = Object.entries(env)
+        .map(([k, v]) => `--setenv=${shQuote(`${k}=${v}`)}`)
+        .join(" ");
+    ssh(
+        node,
+        `systemctl reset-failed ${unit} 2>/dev/null; systemctl stop ${unit} 2>/dev/null; ` +
+            `systemd-run --quiet --unit=${unit} -p RemainAfterExit=yes ${setenv} -- /bin/bash -c ${shQuote(command)}`,
+    );
 }
 
 export interface UnitState {
-  /** systemd ActiveState: active, failed, inactive, activating ... */
-  active: string;
-  /** systemd SubState: running, exited, failed, dead ... */
-  sub: string;
-  /** Exit status of the main process once it has exited (ExecMainStatus). */
-  status: number;
-  /** True while the main process runs. */
-  running: boolean;
+    /** systemd ActiveState: active, failed, inactive, activating ... */
+    active: string;
+    /** systemd SubState: running, exited, failed, dead ... */
+    sub: string;
+    /** Exit status of the main process once it has exited (ExecMainStatus). */
+    status: number;
+    /** True while the main process runs. */
+    running: boolean;
 }
 
 export function unitState(node: string, unit: string): UnitState {
-  const out = ssh(node, `systemctl show -p ActiveState -p SubState -p ExecMainStatus -p ExecMainPID ${unit}`);
-  const v = Object.fromEntries(out.trim().split("\n").map((l) => l.split("=", 2) as [string, string]));
-  return {
-    active: v.ActiveState ?? "",
-    sub: v.SubState ?? "",
-    status: Number(v.ExecMainStatus ?? "-1"),
-    running: v.SubState === "running" && Number(v.ExecMainPID ?? "0") > 0,
-  };
+    const out = ssh(node, `systemctl show -p ActiveState -p SubState -p ExecMainStatus -p ExecMainPID ${unit}`);
+    const v = Object.fromEntries(
+        out
+            .trim()
+            .split("\n")
+            .map((l) => l.split("=", 2) as [string, string]),
+    );
+    return {
+        active: v.ActiveState ?? "",
+        sub: v.SubState ?? "",
+        status: Number(v.ExecMainStatus ?? "-1"),
+        running: v.SubState === "running" && Number(v.ExecMainPID ?? "0") > 0,
+    };
 }
 
 /** The journal of UNIT on NODE (last LINES lines), for assertions and failure messages. */
 export function unitLog(node: string, unit: string, lines = 200): string {
-  return sshRun(node, `journalctl -u ${unit} --no-pager -o cat -n ${lines}`).stdout;
+    return sshRun(node, `journalctl -u ${unit} --no-pager -o cat -n ${lines}`).stdout;
 }
 
 /**
@@ -207,71 +222,76 @@ export function unitLog(node: string, unit: string, lines = 200): string {
  */
 const lockDir = path.join(os.tmpdir(), "spark-cluster-lab-tests.lock");
 export async function acquireLabLock(timeoutMs = 45 * 60_000): Promise<void> {
-  await waitFor("the lab test lock " + lockDir, timeoutMs, () => {
-    try {
-      fs.mkdirSync(lockDir);
-      fs.writeFileSync(path.join(lockDir, "pid"), String(process.pid));
-      return true;
-    } catch {
-      const owner = Number(fs.readFileSync(path.join(lockDir, "pid"), { encoding: "utf8", flag: "a+" }) || "0");
-      if (owner > 0 && !fs.existsSync(`/proc/${owner}`)) {
-        fs.rmSync(lockDir, { recursive: true, force: true });
-      }
-      return undefined;
-    }
-  }, 2000);
+    await waitFor(
+        "the lab test lock " + lockDir,
+        timeoutMs,
+        () => {
+            try {
+                fs.mkdirSync(lockDir);
+                fs.writeFileSync(path.join(lockDir, "pid"), String(process.pid));
+                return true;
+            } catch {
+                const owner = Number(fs.readFileSync(path.join(lockDir, "pid"), { encoding: "utf8", flag: "a+" }) || "0");
+                if (owner > 0 && !fs.existsSync(`/proc/${owner}`)) {
+                    fs.rmSync(lockDir, { recursive: true, force: true });
+                }
+                return undefined;
+            }
+        },
+        2000,
+    );
 }
 export function releaseLabLock(): void {
-  try {
-    if (fs.readFileSync(path.join(lockDir, "pid"), "utf8") === String(process.pid)) {
-      fs.rmSync(lockDir, { recursive: true, force: true });
+    try {
+        if (fs.readFileSync(path.join(lockDir, "pid"), "utf8") === String(process.pid)) {
+            fs.rmSync(lockDir, { recursive: true, force: true });
+        }
+    } catch {
+        /* not held */
     }
-  } catch {
-    /* not held */
-  }
 }
 
 /** Everything `lab.sh down` must have removed; each entry names a leftover. */
 export function labLeftovers(): string[] {
-  const left: string[] = [];
-  const netns = run("ip", ["netns", "list"], 10_000).stdout;
-  for (const line of netns.split("\n")) {
-    const name = line.split(" ")[0];
-    if (name.startsWith("sclab-")) left.push(`netns ${name}`);
-  }
-  const links = run("ip", ["-o", "link", "show"], 10_000).stdout;
-  for (const line of links.split("\n")) {
-    const m = /^\d+: ([^:@]+)/.exec(line);
-    if (m && (m[1] === "sclab0" || m[1].startsWith("scm-"))) left.push(`link ${m[1]}`);
-  }
-  const mounts = fs.readFileSync("/proc/self/mountinfo", "utf8");
-  for (const line of mounts.split("\n")) {
-    const mp = line.split(" ")[4];
-    if (mp && mp.startsWith(stateDir)) left.push(`mount ${mp}`);
-  }
-  for (const pid of fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
-    let cmdline = "";
-    try {
-      cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8");
-    } catch {
-      continue;
+    const left: string[] = [];
+    const netns = run("ip", ["netns", "list"], 10_000).stdout;
+    for (const line of netns.split("\n")) {
+        const name = line.split(" ")[0];
+        if (name.startsWith("sclab-")) left.push(`netns ${name}`);
     }
-    const argv = cmdline.split("\0");
-    if (argv[0].endsWith("systemd-nspawn") && argv.some((a) => a.includes(path.join(stateDir, "nodes")))) {
-      left.push(`process ${pid} ${argv.join(" ")}`);
+    const links = run("ip", ["-o", "link", "show"], 10_000).stdout;
+    for (const line of links.split("\n")) {
+        const m = /^\d+: ([^:@]+)/.exec(line);
+        if (m && (m[1] === "sclab0" || m[1].startsWith("scm-"))) left.push(`link ${m[1]}`);
     }
-  }
-  if (fs.existsSync(path.join(stateDir, "nodes"))) left.push(`directory ${path.join(stateDir, "nodes")}`);
-  return left;
+    const mounts = fs.readFileSync("/proc/self/mountinfo", "utf8");
+    for (const line of mounts.split("\n")) {
+        const mp = line.split(" ")[4];
+        if (mp && mp.startsWith(stateDir)) left.push(`mount ${mp}`);
+    }
+    for (const pid of fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
+        let cmdline = "";
+        try {
+            cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8");
+        } catch {
+            continue;
+        }
+        const argv = cmdline.split("\0");
+        if (argv[0].endsWith("systemd-nspawn") && argv.some((a) => a.includes(path.join(stateDir, "nodes")))) {
+            left.push(`process ${pid} ${argv.join(" ")}`);
+        }
+    }
+    if (fs.existsSync(path.join(stateDir, "nodes"))) left.push(`directory ${path.join(stateDir, "nodes")}`);
+    return left;
 }
 
 /** Identity of each running node: nspawn pid, container PID-1 pid + start time (changes on any restart). */
 export function nodeIdentity(node: string): string {
-  const dir = path.join(stateDir, "nodes", node);
-  const nspawn = fs.readFileSync(path.join(dir, "nspawn.pid"), "utf8").trim();
-  const leader = fs.readFileSync(path.join(dir, "leader.pid"), "utf8").trim();
-  const inside = ssh(node, "awk '{print $22}' /proc/1/stat; cat /etc/ssh/ssh_host_ed25519_key.pub").trim();
-  return `${nspawn}|${leader}|${inside}`;
+    const dir = path.join(stateDir, "nodes", node);
+    const nspawn = fs.readFileSync(path.join(dir, "nspawn.pid"), "utf8").trim();
+    const leader = fs.readFileSync(path.join(dir, "leader.pid"), "utf8").trim();
+    const inside = ssh(node, "awk '{print $22}' /proc/1/stat; cat /etc/ssh/ssh_host_ed25519_key.pub").trim();
+    return `${nspawn}|${leader}|${inside}`;
 }
 
 /**
@@ -280,22 +300,22 @@ export function nodeIdentity(node: string): string {
  * is down and locked; `tearDown` runs before the final `down` (even if a test failed).
  */
 export function withExclusiveLab(hooks: { setUp?: () => void | Promise<void>; tearDown?: () => void } = {}): void {
-  before(async () => {
-    requireLabPreconditions();
-    await acquireLabLock();
-    lab(["down"], 5 * 60_000);
-    await hooks.setUp?.();
-  });
-
-  after(() => {
-    try {
-      hooks.tearDown?.();
-    } finally {
-      try {
+    before(async () => {
+        requireLabPreconditions();
+        await acquireLabLock();
         lab(["down"], 5 * 60_000);
-      } finally {
-        releaseLabLock();
-      }
-    }
-  });
+        await hooks.setUp?.();
+    });
+
+    after(() => {
+        try {
+            hooks.tearDown?.();
+        } finally {
+            try {
+                lab(["down"], 5 * 60_000);
+            } finally {
+                releaseLabLock();
+            }
+        }
+    });
 }

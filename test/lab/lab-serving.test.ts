@@ -12,22 +12,22 @@ import { randomBytes } from "node:crypto";
 import { describe, test } from "node:test";
 
 import {
-  lab,
-  labImages,
-  labKill,
-  labLeftovers,
-  labRayVersion,
-  labReboot,
-  outsiderNode,
-  run,
-  ssh,
-  sshRun,
-  standinVllmVersion,
-  startUnit,
-  unitLog,
-  unitState,
-  waitFor,
-  withExclusiveLab,
+    lab,
+    labImages,
+    labKill,
+    labLeftovers,
+    labRayVersion,
+    labReboot,
+    outsiderNode,
+    run,
+    ssh,
+    sshRun,
+    standinVllmVersion,
+    startUnit,
+    unitLog,
+    unitState,
+    waitFor,
+    withExclusiveLab,
 } from "./lab-harness";
 
 const sparks = ["spark-a", "spark-b"];
@@ -44,34 +44,43 @@ const removedFlag = ["--swap-space", "4"];
 const addedFlag = ["--shutdown-timeout", "5"];
 
 function health(addr: string): string {
-  return run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-m", "3", `http://${addr}:8000/health`], 10_000).stdout;
+    return run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-m", "3", `http://${addr}:8000/health`], 10_000).stdout;
 }
 
 function chat(addr: string, text: string): string {
-  const body = JSON.stringify({ model: "tiny-chat", messages: [{ role: "user", content: text }] });
-  const r = run("curl", ["-sS", "-m", "30", "-H", "Content-Type: application/json", "-d", body,
-    `http://${addr}:8000/v1/chat/completions`], 40_000);
-  assert.equal(r.status, 0, r.stderr);
-  return JSON.parse(r.stdout).choices[0].message.content as string;
+    const body = JSON.stringify({ model: "tiny-chat", messages: [{ role: "user", content: text }] });
+    const r = run("curl", ["-sS", "-m", "30", "-H", "Content-Type: application/json", "-d", body, `http://${addr}:8000/v1/chat/completions`], 40_000);
+    assert.equal(r.status, 0, r.stderr);
+    return JSON.parse(r.stdout).choices[0].message.content as string;
 }
 
 async function waitHealthy(node: string, addr: string, unit: string): Promise<void> {
-  await waitFor(`vLLM /health on ${node}`, 120_000, () => {
-    if (health(addr) === "200") return true;
-    const st = unitState(node, unit);
-    if (!st.running) throw new Error(`${unit} on ${node} is ${st.active}/${st.sub} (status ${st.status}):\n${unitLog(node, unit, 40)}`);
-    return undefined;
-  }, 1000);
+    await waitFor(
+        `vLLM /health on ${node}`,
+        120_000,
+        () => {
+            if (health(addr) === "200") return true;
+            const st = unitState(node, unit);
+            if (!st.running) throw new Error(`${unit} on ${node} is ${st.active}/${st.sub} (status ${st.status}):\n${unitLog(node, unit, 40)}`);
+            return undefined;
+        },
+        1000,
+    );
 }
 
 /** Waits until UNIT's main process on NODE has exited; returns its exit status and how long it took. */
 async function waitExit(node: string, unit: string, timeoutMs: number): Promise<{ status: number; seconds: number }> {
-  const t0 = Date.now();
-  const st = await waitFor(`${unit} on ${node} to exit`, timeoutMs, () => {
-    const s = unitState(node, unit);
-    return s.running ? undefined : s;
-  }, 500);
-  return { status: st.status, seconds: (Date.now() - t0) / 1000 };
+    const t0 = Date.now();
+    const st = await waitFor(
+        `${unit} on ${node} to exit`,
+        timeoutMs,
+        () => {
+            const s = unitState(node, unit);
+            return s.running ? undefined : s;
+        },
+        500,
+    );
+    return { status: st.status, seconds: (Date.now() - t0) / 1000 };
 }
 
 const serve = "--served-model-name tiny-chat --host 0.0.0.0 --port 8000";
@@ -79,160 +88,171 @@ const mpHead = `${venv}/vllm serve lab/tiny-chat -tp 2 --nnodes 2 --node-rank 0 
 const mpPeer = `${venv}/vllm serve lab/tiny-chat -tp 2 --nnodes 2 --node-rank 1 --master-addr 10.77.0.11 --master-port 29501 --headless`;
 
 describe("lab serving stack (Ray 2.60, vLLM 0.33 stand-in)", { timeout: 60 * 60_000 }, () => {
-  withExclusiveLab({
-    tearDown: () => {
-      for (const n of sparks) sshRun(n, "systemctl stop 'lab-st-*' 2>/dev/null; systemctl reset-failed 'lab-st-*' 2>/dev/null; true");
-    },
-  });
+    withExclusiveLab({
+        tearDown: () => {
+            for (const n of sparks) sshRun(n, "systemctl stop 'lab-st-*' 2>/dev/null; systemctl reset-failed 'lab-st-*' 2>/dev/null; true");
+        },
+    });
 
-  test("lab up boots both Sparks and the outsider", () => {
-    const t0 = Date.now();
-    lab(["up"]);
-    console.log(`# lab up took ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-    const status = lab(["status"], 60_000);
-    assert.match(status, /^outsider\s+outsider\s+10\.77\.0\.99\s+ssh ok$/m);
-    for (const n of sparks) assert.match(status, new RegExp(`^${n}\\s+spark\\s+\\S+\\s+ssh ok$`, "m"));
-    // The outsider is a plain host: a GPU, the same venv, but no Docker and no RoCE tooling.
-    assert.equal(ssh(outsiderNode, "hostname").trim(), outsiderNode);
-    assert.notEqual(sshRun(outsiderNode, "command -v docker").status, 0, "no Docker on the outsider");
-    assert.notEqual(sshRun(outsiderNode, "command -v mlnx_qos").status, 0, "no mlnx_qos on the outsider");
-  });
+    test("lab up boots both Sparks and the outsider", () => {
+        const t0 = Date.now();
+        lab(["up"]);
+        console.log(`# lab up took ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+        const status = lab(["status"], 60_000);
+        assert.match(status, /^outsider\s+outsider\s+10\.77\.0\.99\s+ssh ok$/m);
+        for (const n of sparks) assert.match(status, new RegExp(`^${n}\\s+spark\\s+\\S+\\s+ssh ok$`, "m"));
+        // The outsider is a plain host: a GPU, the same venv, but no Docker and no RoCE tooling.
+        assert.equal(ssh(outsiderNode, "hostname").trim(), outsiderNode);
+        assert.notEqual(sshRun(outsiderNode, "command -v docker").status, 0, "no Docker on the outsider");
+        assert.notEqual(sshRun(outsiderNode, "command -v mlnx_qos").status, 0, "no mlnx_qos on the outsider");
+    });
 
-  test(`Ray ${labRayVersion} on every node and in the Ray image`, () => {
-    for (const n of [...sparks, outsiderNode]) {
-      assert.equal(ssh(n, `${venv}/ray --version`).trim(), `ray, version ${labRayVersion}`, `ray CLI on ${n}`);
-      assert.equal(ssh(n, `${venv}/python -c 'import ray; print(ray.__version__)'`).trim(), labRayVersion, `import ray on ${n}`);
-    }
-    for (const n of sparks) {
-      assert.match(ssh(n, `docker run --rm ${labImages.withRay} ray --version 2>/dev/null`), new RegExp(`ray, version ${labRayVersion.replace(/\./g, "\\.")}`));
-    }
-  });
+    test(`Ray ${labRayVersion} on every node and in the Ray image`, () => {
+        for (const n of [...sparks, outsiderNode]) {
+            assert.equal(ssh(n, `${venv}/ray --version`).trim(), `ray, version ${labRayVersion}`, `ray CLI on ${n}`);
+            assert.equal(ssh(n, `${venv}/python -c 'import ray; print(ray.__version__)'`).trim(), labRayVersion, `import ray on ${n}`);
+        }
+        for (const n of sparks) {
+            assert.match(
+                ssh(n, `docker run --rm ${labImages.withRay} ray --version 2>/dev/null`),
+                new RegExp(`ray, version ${labRayVersion.replace(/\./g, "\\.")}`),
+            );
+        }
+    });
 
-  test(`${labImages.withoutRay} has the vLLM stand-in and no Ray, like the NGC image`, () => {
-    for (const n of sparks) {
-      ssh(n, `docker image inspect ${labImages.withRay} ${labImages.withoutRay} >/dev/null`);
-      const imp = sshRun(n, `docker run --rm ${labImages.withoutRay} python3 -c 'import ray'`);
-      assert.notEqual(imp.status, 0, "import ray must fail");
-      assert.match(imp.stderr, /ModuleNotFoundError: No module named 'ray'/);
-      assert.notEqual(sshRun(n, `docker run --rm ${labImages.withoutRay} ray --version`).status, 0, "no ray binary");
-      assert.notEqual(sshRun(n, `docker run --rm ${labImages.withoutRay} sh -c 'command -v ray'`).status, 0, "no ray on PATH");
-    }
-    const v = ssh("spark-a", `docker run --rm ${labImages.withoutRay} vllm --version 2>/dev/null`).trim();
-    assert.equal(v, `${standinVllmVersion()}+lab.standin`);
-    // Ray is imported only by the Ray executor: asking for it fails like vLLM without Ray.
-    const r = sshRun("spark-a", `docker run --rm --gpus all ${labImages.withoutRay} vllm serve lab/tiny-chat -tp 2 --distributed-executor-backend ray`);
-    assert.equal(r.status, 1);
-    assert.match(r.stderr, /Failed to import Ray: No module named 'ray'\.Please install Ray with `pip install ray`\./);
-  });
+    test(`${labImages.withoutRay} has the vLLM stand-in and no Ray, like the NGC image`, () => {
+        for (const n of sparks) {
+            ssh(n, `docker image inspect ${labImages.withRay} ${labImages.withoutRay} >/dev/null`);
+            const imp = sshRun(n, `docker run --rm ${labImages.withoutRay} python3 -c 'import ray'`);
+            assert.notEqual(imp.status, 0, "import ray must fail");
+            assert.match(imp.stderr, /ModuleNotFoundError: No module named 'ray'/);
+            assert.notEqual(sshRun(n, `docker run --rm ${labImages.withoutRay} ray --version`).status, 0, "no ray binary");
+            assert.notEqual(sshRun(n, `docker run --rm ${labImages.withoutRay} sh -c 'command -v ray'`).status, 0, "no ray on PATH");
+        }
+        const v = ssh("spark-a", `docker run --rm ${labImages.withoutRay} vllm --version 2>/dev/null`).trim();
+        assert.equal(v, `${standinVllmVersion()}+lab.standin`);
+        // Ray is imported only by the Ray executor: asking for it fails like vLLM without Ray.
+        const r = sshRun("spark-a", `docker run --rm --gpus all ${labImages.withoutRay} vllm serve lab/tiny-chat -tp 2 --distributed-executor-backend ray`);
+        assert.equal(r.status, 1);
+        assert.match(r.stderr, /Failed to import Ray: No module named 'ray'\.Please install Ray with `pip install ray`\./);
+    });
 
-  test(`the stand-in takes vLLM ${standinVllmVersion()}'s flags: rejects ${removedFlag[0]}, accepts ${addedFlag[0]}`, () => {
-    assert.equal(ssh("spark-a", `${venv}/vllm --version`).trim(), `${standinVllmVersion()}+lab.standin`);
-    const removed = sshRun("spark-a", `${venv}/vllm serve lab/tiny-chat ${removedFlag.join(" ")}`);
-    assert.equal(removed.status, 2);
-    assert.match(removed.stderr, /^vllm: error: unrecognized arguments: --swap-space 4$/m);
-    const task = sshRun("spark-a", `${venv}/vllm serve lab/tiny-chat --task generate`);
-    assert.equal(task.status, 2);
-    assert.match(task.stderr, /Hint: --task is not a vllm serve option/);
-    // Parsing passes (added flag, boolean forms, -O3); then vLLM 0.33's default executor for TP=2
-    // without --nnodes is mp, which needs both GPUs on this node: it fails, it does not pick Ray.
-    const added = sshRun("spark-a", `${venv}/vllm serve lab/tiny-chat -tp 2 ${addedFlag.join(" ")} ` +
-      "--enable-custom-all-reduce --no-enable-prefix-caching -O3 --tensor_parallel_size=2");
-    assert.doesNotMatch(added.stderr, /unrecognized arguments|invalid choice/);
-    assert.equal(added.status, 1, added.stderr);
-    assert.match(added.stderr, /World size \(2\) is larger than the number of available GPUs \(1\) in this node/);
-  });
+    test(`the stand-in takes vLLM ${standinVllmVersion()}'s flags: rejects ${removedFlag[0]}, accepts ${addedFlag[0]}`, () => {
+        assert.equal(ssh("spark-a", `${venv}/vllm --version`).trim(), `${standinVllmVersion()}+lab.standin`);
+        const removed = sshRun("spark-a", `${venv}/vllm serve lab/tiny-chat ${removedFlag.join(" ")}`);
+        assert.equal(removed.status, 2);
+        assert.match(removed.stderr, /^vllm: error: unrecognized arguments: --swap-space 4$/m);
+        const task = sshRun("spark-a", `${venv}/vllm serve lab/tiny-chat --task generate`);
+        assert.equal(task.status, 2);
+        assert.match(task.stderr, /Hint: --task is not a vllm serve option/);
+        // Parsing passes (added flag, boolean forms, -O3); then vLLM 0.33's default executor for TP=2
+        // without --nnodes is mp, which needs both GPUs on this node: it fails, it does not pick Ray.
+        const added = sshRun(
+            "spark-a",
+            `${venv}/vllm serve lab/tiny-chat -tp 2 ${addedFlag.join(" ")} ` +
+                "--enable-custom-all-reduce --no-enable-prefix-caching -O3 --tensor_parallel_size=2",
+        );
+        assert.doesNotMatch(added.stderr, /unrecognized arguments|invalid choice/);
+        assert.equal(added.status, 1, added.stderr);
+        assert.match(added.stderr, /World size \(2\) is larger than the number of available GPUs \(1\) in this node/);
+    });
 
-  test("mp executor by hand: head on spark-a, --headless peer on spark-b, a chat names both", async () => {
-    startUnit("spark-a", "lab-st-vllm-head", mpHead);
-    startUnit("spark-b", "lab-st-vllm-peer", mpPeer);
-    await waitHealthy("spark-a", "10.77.0.11", "lab-st-vllm-head");
-    assert.match(chat("10.77.0.11", "mp"), /served by spark-a,spark-b \(tp=2 pp=1 executor=mp\)/);
-  });
+    test("mp executor by hand: head on spark-a, --headless peer on spark-b, a chat names both", async () => {
+        startUnit("spark-a", "lab-st-vllm-head", mpHead);
+        startUnit("spark-b", "lab-st-vllm-peer", mpPeer);
+        await waitHealthy("spark-a", "10.77.0.11", "lab-st-vllm-head");
+        assert.match(chat("10.77.0.11", "mp"), /served by spark-a,spark-b \(tp=2 pp=1 executor=mp\)/);
+    });
 
-  test("a lost --headless peer kills the head's engine: /health stops answering 200, the head exits non-zero", async () => {
-    labKill("spark-b", "lab-st-vllm-peer");
-    const t0 = Date.now();
-    await waitFor("head /health to stop answering 200", 15_000, () => (health("10.77.0.11") !== "200" ? true : undefined), 250);
-    const noLongerHealthy = (Date.now() - t0) / 1000;
-    const { status, seconds } = await waitExit("spark-a", "lab-st-vllm-head", 30_000);
-    console.log(`# peer killed: head unhealthy after ${noLongerHealthy.toFixed(1)} s, exited (status ${status}) ${seconds.toFixed(1)} s after that`);
-    assert.equal(status, 1, unitLog("spark-a", "lab-st-vllm-head", 30));
-    assert.match(unitLog("spark-a", "lab-st-vllm-head"), /EngineCore encountered an issue: headless node rank 1 \(spark-b\)/);
-  });
+    test("a lost --headless peer kills the head's engine: /health stops answering 200, the head exits non-zero", async () => {
+        labKill("spark-b", "lab-st-vllm-peer");
+        const t0 = Date.now();
+        await waitFor("head /health to stop answering 200", 15_000, () => (health("10.77.0.11") !== "200" ? true : undefined), 250);
+        const noLongerHealthy = (Date.now() - t0) / 1000;
+        const { status, seconds } = await waitExit("spark-a", "lab-st-vllm-head", 30_000);
+        console.log(`# peer killed: head unhealthy after ${noLongerHealthy.toFixed(1)} s, exited (status ${status}) ${seconds.toFixed(1)} s after that`);
+        assert.equal(status, 1, unitLog("spark-a", "lab-st-vllm-head", 30));
+        assert.match(unitLog("spark-a", "lab-st-vllm-head"), /EngineCore encountered an issue: headless node rank 1 \(spark-b\)/);
+    });
 
-  test("a --headless peer exits non-zero when its head goes away", async () => {
-    startUnit("spark-a", "lab-st-vllm-head", mpHead);
-    startUnit("spark-b", "lab-st-vllm-peer", mpPeer);
-    await waitHealthy("spark-a", "10.77.0.11", "lab-st-vllm-head");
-    labKill("spark-a", "lab-st-vllm-head");
-    const { status, seconds } = await waitExit("spark-b", "lab-st-vllm-peer", 30_000);
-    console.log(`# head killed: peer exited (status ${status}) after ${seconds.toFixed(1)} s`);
-    assert.equal(status, 1);
-    assert.match(unitLog("spark-b", "lab-st-vllm-peer"), /lost the head node/);
-  });
+    test("a --headless peer exits non-zero when its head goes away", async () => {
+        startUnit("spark-a", "lab-st-vllm-head", mpHead);
+        startUnit("spark-b", "lab-st-vllm-peer", mpPeer);
+        await waitHealthy("spark-a", "10.77.0.11", "lab-st-vllm-head");
+        labKill("spark-a", "lab-st-vllm-head");
+        const { status, seconds } = await waitExit("spark-b", "lab-st-vllm-peer", 30_000);
+        console.log(`# head killed: peer exited (status ${status}) after ${seconds.toFixed(1)} s`);
+        assert.equal(status, 1);
+        assert.match(unitLog("spark-b", "lab-st-vllm-peer"), /lost the head node/);
+    });
 
-  test("Ray with token auth: the members join, a node without the token cannot", () => {
-    for (const n of [...sparks]) {
-      ssh(n, `install -d -m 700 /run/lab-selftest && umask 077 && printf 'RAY_AUTH_MODE=token\\nRAY_AUTH_TOKEN=%s\\n' ${rayToken} > ${rayEnvFile}`);
-    }
-    ssh("spark-a", withRayEnv(`${venv}/ray start --head --node-ip-address=10.77.0.11 --port=6379 --dashboard-host=127.0.0.1 ${rayArgs}`), 180_000);
-    ssh("spark-b", withRayEnv(`${venv}/ray start --address=10.77.0.11:6379 --node-ip-address=10.77.0.12 ${rayArgs}`), 180_000);
-    // Without RAY_AUTH_MODE=token and the token, Ray 2.60 refuses: the outsider cannot join ...
-    const t0 = Date.now();
-    const join = sshRun(outsiderNode, `${venv}/ray start --address=10.77.0.11:6379 --node-ip-address=10.77.0.99 ${rayArgs}`, 180_000);
-    console.log(`# outsider's ray start without the token failed after ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-    assert.notEqual(join.status, 0);
-    assert.match(join.stdout + join.stderr, /AuthenticationError: RPC error: InvalidAuthToken: Authentication token is missing or incorrect/);
-    // ... and even `ray status` on the head needs them.
-    assert.notEqual(sshRun("spark-a", `${venv}/ray status`, 120_000).status, 0);
-    const status = ssh("spark-a", withRayEnv(`${venv}/ray status`));
-    assert.match(status, /\b0\.0\/2\.0 GPU\b/, "two GPUs: the outsider's did not join");
-  });
+    test("Ray with token auth: the members join, a node without the token cannot", () => {
+        for (const n of [...sparks]) {
+            ssh(n, `install -d -m 700 /run/lab-selftest && umask 077 && printf 'RAY_AUTH_MODE=token\\nRAY_AUTH_TOKEN=%s\\n' ${rayToken} > ${rayEnvFile}`);
+        }
+        ssh("spark-a", withRayEnv(`${venv}/ray start --head --node-ip-address=10.77.0.11 --port=6379 --dashboard-host=127.0.0.1 ${rayArgs}`), 180_000);
+        ssh("spark-b", withRayEnv(`${venv}/ray start --address=10.77.0.11:6379 --node-ip-address=10.77.0.12 ${rayArgs}`), 180_000);
+        // Without RAY_AUTH_MODE=token and the token, Ray 2.60 refuses: the outsider cannot join ...
+        const t0 = Date.now();
+        const join = sshRun(outsiderNode, `${venv}/ray start --address=10.77.0.11:6379 --node-ip-address=10.77.0.99 ${rayArgs}`, 180_000);
+        console.log(`# outsider's ray start without the token failed after ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+        assert.notEqual(join.status, 0);
+        assert.match(join.stdout + join.stderr, /AuthenticationError: RPC error: InvalidAuthToken: Authentication token is missing or incorrect/);
+        // ... and even `ray status` on the head needs them.
+        assert.notEqual(sshRun("spark-a", `${venv}/ray status`, 120_000).status, 0);
+        const status = ssh("spark-a", withRayEnv(`${venv}/ray status`));
+        assert.match(status, /\b0\.0\/2\.0 GPU\b/, "two GPUs: the outsider's did not join");
+    });
 
-  test("a dead Ray shard kills the engine: /health stops answering 200, vllm serve exits non-zero", async () => {
-    startUnit("spark-a", "lab-st-vllm-ray", `${venv}/vllm serve lab/tiny-chat -tp 2 --distributed-executor-backend ray ${serve}`,
-      { RAY_AUTH_MODE: "token", RAY_AUTH_TOKEN: rayToken });
-    await waitHealthy("spark-a", "10.77.0.11", "lab-st-vllm-ray");
-    assert.match(chat("10.77.0.11", "ray"), /served by spark-a,spark-b \(tp=2 pp=1 executor=ray\)/);
-    const m = /rank 1 -> spark-b \(\S+\) gpu_ids=\S+ pid=(\d+)/.exec(unitLog("spark-a", "lab-st-vllm-ray"));
-    assert.ok(m, "the stand-in logs where rank 1 runs");
-    ssh("spark-b", `kill -KILL ${m[1]}`);
-    const t0 = Date.now();
-    await waitFor("/health to stop answering 200", 15_000, () => (health("10.77.0.11") !== "200" ? true : undefined), 250);
-    const noLongerHealthy = (Date.now() - t0) / 1000;
-    const { status, seconds } = await waitExit("spark-a", "lab-st-vllm-ray", 30_000);
-    console.log(`# shard killed: unhealthy after ${noLongerHealthy.toFixed(1)} s, exited (status ${status}) ${seconds.toFixed(1)} s after that`);
-    assert.equal(status, 1, unitLog("spark-a", "lab-st-vllm-ray", 30));
-    assert.match(unitLog("spark-a", "lab-st-vllm-ray"), /RayWorkerProc rank=1 on spark-b died unexpectedly/);
-    for (const n of ["spark-b", "spark-a"]) ssh(n, withRayEnv(`${venv}/ray stop --force`), 120_000);
-  });
+    test("a dead Ray shard kills the engine: /health stops answering 200, vllm serve exits non-zero", async () => {
+        startUnit("spark-a", "lab-st-vllm-ray", `${venv}/vllm serve lab/tiny-chat -tp 2 --distributed-executor-backend ray ${serve}`, {
+            RAY_AUTH_MODE: "token",
+            RAY_AUTH_TOKEN: rayToken,
+        });
+        await waitHealthy("spark-a", "10.77.0.11", "lab-st-vllm-ray");
+        assert.match(chat("10.77.0.11", "ray"), /served by spark-a,spark-b \(tp=2 pp=1 executor=ray\)/);
+        const m = /rank 1 -> spark-b \(\S+\) gpu_ids=\S+ pid=(\d+)/.exec(unitLog("spark-a", "lab-st-vllm-ray"));
+        assert.ok(m, "the stand-in logs where rank 1 runs");
+        ssh("spark-b", `kill -KILL ${m[1]}`);
+        const t0 = Date.now();
+        await waitFor("/health to stop answering 200", 15_000, () => (health("10.77.0.11") !== "200" ? true : undefined), 250);
+        const noLongerHealthy = (Date.now() - t0) / 1000;
+        const { status, seconds } = await waitExit("spark-a", "lab-st-vllm-ray", 30_000);
+        console.log(`# shard killed: unhealthy after ${noLongerHealthy.toFixed(1)} s, exited (status ${status}) ${seconds.toFixed(1)} s after that`);
+        assert.equal(status, 1, unitLog("spark-a", "lab-st-vllm-ray", 30));
+        assert.match(unitLog("spark-a", "lab-st-vllm-ray"), /RayWorkerProc rank=1 on spark-b died unexpectedly/);
+        for (const n of ["spark-b", "spark-a"]) ssh(n, withRayEnv(`${venv}/ray stop --force`), 120_000);
+    });
 
-  test("lab reboot keeps a node's disk, starts its enabled units again and comes back with SSH", () => {
-    const node = "spark-b";
-    const bootBefore = ssh(node, [
-      "echo kept > /root/lab-reboot-marker",
-      "printf '[Unit]\\nDescription=lab self-test boot probe\\n[Service]\\nType=oneshot\\n" +
-        "ExecStart=/bin/sh -c \"cat /proc/sys/kernel/random/boot_id >> /var/lib/lab-st-boot-ids\"\\n" +
-        "[Install]\\nWantedBy=multi-user.target\\n' > /etc/systemd/system/lab-st-bootprobe.service",
-      "systemctl enable --now lab-st-bootprobe.service 2>/dev/null",
-      "ip addr add 192.168.100.12/24 dev enp1s0f1np1 && ip link set dev enp1s0f1np1 mtu 9000",
-      "cat /proc/sys/kernel/random/boot_id",
-    ].join(" && ")).trim();
-    const t0 = Date.now();
-    labReboot(node);
-    console.log(`# lab reboot ${node} took ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-    assert.match(lab(["status"], 60_000), new RegExp(`^${node}\\s.*ssh ok$`, "m"));
-    const bootAfter = ssh(node, "cat /proc/sys/kernel/random/boot_id").trim();
-    assert.notEqual(bootAfter, bootBefore, "a new boot");
-    assert.equal(ssh(node, "cat /root/lab-reboot-marker").trim(), "kept");
-    assert.deepEqual(ssh(node, "cat /var/lib/lab-st-boot-ids").trim().split("\n"), [bootBefore, bootAfter], "the enabled unit ran at boot");
-    ssh(node, `docker image inspect ${labImages.withRay} ${labImages.withoutRay} >/dev/null`);
-    // A power cycle resets the NIC: no address, default MTU (netplan/networkd would configure it again).
-    assert.equal(ssh(node, "ip -o -4 addr show dev enp1s0f1np1 | wc -l; cat /sys/class/net/enp1s0f1np1/mtu").trim(), "0\n1500");
-  });
+    test("lab reboot keeps a node's disk, starts its enabled units again and comes back with SSH", () => {
+        const node = "spark-b";
+        const bootBefore = ssh(
+            node,
+            [
+                "echo kept > /root/lab-reboot-marker",
+                "printf '[Unit]\\nDescription=lab self-test boot probe\\n[Service]\\nType=oneshot\\n" +
+                    'ExecStart=/bin/sh -c "cat /proc/sys/kernel/random/boot_id >> /var/lib/lab-st-boot-ids"\\n' +
+                    "[Install]\\nWantedBy=multi-user.target\\n' > /etc/systemd/system/lab-st-bootprobe.service",
+                "systemctl enable --now lab-st-bootprobe.service 2>/dev/null",
+                "ip addr add 192.168.100.12/24 dev enp1s0f1np1 && ip link set dev enp1s0f1np1 mtu 9000",
+                "cat /proc/sys/kernel/random/boot_id",
+            ].join(" && "),
+        ).trim();
+        const t0 = Date.now();
+        labReboot(node);
+        console.log(`# lab reboot ${node} took ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+        assert.match(lab(["status"], 60_000), new RegExp(`^${node}\\s.*ssh ok$`, "m"));
+        const bootAfter = ssh(node, "cat /proc/sys/kernel/random/boot_id").trim();
+        assert.notEqual(bootAfter, bootBefore, "a new boot");
+        assert.equal(ssh(node, "cat /root/lab-reboot-marker").trim(), "kept");
+        assert.deepEqual(ssh(node, "cat /var/lib/lab-st-boot-ids").trim().split("\n"), [bootBefore, bootAfter], "the enabled unit ran at boot");
+        ssh(node, `docker image inspect ${labImages.withRay} ${labImages.withoutRay} >/dev/null`);
+        // A power cycle resets the NIC: no address, default MTU (netplan/networkd would configure it again).
+        assert.equal(ssh(node, "ip -o -4 addr show dev enp1s0f1np1 | wc -l; cat /sys/class/net/enp1s0f1np1/mtu").trim(), "0\n1500");
+    });
 
-  test("lab down leaves nothing behind", () => {
-    lab(["down"], 5 * 60_000);
-    assert.deepEqual(labLeftovers(), []);
-  });
+    test("lab down leaves nothing behind", () => {
+        lab(["down"], 5 * 60_000);
+        assert.deepEqual(labLeftovers(), []);
+    });
 });
