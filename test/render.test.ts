@@ -959,7 +959,10 @@ describe("the firewall", () => {
                 "nft list table inet spark_cluster | grep -c 'reject with tcp reset'",
                 '[ "$(nft list table inet users_own)" = "$before" ] && echo users-table-unchanged',
             ].join("\n");
-            const r = spawnSync("unshare", ["--net", "bash", "-c", script], { encoding: "utf8" });
+            // A minimal system may have no /etc/protocols (no netbase): the rules must not need it.
+            const protocols = path.join(dir, "protocols");
+            fs.writeFileSync(protocols, "");
+            const r = spawnSync("unshare", ["--net", "--mount", "bash", "-c", `mount --bind ${protocols} /etc/protocols\n${script}`], { encoding: "utf8" });
             assert.equal(r.status, 0, r.stderr);
             assert.equal(r.stdout, "1\nusers-table-unchanged\n");
         } finally {

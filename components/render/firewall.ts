@@ -47,7 +47,9 @@ export function renderFirewallRules(spec: FirewallSpec): string {
         `        iif "lo" accept`,
         `        ct state established,related accept`,
         `        ip saddr @members accept`,
-        `        meta l4proto { icmp, ipv6-icmp } accept`,
+        // ICMP and ICMPv6 by number: nft resolves names through /etc/protocols, which a minimal
+        // system may lack (no netbase).
+        `        meta l4proto { 1, 58 } accept`,
         // DHCP and DHCPv6 clients: the management address keeps its lease.
         `        udp dport { 68, 546 } accept`,
         ...(spec.openTcp.length > 0 ? [`        tcp dport ${set(spec.openTcp)} accept`] : []),
