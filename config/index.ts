@@ -28,6 +28,7 @@ export type { FitReport } from "./fitRule";
 export * from "./ipv4";
 export * from "./issues";
 export * from "./namespace";
+export * from "./portRules";
 export * from "./resolve";
 export * from "./rules";
 export * from "./schema";

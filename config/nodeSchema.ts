@@ -1,0 +1,143 @@
+/**
+ * The schema of one node: how to reach it over SSH, how it runs vLLM and Ray (its runtime), and
+ * its interconnect interfaces. config/schema.ts puts the nodes into the cluster's schema.
+ */
+import { z } from "zod";
+import { GpuMemoryGiBSchema } from "./fitPlanner";
+import { interfaceAddressProblem } from "./ipv4";
+import { DEFAULT_VLLM_IMAGE } from "./namespace";
+import { DNS_LABEL, IFNAME, IMAGE_REFERENCE, hostOrIpv4, keyFilePath, port } from "./schemaFields";
+
+/** How to reach a node over SSH (the management network, not the interconnect). */
+export const SshSchema = z.strictObject({
+    /** IPv4 address or hostname of the node's management interface. Required. */
+    host: hostOrIpv4().meta({ example: "10.0.0.11" }),
+    /** SSH port. Defaults to 22. */
+    port: port().default(22).meta({ example: "22" }),
+    /** Login user; it needs root rights (netplan, systemd). Defaults to "root". */
+    user: z
+        .string()
+        .regex(/^[a-z_][a-z0-9_-]{0,31}$/, { error: "must be a Linux user name (lowercase letters, digits, _ and -)" })
+        .default("root")
+        .meta({ example: "root" }),
+    /**
+     * Path to the private key for this node, on the machine that runs pulumi; overrides the
+     * cluster-wide `sshPrivateKey`/`sshPrivateKeyPath`. `~` is not expanded. Defaults to the
+     * cluster-wide key.
+     */
+    privateKeyPath: keyFilePath().optional().meta({ example: "/home/you/.ssh/id_ed25519" }),
+    /**
+     * The node's SSH host public key (a line of /etc/ssh/ssh_host_ed25519_key.pub, or what
+     * `ssh-keyscan -t ed25519 HOST` prints after the host name). Every command checks it; a
+     * changed key stops `up` for the node before anything runs there. Defaults to the key the node
+     * presented on first contact, recorded by its SSH step and enforced by every later command.
+     */
+    hostKey: z
+        .string()
+        .regex(/^(ssh-ed25519|ecdsa-sha2-nistp(256|384|521)|ssh-rsa) [A-Za-z0-9+/]+=*( [^\0-\x1f]*)?$/, {
+            error: "must be an SSH public key line like ssh-ed25519 AAAA... (from /etc/ssh/ssh_host_ed25519_key.pub)",
+        })
+        .optional()
+        .meta({ example: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI... root@spark-a" }),
+});
+
+/** Runs vLLM and Ray in a container driven by a systemd unit (Spark and workstation). */
+export const DockerRuntimeSchema = z.strictObject({
+    /** Selects this runtime. Required when `runtime` is given. */
+    kind: z.literal("docker").meta({ example: "docker (or venv)" }),
+    /** Image with vLLM and Ray; the same multi-arch tag serves Spark and workstation. Defaults to "nvcr.io/nvidia/vllm:25.09-py3". */
+    image: z
+        .string()
+        .max(255)
+        .regex(IMAGE_REFERENCE, { error: "must be an image reference like registry/name:tag (lowercase name; it cannot start with -)" })
+        .default(DEFAULT_VLLM_IMAGE)
+        .meta({ example: DEFAULT_VLLM_IMAGE }),
+    /** Run the container with `--privileged` (RDMA devices). Defaults to true. */
+    privileged: z.boolean().default(true).meta({ example: "true" }),
+    /** Run the container with `--ulimit memlock=-1` (RDMA memory registration). Defaults to true. */
+    memlockUnlimited: z.boolean().default(true).meta({ example: "true" }),
+    /** Mount the host's /dev/infiniband (RDMA devices) into the container. Defaults to true. */
+    infiniband: z.boolean().default(true).meta({ example: "true" }),
+    /** Size of /dev/shm in the container, as docker reads it. Defaults to "16g". */
+    shmSize: z
+        .string()
+        .regex(/^[1-9][0-9]*([bkmg]|[kmg]b)?$/i, { error: "must be a size like 16g or 10240m" })
+        .default("16g")
+        .meta({ example: "16g" }),
+});
+
+/** Runs vLLM and Ray from a Python venv on the host (Jetson Thor: a source build, seed 004). */
+export const VenvRuntimeSchema = z.strictObject({
+    /** Selects this runtime. Required when `runtime` is given. */
+    kind: z.literal("venv").meta({ example: "docker (or venv)" }),
+    /** Absolute path of the venv (the directory holding bin/vllm and bin/ray). Required. */
+    path: z
+        .string()
+        .regex(/^\/[^\s]*$/, { error: "must be an absolute path without spaces" })
+        .meta({ example: "/opt/vllm-venv" }),
+});
+
+/** How a node runs vLLM and Ray. */
+export const RuntimeSchema = z.discriminatedUnion("kind", [DockerRuntimeSchema, VenvRuntimeSchema]);
+
+/** One interconnect interface of a node. */
+export const InterfaceSchema = z
+    .strictObject({
+        /**
+         * Linux interface name, e.g. enp1s0f1np1. Defaults to detection on the node at deploy time
+         * (the next linked-up RoCE interface `ibdev2netdev` reports); required on a thor, which has none.
+         */
+        name: z
+            .string()
+            .regex(IFNAME, { error: "must be a Linux interface name: up to 15 letters, digits, _ . -" })
+            .optional()
+            .meta({ example: "enp1s0f1np1" }),
+        /** Static address with prefix length, a.b.c.d/prefix. Required. */
+        address: z
+            .string()
+            .superRefine((text, ctx) => {
+                const problem = interfaceAddressProblem(text);
+                if (problem) {
+                    ctx.addIssue({ code: "custom", message: problem });
+                }
+            })
+            .meta({ example: "192.168.100.11/24" }),
+    })
+    .meta({ example: "{ name: enp1s0f1np1, address: 192.168.100.11/24 }" });
+
+/** One machine of the cluster. */
+export const NodeSchema = z
+    .strictObject({
+        /** Name used in resource names and /etc/hosts: a DNS label. Required. */
+        name: z
+            .string()
+            .regex(DNS_LABEL, {
+                error: "must be a DNS label: 1-63 lowercase letters, digits and -, not starting or ending with -",
+            })
+            .meta({ example: "spark-a" }),
+        /** What the machine is: a DGX Spark, a Jetson Thor or an x86 workstation. Required. */
+        kind: z.enum(["spark", "thor", "workstation"]).meta({ example: "spark (or thor, workstation)" }),
+        /** Whether this node runs the Ray head and serves the API; exactly one node is the head. Defaults to false. */
+        head: z.boolean().default(false).meta({ example: "true" }),
+        /** How to reach the node over SSH. Required (at least `host`). */
+        ssh: SshSchema.meta({ example: "{ host: 10.0.0.11, port: 22, user: root }" }),
+        /**
+         * Memory of each GPU in GiB as CUDA reports it, for the fit check. Defaults to 121.63 on a
+         * spark or thor (128 GB unified, what vLLM sees); give it for a workstation (an RTX PRO 6000: 89.4).
+         */
+        gpuMemoryGiB: GpuMemoryGiBSchema,
+        /** GPUs on this node (a Spark and a Thor have one). Defaults to 1. */
+        gpus: z.int().min(1).default(1).meta({ example: "1" }),
+        /**
+         * How vLLM runs here. Defaults to `{ kind: docker }` with its defaults on a spark or a
+         * workstation; required, and a venv, on a thor.
+         */
+        runtime: RuntimeSchema.optional().meta({ example: `{ kind: docker, image: ${DEFAULT_VLLM_IMAGE} } (or { kind: venv, path: /opt/vllm-venv })` }),
+        /** The interconnect interfaces: one, or a Spark's two twins (each in its own subnet). Required. */
+        interconnect: z
+            .array(InterfaceSchema)
+            .min(1)
+            .max(2)
+            .meta({ example: "[{ name: enp1s0f1np1, address: 192.168.100.11/24 }, { name: enP2p1s0f1np1, address: 192.168.101.11/24 }]" }),
+    })
+    .meta({ example: "{ name: spark-a, kind: spark, ssh: { host: 10.0.0.11 }, interconnect: [{ address: 192.168.100.11/24 }] }" });
