@@ -131,7 +131,7 @@ for (const [runtime, adaptConfig] of Object.entries(RUNTIMES)) {
             assert.doesNotMatch(out, /to create|to update|to replace|to delete|created|updated|replaced|deleted/);
         });
 
-        it("changing the served model changes only the vLLM resources and keeps Ray running", async () => {
+        it("changing the served model changes only vLLM and the model sync, and keeps Ray running", async () => {
             const rayPid = mainPid("spark-a", UNITS.ray);
             setConfig(session, "spark-cluster:model.source", "Qwen/Qwen2.5-0.5B-Instruct");
             setConfig(session, "spark-cluster:model.servedName", "qwen-small");
@@ -139,7 +139,8 @@ for (const [runtime, adaptConfig] of Object.entries(RUNTIMES)) {
             const changed = preview.steps.filter((s) => s.op !== "same").map((s) => s.urn.split("::").pop() as string);
             assert.ok(changed.length > 0, "the model change shows up in the preview");
             for (const name of changed) {
-                assert.match(name, /^spark-a-vllm-(unit|ready)$/, `only vLLM resources change, not ${name}`);
+                // vLLM's unit and readiness, and the model sync that brings the new model to every node.
+                assert.match(name, /^(spark-a-vllm-(unit|ready)|dev-model-(download|serve|pull-spark-b))$/, `only vLLM and the model sync change, not ${name}`);
             }
             pulumiWithConfig(session, "up", "--yes", "--skip-preview");
             assert.equal(mainPid("spark-a", UNITS.ray), rayPid, "Ray's head process keeps its PID");
