@@ -64,7 +64,9 @@ done
 [ "$stack" = dev ] && no_host_key_check=1
 
 pulumi_args=(--stack "$stack")
-[ -n "$config_file" ] && pulumi_args+=(--config-file "$config_file")
+# `config get` reads the stack file; `stack output` takes no --config-file.
+config_args=()
+[ -n "$config_file" ] && config_args=(--config-file "$config_file")
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/spark-cluster-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -106,12 +108,12 @@ fi
 
 # The SSH key: --identity, else the stack's configuration, else ssh's own defaults.
 if [ -z "$identity" ] && [ -n "$stack" ]; then
-  identity=$(./scripts/pulumi.sh "${pulumi_args[@]}" config get spark-cluster:sshPrivateKeyPath 2>/dev/null || true)
+  identity=$(./scripts/pulumi.sh "${pulumi_args[@]}" config get "${config_args[@]}" spark-cluster:sshPrivateKeyPath 2>/dev/null || true)
   if [ -z "$identity" ]; then
-    identity=$(./scripts/pulumi.sh "${pulumi_args[@]}" config get spark-cluster:nodes 2>/dev/null \
+    identity=$(./scripts/pulumi.sh "${pulumi_args[@]}" config get "${config_args[@]}" spark-cluster:nodes 2>/dev/null \
       | node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => { try { const n = JSON.parse(s).find((x) => x.name === process.argv[1]); console.log(n?.ssh?.privateKeyPath ?? ""); } catch { console.log(""); } });' "$node" || true)
   fi
-  if [ -z "$identity" ] && ./scripts/pulumi.sh "${pulumi_args[@]}" config get spark-cluster:sshPrivateKey >"$work/id" 2>/dev/null && [ -s "$work/id" ]; then
+  if [ -z "$identity" ] && ./scripts/pulumi.sh "${pulumi_args[@]}" config get "${config_args[@]}" spark-cluster:sshPrivateKey >"$work/id" 2>/dev/null && [ -s "$work/id" ]; then
     chmod 600 "$work/id"
     identity="$work/id"
   fi

@@ -75,7 +75,7 @@ describe("the mp executor on Sparks + Thors: pipeline parallel over four nodes, 
     it("runs no Ray on any node; the Thors run vLLM from their venv, headless", () => {
         for (const node of members) {
             assert.equal(ssh(node, `ls ${unitPath(UNITS.ray)} 2>/dev/null || true`).trim(), "", `${node} has no Ray unit`);
-            assert.equal(ssh(node, "pgrep -c -f 'raylet|gcs_server|ray start' || true").trim(), "0", `no Ray process on ${node}`);
+            assert.equal(ssh(node, "ps -eo comm= | grep -cxE 'raylet|gcs_server' || true").trim(), "0", `no Ray process on ${node}`);
         }
         for (const [node, rank] of [
             ["thor-a", 2],

@@ -309,7 +309,7 @@ for (const executor of ["ray", "mp"] as const) {
             it("runs no Ray anywhere, and vLLM on every node (rank 1 headless)", () => {
                 for (const node of members) {
                     assert.equal(ssh(node, `ls ${unitPath(UNITS.ray)} 2>/dev/null || true`).trim(), "", `${node} has no Ray unit`);
-                    assert.equal(ssh(node, "pgrep -c -f 'raylet|gcs_server|ray start' || true").trim(), "0", `no Ray process on ${node}`);
+                    assert.equal(ssh(node, "ps -eo comm= | grep -cxE 'raylet|gcs_server' || true").trim(), "0", `no Ray process on ${node}`);
                     assert.equal(ssh(node, `systemctl is-active ${UNITS.vllm}.service`).trim(), "active");
                 }
                 assert.match(ssh("spark-b", `grep ^ExecStart= ${unitPath(UNITS.vllm)}`), / --node-rank 1 .*--headless/);
