@@ -3,12 +3,17 @@
 # with the program as of commit OLD, then runs `pulumi preview` and
 # `pulumi up --expect-no-changes` with the program as of commit NEW against that
 # state, and destroys it. Needs the lab up (lab/lab.sh up) and git history.
-#   scripts/check-no-change.sh OLD NEW
+#   scripts/check-no-change.sh [--venv] OLD NEW
+# --venv runs the lab stack with the venv runtime on both sides (the same edit to
+# both worktrees' Pulumi.dev.yaml): an OLD program that predates what today's lab
+# image needs in containers can still be deployed on it.
 # Both commits are checked out as git worktrees in a temporary directory that
 # share this checkout's node_modules, toolchain and lab key; the state lives in
 # a throwaway file backend. Exit 0 only when NEW shows no change.
 set -euo pipefail
-[ $# -eq 2 ] || { echo "usage: $0 OLD NEW" >&2; exit 2; }
+venv=0
+if [ "${1:-}" = --venv ]; then venv=1; shift; fi
+[ $# -eq 2 ] || { echo "usage: $0 [--venv] OLD NEW" >&2; exit 2; }
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$SPARK_ROOT"
 old=$(git rev-parse --verify "$1^{commit}") new=$(git rev-parse --verify "$2^{commit}")
@@ -34,6 +39,10 @@ for side in old new; do
   git worktree add --quiet --detach "$work/$side" "${!side}"
   ln -s "$SPARK_ROOT/node_modules" "$work/$side/node_modules"
   ln -s "$SPARK_ROOT/lab/.state" "$work/$side/lab/.state"
+  if [ "$venv" = 1 ]; then
+    sed -i -E 's#^(\s*)runtime: \{kind: docker[^}]*\}$#\1runtime: {kind: venv, path: /opt/lab-venv}#' "$work/$side/Pulumi.dev.yaml"
+    grep -q 'runtime: {kind: venv' "$work/$side/Pulumi.dev.yaml" || { echo "check-no-change: could not switch $side to the venv runtime" >&2; exit 1; }
+  fi
 done
 
 echo "== deploying the lab stack with $old"
