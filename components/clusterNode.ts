@@ -82,7 +82,8 @@ export class ClusterNode extends pulumi.ComponentResource {
             this.firewall = new Firewall(
                 `${node.name}-firewall`,
                 { host: this.host, spec: firewallSpec(node, cluster) },
-                this.childOptions({ dependsOn: [ssh] }),
+                // After the probe: a runtime that cannot run the executor stops the node before anything changes.
+                this.childOptions({ dependsOn: [probe] }),
             );
             this.firewallStatus = this.firewall.status;
         } else {

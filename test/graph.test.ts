@@ -482,12 +482,12 @@ describe("a two-Spark Ray cluster", () => {
         const dependsOn = Object.fromEntries(result.resources.filter((r) => r.dependsOn.length > 0).map((r) => [r.name, r.dependsOn]));
         assert.deepEqual(dependsOn, {
             "spark-a-probe": ["spark-a-ssh"],
-            "spark-a-firewall": ["spark-a-ssh"],
+            "spark-a-firewall": ["spark-a-probe"],
             "spark-a-interconnect": ["spark-a-probe"],
             "spark-a-roce": ["spark-a-interconnect"],
             "spark-a-nccl": ["spark-a-interconnect", "spark-a-roce"],
             "spark-b-probe": ["spark-b-ssh"],
-            "spark-b-firewall": ["spark-b-ssh"],
+            "spark-b-firewall": ["spark-b-probe"],
             "spark-b-interconnect": ["spark-b-probe"],
             "spark-b-roce": ["spark-b-interconnect"],
             "spark-b-nccl": ["spark-b-interconnect", "spark-b-roce"],
