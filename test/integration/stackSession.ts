@@ -8,7 +8,7 @@ import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { sleep } from "../lab/lab-harness";
+import { sleep, ssh as labSsh } from "../lab/lab-harness";
 
 export const root = path.resolve(__dirname, "..", "..", "..");
 export const labKey = path.join(root, "lab", ".state", "id_ed25519");
@@ -92,25 +92,7 @@ export function removeSession(session: Session): void {
 
 /** ssh root@NODE SCRIPT, throwing when it fails. */
 export function ssh(node: NodeName, script: string, timeoutSeconds = 120): string {
-    return run(
-        undefined,
-        "ssh",
-        [
-            "-i",
-            labKey,
-            "-o",
-            "StrictHostKeyChecking=no",
-            "-o",
-            "UserKnownHostsFile=/dev/null",
-            "-o",
-            "LogLevel=ERROR",
-            "-o",
-            "ConnectTimeout=10",
-            `root@${nodes[node]}`,
-            script,
-        ],
-        timeoutSeconds,
-    );
+    return labSsh(node, script, timeoutSeconds * 1000);
 }
 
 export function mainPid(node: NodeName, unit: string): string {
