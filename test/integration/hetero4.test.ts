@@ -48,6 +48,8 @@ function hetero4Config(dev: string): string {
         keep(/^ {2}spark-cluster:sshPrivateKeyPath: .*$/m),
         "  spark-cluster:interconnect: {topology: switch, mtu: 9000}",
         "  spark-cluster:model: {source: lab/tiny-chat, servedName: tiny-chat, tensorParallel: 1, pipelineParallel: 4, executor: mp}",
+        // As in the lab stack: the NCCL check needs torch, which the lab's runtimes do not carry.
+        keep(/^ {2}spark-cluster:check:\n\s+enabled: false$/m),
         keep(/^ {2}spark-cluster:apiKey:\n\s+secure: .*$/m),
         keep(/^encryptionsalt: .*$/m),
         "",
