@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Proves a refactor changes nothing on a deployed stack: deploys the lab stack
-# with the program as of commit OLD, then runs `pulumi preview` and
-# `pulumi up --expect-no-changes` with the program as of commit NEW against that
-# state, and destroys it. Needs the lab up (lab/lab.sh up) and git history.
+# with the program as of commit OLD, then previews it with the program as of
+# commit NEW: every resource must be unchanged (new component resources listed in
+# SPARK_NEW_COMPONENTS may appear: they only group others in the state). Then
+# `up` with NEW, and a second `up --expect-no-changes`; then destroys it. Needs
+# the lab up (lab/lab.sh up) and git history.
 #   scripts/check-no-change.sh [--venv] OLD NEW
 # --venv runs the lab stack with the venv runtime on both sides (the same edit to
 # both worktrees' Pulumi.dev.yaml): an OLD program that predates what today's lab
@@ -56,6 +58,21 @@ tail -n 3 "$work/up-old.log"
 echo "== previewing and updating with $new: nothing may change"
 cd "$work/new"
 deployed="$work/new"
-pulumi preview --stack dev --diff --expect-no-changes --non-interactive
+# Every resource OLD deployed must be unchanged ("same"). The only thing NEW may add are
+# component resources (grouping in the state: no provider, nothing runs on a host), e.g. the
+# ClusterNode per node; their types are listed in SPARK_NEW_COMPONENTS (default: none).
+pulumi preview --stack dev --diff --non-interactive
+pulumi preview --stack dev --json --non-interactive >"$work/preview.json"
+allowed="${SPARK_NEW_COMPONENTS:-}" node -e '
+  const steps = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).steps ?? [];
+  const allowed = (process.env.allowed || "").split(",").filter(Boolean);
+  const bad = steps.filter((s) => s.op !== "same" && !(s.op === "create" && allowed.includes(s.newState?.type) && !s.newState?.custom));
+  const created = steps.filter((s) => s.op === "create").map((s) => s.urn.split("::").pop());
+  for (const s of bad) console.error(`check-no-change: ${s.op} ${s.urn}`);
+  console.log(`check-no-change: ${steps.filter((s) => s.op === "same").length} unchanged, new components: ${created.join(", ") || "none"}`);
+  process.exit(bad.length > 0 ? 1 : 0);
+' "$work/preview.json"
+pulumi up --stack dev --yes --skip-preview --non-interactive >"$work/up-new.log" 2>&1 \
+  || { tail -n 40 "$work/up-new.log" >&2; echo "check-no-change: up with $new failed" >&2; exit 1; }
 pulumi up --stack dev --yes --expect-no-changes --non-interactive
 echo "check-no-change: $new changes nothing on a stack deployed with $old"
