@@ -353,6 +353,17 @@ class PeerLink:
             pass
 
 
+def _keep_store_listening(srv):
+    """Accepts and closes connections on the master port for the rest of the process."""
+    srv.settimeout(None)
+    while True:
+        try:
+            conn, _ = srv.accept()
+            conn.close()
+        except OSError:
+            return
+
+
 def _mp_head(args, tp, pp):
     nnodes = args.nnodes
     port = args.master_port or 29501
@@ -382,13 +393,16 @@ def _mp_head(args, tp, pp):
         conn.sendall(json.dumps({"ok": True, "world_size": tp * pp}).encode() + b"\n")
         peers[rank] = (conn, hello)
         logger.info("node rank %d joined from %s (%s)", rank, hello.get("hostname"), addr[0])
-    srv.close()
     if len(peers) < nnodes - 1:
+        srv.close()
         for conn, _ in peers.values():
             conn.close()
         raise EngineError(f"Timed out after {int(wait_s)}s waiting for {nnodes - 1} headless node(s) to join "
                           f"the torch.distributed store at {args.master_addr}:{port}; "
                           f"joined: {sorted(peers)}")
+    # Like torch's TCPStore on the master port, the store keeps listening while the engine runs
+    # (late connections are closed at once): the port is there to be firewalled and scanned.
+    threading.Thread(target=_keep_store_listening, args=(srv,), daemon=True).start()
     per_node = (tp * pp) // nnodes
     placements = []
     me = socket.gethostname()
