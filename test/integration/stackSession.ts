@@ -161,7 +161,7 @@ export function scanFromOutsider(targets: readonly ScanTarget[], outsider: NodeN
             probes.push(...ports.map((port) => `${address}:${port}`));
         }
     }
-    assert.ok(probes.length >= 3, `the members listen on internal ports to scan (found ${probes.join(" ")})`);
+    assert.ok(probes.length > 0, "the members listen on internal ports to scan: an empty scan proves nothing");
     const script = probes
         .map((probe) => {
             const [address, port] = probe.split(":");
