@@ -64,12 +64,13 @@ deployed="$work/new"
 pulumi preview --stack dev --diff --non-interactive
 pulumi preview --stack dev --json --non-interactive >"$work/preview.json"
 allowed="${SPARK_NEW_COMPONENTS:-}" node -e '
-  const steps = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).steps ?? [];
+  const preview = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  const steps = preview.steps ?? [];
   const allowed = (process.env.allowed || "").split(",").filter(Boolean);
   const bad = steps.filter((s) => s.op !== "same" && !(s.op === "create" && allowed.includes(s.newState?.type) && !s.newState?.custom));
   const created = steps.filter((s) => s.op === "create").map((s) => s.urn.split("::").pop());
   for (const s of bad) console.error(`check-no-change: ${s.op} ${s.urn}`);
-  console.log(`check-no-change: ${steps.filter((s) => s.op === "same").length} unchanged, new components: ${created.join(", ") || "none"}`);
+  console.log(`check-no-change: ${preview.changeSummary?.same ?? 0} unchanged, new components: ${created.join(", ") || "none"}`);
   process.exit(bad.length > 0 ? 1 : 0);
 ' "$work/preview.json"
 pulumi up --stack dev --yes --skip-preview --non-interactive >"$work/up-new.log" 2>&1 \
