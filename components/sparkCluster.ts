@@ -18,8 +18,9 @@ export interface SparkClusterArgs {
 }
 
 /**
- * The whole cluster: one {@link ClusterNode} per node (its host layers: SSH → interconnect →
- * PFC → NCCL, nodes in parallel), then Ray head and workers (Ray executor) beside the model sync
+ * The whole cluster: one {@link ClusterNode} per node (its host layers: SSH → probe → firewall,
+ * interconnect → PFC → NCCL → the NCCL check, nodes in parallel), then Ray head and workers (Ray
+ * executor) beside the model sync
  * ({@link ModelSync}: the model on every node), then vLLM, each a child of its node. Exports the endpoint.
  */
 export class SparkCluster extends pulumi.ComponentResource {
@@ -83,8 +84,8 @@ export class SparkCluster extends pulumi.ComponentResource {
             this.dashboard = rayHead.dashboard;
         }
 
-        // model sync: the model on every node before any vLLM starts (download once on the head,
-        // pulled over the interconnect; a local path is checked). Runs beside Ray.
+        // The model on every node before any vLLM starts (downloaded once on the head, pulled over
+        // the interconnect; a local path is checked). Runs beside Ray.
         const modelSync = new ModelSync(
             `${name}-model`,
             {
@@ -96,7 +97,6 @@ export class SparkCluster extends pulumi.ComponentResource {
             },
             { parent: this },
         );
-        // end model sync
 
         // Ray executor: vLLM on the head only. mp executor: on every node, rank 0 the head.
         const vllmNodes = rayHead ? [head] : [head, ...workers];
@@ -125,21 +125,16 @@ export class SparkCluster extends pulumi.ComponentResource {
         this.endpoint = servers[0].baseUrl;
         this.servedModel = servers[0].servedModel;
         this.transport = config.transport;
-        this.roce = pulumi.all(nodes.map((n) => n.roceStatus)).apply((statuses) => Object.fromEntries(nodes.map((n, i) => [n.node.name, statuses[i]])));
-        this.ncclCheck = pulumi
-            .all(nodes.map((n) => n.check?.result ?? pulumi.output("not run: check.enabled is false")))
-            .apply((results) => Object.fromEntries(nodes.map((n, i) => [n.node.name, results[i]])));
-        this.hostKeys = pulumi
-            .all(nodes.map((n) => n.hostKey))
-            .apply((keys) =>
-                Object.fromEntries(
-                    nodes.map((n, i) => [n.node.name, keys[i] ? `${hostKeyFingerprint(keys[i])} (${keys[i].split(" ")[0]})` : "not recorded yet"]),
-                ),
-            );
-        this.firewall = pulumi.all(nodes.map((n) => n.firewallStatus)).apply((statuses) => Object.fromEntries(nodes.map((n, i) => [n.node.name, statuses[i]])));
-        this.ray = rayHead
-            ? pulumi.all(nodes.map((n) => n.rayVersion)).apply((versions) => Object.fromEntries(nodes.map((n, i) => [n.node.name, rayAuthStatus(versions[i])])))
-            : pulumi.output(Object.fromEntries(nodes.map((n) => [n.node.name, "not used: model.executor is mp"])));
+        this.roce = perNode(nodes, (n) => n.roceStatus);
+        this.ncclCheck = perNode(nodes, (n) => n.check?.result ?? "not run: check.enabled is false");
+        this.hostKeys = perNode(nodes, (n) => n.hostKey.apply((key) => (key ? `${hostKeyFingerprint(key)} (${key.split(" ")[0]})` : "not recorded yet")));
+        this.firewall = perNode(nodes, (n) => n.firewallStatus);
+        this.ray = perNode(nodes, (n) => (rayHead ? n.rayVersion.apply(rayAuthStatus) : "not used: model.executor is mp"));
         this.registerOutputs({ endpoint: this.endpoint, servedModel: this.servedModel, transport: this.transport, roce: this.roce, ray: this.ray });
     }
+}
+
+/** One value per node, keyed by the node's name: the per-node stack outputs. */
+function perNode(nodes: readonly ClusterNode[], value: (n: ClusterNode) => pulumi.Input<string>): pulumi.Output<Record<string, string>> {
+    return pulumi.all(nodes.map(value)).apply((values) => Object.fromEntries(nodes.map((n, i) => [n.node.name, values[i]])));
 }
