@@ -284,6 +284,32 @@ export function checkMpLayout(
     return [];
 }
 
+/** The host's Hugging Face cache: every container of ours mounts it. */
+const HF_CACHE = "/root/.cache/huggingface";
+
+/**
+ * With the ray executor, vLLM's workers run inside each docker node's Ray container, which mounts
+ * the Hugging Face cache but no local model path (mounting one there would restart Ray on every
+ * model change): a local model on a docker node must live under the cache.
+ */
+export function checkLocalModelWithRay(
+    model: Pick<ParsedModel, "executor" | "source">,
+    nodes: readonly Pick<ParsedNode, "name" | "kind" | "runtime">[],
+): ConfigIssue[] {
+    const dockerNode = nodes.findIndex((node) => node.kind !== "thor" && (node.runtime === undefined || node.runtime.kind === "docker"));
+    if (model.executor !== "ray" || !model.source.startsWith("/") || model.source.startsWith(`${HF_CACHE}/`) || dockerNode < 0) {
+        return [];
+    }
+    return [
+        {
+            path: "model.source",
+            message: `is a local path outside ${HF_CACHE}, but with the ray executor vLLM's workers run in the Ray container of ${nodeLabel(dockerNode, nodes)}, which sees only that cache; move the model under it, or use the mp executor`,
+            got: describeValue(model.source),
+            example: `${HF_CACHE}/models/qwen2.5-7b-instruct (or model.executor: mp)`,
+        },
+    ];
+}
+
 /** A cluster with a Thor runs NCCL over sockets everywhere: a Thor has no RoCE (seed 004). */
 export function checkTransport(requested: z.output<typeof NcclSchema>["transport"], nodes: readonly Pick<ParsedNode, "name" | "kind">[]): ConfigIssue[] {
     const thor = nodes.findIndex((node) => node.kind === "thor");
@@ -339,6 +365,7 @@ export function checkCrossFieldRules(config: ParsedConfig): ConfigIssue[] {
         ...checkInterfaceNames(config.nodes),
         ...checkParallelismFitsGpus(config.model, totalGpus),
         ...checkMpLayout(config.model, config.nodes),
+        ...checkLocalModelWithRay(config.model, config.nodes),
         ...checkTransport(config.nccl.transport, config.nodes),
         ...checkPorts(config.ray, config.model, config.nodes),
         ...checkTopology(config.interconnect.topology, config.nodes.length),

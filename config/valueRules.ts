@@ -8,8 +8,8 @@ const NCCL_VARIABLE = /^NCCL_[A-Z0-9_]+$/;
 
 export function modelSourceProblem(text: string): string | undefined {
     if (text.startsWith("/")) {
-        if (/\s/.test(text) || text.split("/").every((segment) => segment === "")) {
-            return "must be an absolute path to the model's directory, without spaces";
+        if (/[\s:,\0-\x1f\x7f]/.test(text) || text.split("/").every((segment) => segment === "")) {
+            return "must be an absolute path to the model's directory, without spaces, `:` or `,` (a container mounts it)";
         }
         return undefined;
     }

@@ -21,6 +21,7 @@ import {
     checkPorts,
     checkSecretsAreSecret,
     checkSshKeySource,
+    checkLocalModelWithRay,
     checkMpLayout,
     checkTopology,
     exampleFor,
@@ -1061,6 +1062,27 @@ const RULE_CASES: readonly RuleCase[] = [
         issues: () => checkMpLayout({ executor: "ray", tensorParallel: 1 }, [node("a", []), node("b", [])]),
         paths: [],
     },
+    {
+        name: "checkLocalModelWithRay: a local path outside the HF cache on docker nodes",
+        issues: () => checkLocalModelWithRay({ executor: "ray", source: "/models/m" }, [node("a", []), node("b", [])]),
+        paths: ["model.source"],
+        message: "with the ray executor vLLM's workers run in the Ray container of nodes[0] (a)",
+    },
+    {
+        name: "checkLocalModelWithRay: under the HF cache",
+        issues: () => checkLocalModelWithRay({ executor: "ray", source: "/root/.cache/huggingface/models/m" }, [node("a", [])]),
+        paths: [],
+    },
+    {
+        name: "checkLocalModelWithRay: the mp executor mounts it",
+        issues: () => checkLocalModelWithRay({ executor: "mp", source: "/models/m" }, [node("a", [])]),
+        paths: [],
+    },
+    {
+        name: "checkLocalModelWithRay: venv nodes see the host's paths",
+        issues: () => checkLocalModelWithRay({ executor: "ray", source: "/models/m" }, [node("a", [], { runtime: { kind: "venv", path: "/opt/v" } })]),
+        paths: [],
+    },
     { name: "checkTopology: pair of two", issues: () => checkTopology("pair", 2), paths: [] },
     { name: "checkTopology: pair of four", issues: () => checkTopology("pair", 4), paths: ["interconnect.topology"], message: "nodes lists 4" },
     { name: "checkTopology: switch of one", issues: () => checkTopology("switch", 1), paths: ["interconnect.topology"] },
@@ -1290,7 +1312,7 @@ describe("the fit check runs at parse time, before any host is touched", () => {
         const onOneSpark = edited([
             ["model.tensorParallel", 1],
             ["model.executor", "ray"],
-            ["model.source", "/models/qwen2.5-72b"],
+            ["model.source", "/root/.cache/huggingface/models/qwen2.5-72b"],
         ]);
         const error = (() => {
             try {

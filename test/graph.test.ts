@@ -163,7 +163,11 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
     },
     localModel: {
         clusterName: "dev",
-        values: withChange((v) => ((v.model as ModelValues).source = "/models/qwen2.5-7b")),
+        // With the mp executor: the ray executor refuses a local path outside the HF cache on docker nodes.
+        values: withChange((v) => {
+            (v.model as ModelValues).source = "/models/qwen2.5-7b";
+            (v.model as ModelValues).executor = "mp";
+        }),
         secretKeys: SECRET_KEYS,
     },
     removeCache: {
@@ -908,6 +912,7 @@ describe("the model", () => {
         const unit = scriptOf(commandText(get(result, "spark-a-vllm-unit"), "create") ?? "").script;
         assert.match(unit, / vllm serve \/models\/qwen2\.5-7b /);
         assert.match(unit, / -e HF_HUB_OFFLINE=1 -- /);
+        assert.match(unit, / -v \/models\/qwen2\.5-7b:\/models\/qwen2\.5-7b:ro /, "the container sees the local model at the same path");
     });
 });
 

@@ -96,6 +96,8 @@ export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: s
         envFiles: rayAddress ? [RUNTIME_ENV_PATH, RAY_ENV_PATH, VLLM_SECRETS_PATH] : [RUNTIME_ENV_PATH, VLLM_SECRETS_PATH],
         // Offline: the model is already on this node (components/modelSync.ts), never fetched here.
         environment: { ...(rayAddress ? { RAY_ADDRESS: rayAddress } : {}), HF_HUB_OFFLINE: "1" },
+        // A local model directory: the container sees it where vLLM is told to look.
+        readOnlyMounts: spec.source.startsWith("/") ? [spec.source] : [],
         inputs: { "runtime.env": envHash },
         after: rayAddress ? [`${UNITS.ray}.service`] : [],
     });

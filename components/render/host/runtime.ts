@@ -11,10 +11,18 @@ export interface ExecSpec {
     argv: string[];
     envFiles: string[];
     environment: Record<string, string>;
+    /** Host directories the container sees at the same path, read-only (a local model). Defaults to none. */
+    readOnlyMounts?: string[];
 }
 
 /** docker run flags from the seeds; privileged, memlock and /dev/infiniband are configuration: real Sparks want them for RDMA, a VM (the lab) cannot grant them. */
-export function dockerRunArgv(runtime: DockerRuntime, container: string, envFiles: string[], environment: Record<string, string> = {}): string[] {
+export function dockerRunArgv(
+    runtime: DockerRuntime,
+    container: string,
+    envFiles: string[],
+    environment: Record<string, string> = {},
+    readOnlyMounts: readonly string[] = [],
+): string[] {
     const argv = [
         "/usr/bin/docker",
         "run",
@@ -47,6 +55,8 @@ export function dockerRunArgv(runtime: DockerRuntime, container: string, envFile
         "-v",
         "/tmp/ray:/tmp/ray",
     );
+    // config refuses a local model path with `:` or `,`, which -v would read as separators.
+    for (const dir of readOnlyMounts) argv.push("-v", `${dir}:${dir}:ro`);
     for (const file of envFiles) argv.push("--env-file", file);
     for (const [key, value] of Object.entries(environment)) argv.push("-e", `${key}=${value}`);
     // `--` ends docker's options: the image (validated, never starting with -) is not read as one.
@@ -56,7 +66,7 @@ export function dockerRunArgv(runtime: DockerRuntime, container: string, envFile
 /** The unit's ExecStart argv: the only thing that differs between runtimes. */
 export function execStartArgv(spec: ExecSpec): string[] {
     if (spec.runtime.kind === "docker") {
-        return [...dockerRunArgv(spec.runtime, spec.container, spec.envFiles, spec.environment), ...spec.argv];
+        return [...dockerRunArgv(spec.runtime, spec.container, spec.envFiles, spec.environment, spec.readOnlyMounts), ...spec.argv];
     }
     const [program, ...args] = spec.argv;
     return [`${spec.runtime.path}/bin/${program}`, ...args];

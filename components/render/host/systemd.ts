@@ -12,6 +12,8 @@ export interface UnitSpec {
     container: string;
     argv: string[];
     envFiles: string[];
+    /** Host directories a container sees at the same path, read-only. Defaults to none. */
+    readOnlyMounts?: string[];
     /** Extra environment for the process (not secrets: those go in env files). */
     environment?: Record<string, string>;
     /** Commands run before start (bounded waits), as argv. */
@@ -67,7 +69,16 @@ export function renderUnit(spec: UnitSpec): string {
         ),
         ...(docker ? [`ExecStartPre=-/usr/bin/docker rm -f ${spec.container}`] : []),
         ...(spec.preStart ?? []).map((argv) => `ExecStartPre=${systemdJoin(argv)}`),
-        `ExecStart=${systemdJoin(execStartArgv({ runtime: spec.runtime, container: spec.container, argv: spec.argv, envFiles: spec.envFiles, environment: spec.environment ?? {} }))}`,
+        `ExecStart=${systemdJoin(
+            execStartArgv({
+                runtime: spec.runtime,
+                container: spec.container,
+                argv: spec.argv,
+                envFiles: spec.envFiles,
+                environment: spec.environment ?? {},
+                readOnlyMounts: spec.readOnlyMounts,
+            }),
+        )}`,
         ...(docker ? [`ExecStop=/usr/bin/docker stop ${spec.container}`] : []),
         // Always: vLLM exits when its engine dies (a lost Ray actor or --headless peer), and
         // the cluster heals by restarting it, however it ended. No start limit (StartLimitIntervalSec=0).
