@@ -9,7 +9,6 @@
 import { describe, it, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import type { DockerRuntime, VenvRuntime } from "../config";
 import { parseConfig } from "../config";
 import { dockerRunArgv } from "../components/render/host/runtime";
 import {
@@ -28,17 +27,9 @@ import {
     renderModelRsyncdConf,
 } from "../components/render/modelSync";
 import { renderVllmUnit } from "../components/render/vllm";
+import { DOCKER_DEFAULT, VENV } from "./fixtures";
 import { matchSnapshot, unusedSnapshots } from "./snapshot";
 
-const DOCKER: DockerRuntime = {
-    kind: "docker",
-    image: "nvcr.io/nvidia/vllm:25.09-py3",
-    privileged: true,
-    memlockUnlimited: true,
-    infiniband: true,
-    shmSize: "16g",
-};
-const VENV: VenvRuntime = { kind: "venv", path: "/opt/vllm-venv" };
 const REPO = "Qwen/Qwen2.5-7B-Instruct";
 const SERVE: ModelServeSpec = {
     repoId: REPO,
@@ -52,7 +43,7 @@ const SERVE: ModelServeSpec = {
 const API_KEY = "model-sync-test-api-key-0123456789";
 
 const SCRIPTS: readonly { name: string; script: string }[] = [
-    { name: "download.docker-token.sh", script: modelDownloadScript({ repoId: REPO, node: "spark-a", runtime: DOCKER, withToken: true }) },
+    { name: "download.docker-token.sh", script: modelDownloadScript({ repoId: REPO, node: "spark-a", runtime: DOCKER_DEFAULT, withToken: true }) },
     { name: "download.venv.sh", script: modelDownloadScript({ repoId: REPO, node: "thor-1", runtime: VENV, withToken: false }) },
     { name: "serve.sh", script: modelServeScript(SERVE) },
     { name: "serve-delete.sh", script: modelServeRemovalScript(REPO) },
@@ -96,14 +87,14 @@ describe("sources and names", () => {
     });
 
     test("the download writes where the container runtime mounts the cache", () => {
-        const argv = dockerRunArgv(DOCKER, "x", []);
+        const argv = dockerRunArgv(DOCKER_DEFAULT, "x", []);
         assert.ok(argv.includes(`${HF_HOME_DIR}:${HF_HOME_DIR}`), `dockerRunArgv mounts ${HF_HOME_DIR}: ${argv.join(" ")}`);
     });
 });
 
 describe("secrets stay out of scripts, argv and output", () => {
     test("the HF token comes on stdin and reaches hf through the environment only", () => {
-        const docker = modelDownloadScript({ repoId: REPO, node: "spark-a", runtime: DOCKER, withToken: true });
+        const docker = modelDownloadScript({ repoId: REPO, node: "spark-a", runtime: DOCKER_DEFAULT, withToken: true });
         assert.match(docker, /^token=\$\(cat\)$/m);
         // `-e HF_TOKEN` without a value: docker takes it from its own environment.
         assert.match(docker, / -e HF_TOKEN -- nvcr\.io\/nvidia\/vllm:25\.09-py3 hf download Qwen\/Qwen2\.5-7B-Instruct /);
@@ -112,13 +103,13 @@ describe("secrets stay out of scripts, argv and output", () => {
         const venv = modelDownloadScript({ repoId: REPO, node: "thor-1", runtime: VENV, withToken: true });
         assert.match(venv, /HF_TOKEN="\$token" \/opt\/vllm-venv\/bin\/hf download Qwen\/Qwen2\.5-7B-Instruct /);
         // Without a token there is no stdin to read and nothing to hand over.
-        const none = modelDownloadScript({ repoId: REPO, node: "spark-a", runtime: DOCKER, withToken: false });
+        const none = modelDownloadScript({ repoId: REPO, node: "spark-a", runtime: DOCKER_DEFAULT, withToken: false });
         assert.match(none, /^token=$/m);
         assert.doesNotMatch(none, /HF_TOKEN/);
     });
 
     test("whatever the download prints goes through redact, which replaces the token", () => {
-        const script = modelDownloadScript({ repoId: REPO, node: "spark-a", runtime: DOCKER, withToken: true });
+        const script = modelDownloadScript({ repoId: REPO, node: "spark-a", runtime: DOCKER_DEFAULT, withToken: true });
         const redact = /^redact\(\) \{.*\}$/m.exec(script)?.[0];
         assert.ok(redact, "the script defines redact");
         const token = "hf_SECRETsecret123";
@@ -235,7 +226,7 @@ describe("vLLM runs offline", () => {
             trustRemoteCode: false,
             extraArgs: [],
         };
-        const docker = renderVllmUnit(spec, DOCKER, "0123456789abcdef");
+        const docker = renderVllmUnit(spec, DOCKER_DEFAULT, "0123456789abcdef");
         assert.match(docker, / -e HF_HUB_OFFLINE=1 -- nvcr\.io\/nvidia\/vllm:25\.09-py3 vllm serve /);
         const venv = renderVllmUnit(spec, VENV, "0123456789abcdef", "192.168.100.11:6379");
         assert.match(venv, /^Environment="HF_HUB_OFFLINE=1"$/m);

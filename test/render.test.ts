@@ -15,7 +15,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import * as yaml from "js-yaml";
-import { ConfigError, DockerRuntime, RaySchema, Runtime, VenvRuntime, parseConfig } from "../config";
+import { ConfigError, DockerRuntime, RaySchema, Runtime, parseConfig } from "../config";
 import { compareVersions, hcasFor, parseIbdev2netdev, parseRayVersion, rayAuthStatus, resolveInterfaceNames } from "../components/nodeFacts";
 import { probeScript } from "../components/render/probe";
 import { HOST_KEY_PREFIX, SSH_READY_SCRIPT, hostKeyFingerprint, recordedHostKey } from "../components/hostKey";
@@ -41,6 +41,7 @@ import { FirewallSpec, firewallApplyScript, firewallRemoveScript, renderFirewall
 import { PfcSpec, pfcApplyScript, pfcRestoreScript, pfcVector, renderPeermemConf, renderPfcUnit } from "../components/render/pfc";
 import { RayPorts, RayStartSpec, rayReadyScript, rayStartArgv, renderRayEnv, renderRayUnit } from "../components/render/ray";
 import { VllmServeSpec, chatReadyScript, renderVllmUnit, vllmServeArgv } from "../components/render/vllm";
+import { DOCKER_DEFAULT, VENV } from "./fixtures";
 import { argvText, matchSnapshot, unusedSnapshots } from "./snapshot";
 
 // ---------------------------------------------------------------------------------------------
@@ -52,14 +53,6 @@ const VLLM_UNIT = UNIT_NAMES.vllm;
 /** Stand-ins for the content hashes the components compute. */
 const ENV_HASH = "0123456789abcdef";
 
-const DOCKER_DEFAULT: DockerRuntime = {
-    kind: "docker",
-    image: "nvcr.io/nvidia/vllm:25.09-py3",
-    privileged: true,
-    memlockUnlimited: true,
-    infiniband: true,
-    shmSize: "16g",
-};
 const DOCKER_UNPRIVILEGED: DockerRuntime = {
     kind: "docker",
     image: "registry.example.com/vllm:custom",
@@ -68,7 +61,6 @@ const DOCKER_UNPRIVILEGED: DockerRuntime = {
     infiniband: false,
     shmSize: "32g",
 };
-const VENV: VenvRuntime = { kind: "venv", path: "/opt/vllm-venv" };
 
 const SPARK_A_NETPLAN: NetplanSpec = {
     node: "spark-a",
