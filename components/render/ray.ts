@@ -76,6 +76,9 @@ export function renderRayUnit(spec: RayStartSpec, runtime: Runtime, envHash: str
         container: CONTAINER_NAMES.ray,
         argv: rayStartArgv(spec),
         envFiles: [RUNTIME_ENV_PATH, RAY_ENV_PATH],
+        // vLLM's workers under the Ray executor are this raylet's children: offline like vLLM itself
+        // (the model sync put the model on every node).
+        environment: { HF_HUB_OFFLINE: "1" },
         inputs: { "runtime.env": envHash },
         preStart:
             spec.role === "worker"
