@@ -27,7 +27,7 @@ import {
     renderModelRsyncdConf,
 } from "../components/render/modelSync";
 import { renderVllmUnit } from "../components/render/vllm";
-import { DOCKER_DEFAULT, VENV } from "./fixtures";
+import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE } from "./fixtures";
 import { matchSnapshot, unusedSnapshots } from "./snapshot";
 
 const REPO = "Qwen/Qwen2.5-7B-Instruct";
@@ -213,19 +213,7 @@ describe("a local path", () => {
 
 describe("vLLM runs offline", () => {
     test("every vLLM unit carries HF_HUB_OFFLINE=1, in both runtimes", () => {
-        const spec = {
-            source: REPO,
-            servedName: "qwen",
-            tensorParallel: 2,
-            pipelineParallel: 1,
-            executor: "mp" as const,
-            apiHost: "0.0.0.0",
-            apiPort: 8000,
-            gpuMemoryUtilization: 0.9,
-            enforceEager: false,
-            trustRemoteCode: false,
-            extraArgs: [],
-        };
+        const spec = { ...VLLM_MP_BASE, source: REPO, servedName: "qwen", tensorParallel: 2, pipelineParallel: 1 };
         const docker = renderVllmUnit(spec, DOCKER_DEFAULT, "0123456789abcdef");
         assert.match(docker, / -e HF_HUB_OFFLINE=1 -- nvcr\.io\/nvidia\/vllm:25\.09-py3 vllm serve /);
         const venv = renderVllmUnit(spec, VENV, "0123456789abcdef", "192.168.100.11:6379");

@@ -41,7 +41,7 @@ import { FirewallSpec, firewallApplyScript, firewallRemoveScript, renderFirewall
 import { PfcSpec, pfcApplyScript, pfcRestoreScript, pfcVector, renderPeermemConf, renderPfcUnit } from "../components/render/pfc";
 import { RayPorts, RayStartSpec, rayReadyScript, rayStartArgv, renderRayEnv, renderRayUnit } from "../components/render/ray";
 import { VllmServeSpec, chatReadyScript, renderVllmUnit, vllmServeArgv } from "../components/render/vllm";
-import { DOCKER_DEFAULT, VENV } from "./fixtures";
+import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE } from "./fixtures";
 import { argvText, matchSnapshot, unusedSnapshots } from "./snapshot";
 
 // ---------------------------------------------------------------------------------------------
@@ -158,19 +158,6 @@ const VLLM_RAY_FULL: VllmServeSpec = {
     attentionBackend: "TRITON_ATTN",
     trustRemoteCode: true,
     extraArgs: ["--max-num-batched-tokens=8192", "--disable-custom-all-reduce"],
-};
-const VLLM_MP_BASE: Omit<VllmServeSpec, "multiNode"> = {
-    source: "/models/qwen2.5-7b-instruct",
-    servedName: "qwen2.5-7b",
-    tensorParallel: 1,
-    pipelineParallel: 2,
-    executor: "mp",
-    apiHost: "0.0.0.0",
-    apiPort: 8000,
-    gpuMemoryUtilization: 0.9,
-    enforceEager: false,
-    trustRemoteCode: false,
-    extraArgs: [],
 };
 const VLLM_MP_RANK0: VllmServeSpec = {
     ...VLLM_MP_BASE,
