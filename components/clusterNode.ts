@@ -151,7 +151,7 @@ export class ClusterNode extends pulumi.ComponentResource {
                         worldSize: cluster.nodes.length,
                         masterAddr: cluster.head.ip,
                         passMarkGBps: cluster.check.passMarkGBps,
-                        requireTransport: cluster.transport === "roce" ? "NET/IB" : undefined,
+                        requireTransport: cluster.check.requireTransport,
                     },
                 },
                 this.childOptions({ dependsOn: [this.interconnect, this.nccl, ...(this.firewall ? [this.firewall] : [])] }),

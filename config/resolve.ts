@@ -10,6 +10,7 @@ import type { z } from "zod";
 import type { FitReport } from "./fitRule";
 import { formatIpv4, formatSubnet, parseCidr } from "./ipv4";
 import {
+    CheckSchema,
     DockerRuntimeSchema,
     InterconnectSchema,
     NcclSchema,
@@ -120,8 +121,11 @@ export interface Config {
     nccl: Omit<z.output<typeof NcclSchema>, "transport">;
     ray: z.output<typeof RaySchema>;
     firewall: FirewallConfig;
-    /** The NCCL check, with the pass mark resolved from the transport when none is given. */
-    check: { enabled: boolean; passMarkGBps: number };
+    /**
+     * The NCCL check, with the pass mark and the required transport resolved from the cluster's
+     * transport when none is given (`requireTransport` undefined: any).
+     */
+    check: { enabled: boolean; passMarkGBps: number; requireTransport: string | undefined };
     model: ModelConfig;
     apiKey: SecretString;
     hfToken?: SecretString;
@@ -144,6 +148,16 @@ export function resolveParallelism(
         return { tensorParallel: totalGpus, pipelineParallel: 1 };
     }
     return { tensorParallel: model.tensorParallel ?? 1, pipelineParallel: model.pipelineParallel ?? 1 };
+}
+
+/** The NCCL check's pass mark and required transport: RDMA at NVIDIA's pass mark on RoCE, report only over sockets. */
+export function resolveCheck(check: z.output<typeof CheckSchema>, transport: Transport): Config["check"] {
+    const requireTransport = check.requireTransport ?? (transport === "roce" ? "NET/IB" : undefined);
+    return {
+        enabled: check.enabled,
+        passMarkGBps: check.passMarkGBps ?? (transport === "roce" ? ROCE_PASS_MARK_GBPS : 0),
+        requireTransport: requireTransport === "any" ? undefined : requireTransport,
+    };
 }
 
 /** The cluster's NCCL transport: `auto` is socket when any node is a Thor, else roce. */
@@ -257,7 +271,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         nccl,
         ray: parsed.ray,
         firewall: { ...parsed.firewall, allowPorts: parsed.firewall.allowPorts.map(parseOpenPort) },
-        check: { enabled: parsed.check.enabled, passMarkGBps: parsed.check.passMarkGBps ?? (transport === "roce" ? ROCE_PASS_MARK_GBPS : 0) },
+        check: resolveCheck(parsed.check, transport),
         model: {
             ...model,
             ...resolveParallelism({ tensorParallel, pipelineParallel }, totalGpus),

@@ -276,6 +276,16 @@ export const CheckSchema = z.strictObject({
      * for two Sparks) and to 0 (report only) over sockets.
      */
     passMarkGBps: z.number().min(0).max(10000).optional().meta({ example: "21.875" }),
+    /**
+     * Fail unless the transport the check used starts with this. Defaults to `NET/IB` (RDMA) with
+     * RoCE and to none over sockets; `any` accepts whatever it measured (e.g. `gloo/TCP`, which
+     * is what a runtime whose torch sees no GPU uses, as in the lab).
+     */
+    requireTransport: z
+        .string()
+        .regex(/^(any|[A-Za-z0-9_-]+(\/[A-Za-z0-9_-]+)*)$/, "must be a transport like NET/IB, NET/Socket or gloo/TCP, or any")
+        .optional()
+        .meta({ example: "NET/IB" }),
 });
 
 /** Every key under the `spark-cluster:` namespace. */
@@ -292,7 +302,7 @@ export const ClusterConfigSchema = z.strictObject({
     /** NCCL settings. Defaults to transport auto, debug WARN. */
     nccl: NcclSchema.prefault({}).meta({ example: "{ transport: auto, debug: WARN }" }),
     /** The NCCL check after the host layers. Defaults to on, pass mark by transport. */
-    check: CheckSchema.prefault({}).meta({ example: "{ enabled: true, passMarkGBps: 21.875 }" }),
+    check: CheckSchema.prefault({}).meta({ example: "{ enabled: true, passMarkGBps: 21.875, requireTransport: NET/IB }" }),
     /** Firewall on every node. Defaults to on: only SSH, the API and `allowPorts` from outside the cluster. */
     firewall: FirewallSchema.prefault({}).meta({ example: "{ enabled: true, apiAllowFrom: [192.168.1.0/24] }" }),
     /** Ray settings. Defaults to ports 6379/8265, dashboard on 127.0.0.1. */

@@ -233,6 +233,13 @@ const BAD_CONFIGS: readonly BadCase[] = [
     },
     { name: "unknown key in model", edits: [["model.tp", 2]], path: "model.tp", message: "is not a known key" },
     {
+        name: "check.requireTransport that is not a transport",
+        edits: [["check", { requireTransport: "NET IB; rm -rf /" }]],
+        path: "check.requireTransport",
+        message: "must be a transport like NET/IB",
+        example: "NET/IB",
+    },
+    {
         name: "unknown secret-looking key hides its value",
         edits: [["model.apiToken", SECRET_LOOKING_VALUE]],
         path: "model.apiToken",
