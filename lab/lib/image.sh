@@ -127,7 +127,29 @@ build_layers() {
   if [[ "${LAB_DOCKER:-1}" == 1 ]]; then build_docker_layer; fi
   build_models
   flock -u 8
+  ensure_torch
 }
+
+# Torch for the NCCL check (components/render/check): the real NGC image and a vLLM venv carry
+# torch; the lab's stand-in runtimes do not (PyPI's torch is the CUDA build, ~4.7 GB with its
+# nvidia-* wheels: too big to copy into every node's image). So the lab takes the torch venv that
+# scripts/torch-python.sh keeps in the user cache (installed from PyPI once, shared with the
+# check's local tests) and lends it to the nodes read-only: nspawn binds its site-packages at
+# /opt/lab-torch, a `.pth` file in /opt/lab-venv (and in the Docker images) puts that directory
+# on sys.path after the venv's own packages, and the nvidia-container-runtime-hook stand-in
+# mounts it into `--gpus` containers. Without a GPU torch reports no CUDA, so the check takes
+# its gloo path over the lab's veth links. Its wheels are cp311: the nodes run Debian's 3.11.
+LAB_TORCH_MOUNT=/opt/lab-torch
+ensure_torch() {
+  local python version site
+  python="$(SPARK_TORCH_FORCE_VENV=1 "${LAB_DIR}/../scripts/torch-python.sh")" || die "torch for the nodes: scripts/torch-python.sh failed"
+  version="$("${python}" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+  [[ "${version}" == 3.11 ]] || die "torch for the nodes: ${python} is Python ${version}; the nodes run Python 3.11 (set SPARK_TORCH_VERSION or install python3.11)"
+  site="$("${python}" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  [[ -d "${site}/torch" ]] || die "torch for the nodes: no torch in ${site}"
+  echo "${site}" >"${LAB_STATE}/torch-site"
+}
+lab_torch_site() { cat "${LAB_STATE}/torch-site" 2>/dev/null || die "no ${LAB_STATE}/torch-site: run lab/lab.sh up"; }
 
 # Small local "models": a directory with config.json and a couple of files each. Nodes get them
 # under /var/lib/lab-sim/hub/ORG/NAME, where the lab's `hf download` stand-in copies from.

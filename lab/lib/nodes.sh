@@ -159,6 +159,9 @@ EOF2
   chmod 0755 "${root}/opt/lab-venv/bin/vllm"
   ln -sf /usr/local/bin/hf "${root}/opt/lab-venv/bin/hf"
   ln -sf /usr/local/bin/hf "${root}/opt/lab-venv/bin/huggingface-cli"
+  # Torch lent by the host (see ensure_torch), after the venv's own packages on sys.path.
+  echo "${LAB_TORCH_MOUNT}" >"${site}/lab-torch.pth"
+  mkdir -p "${root}${LAB_TORCH_MOUNT}"
 }
 
 # Unmount and forget a node's overlay (its processes must be gone).
@@ -213,6 +216,9 @@ launch_nspawn() {
   d="$(node_dir "${node}")"
   ns="$(ns_of "${node}")"
   local -a extra=(--capability=CAP_NET_ADMIN,CAP_NET_RAW)
+  local torch_site
+  torch_site="$(lab_torch_site)" || exit 1
+  local -a torch=("--bind-ro=${torch_site}:${LAB_TORCH_MOUNT}")
   if node_has_docker "${node}"; then
     # Docker inside a node (see lab/README.md "Docker runtime"): all capabilities, keyring+bpf
     # syscalls, and /var/lib/docker on the host filesystem (overlay2 cannot sit on an overlay).
@@ -230,7 +236,7 @@ launch_nspawn() {
     exec setsid nsenter --net="/run/netns/${ns}" -- systemd-nspawn --quiet --boot --keep-unit --register=no \
       --directory="${d}/root" --machine="${node}" --hostname="${node}" \
       --network-namespace-path="/run/netns/${ns}" \
-      "${extra[@]}" \
+      "${extra[@]}" "${torch[@]}" \
       --resolv-conf=off --timezone=off --link-journal=no --console=read-only \
       </dev/null >>"${d}/console.log" 2>&1 8>&- 9>&-
   ) &
