@@ -329,13 +329,13 @@ export const ClusterConfigSchema = z.strictObject({
         .string()
         .min(16)
         .max(4096)
-        .regex(SECRET_TEXT, { error: "must not contain spaces, line breaks or other control characters" })
+        .regex(SECRET_TEXT, { error: "must not contain line breaks or other control characters, nor start or end with a space" })
         .meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:apiKey "$(openssl rand -hex 24)"` }),
     /** SECRET. Hugging Face token for gated models. Defaults to none. */
     hfToken: z
         .string()
         .max(512)
-        .regex(SECRET_TEXT, { error: "must not be empty or contain spaces, line breaks or other control characters" })
+        .regex(SECRET_TEXT, { error: "must not be empty, contain line breaks or other control characters, nor start or end with a space" })
         .optional()
         .meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:hfToken hf_...` }),
     /**

@@ -292,6 +292,9 @@ const BAD_CONFIGS: readonly BadCase[] = [
         got: `a value of ${SHORT_API_KEY.length} characters`,
     },
     { name: "apiKey of the wrong type", edits: [["apiKey", 12345678901234567890]], path: "apiKey", message: "must be a string", got: "a number" },
+    { name: "apiKey ending in a space (HTTP drops it)", edits: [["apiKey", `${API_KEY} `]], path: "apiKey", message: "nor start or end with a space" },
+    { name: "apiKey with a line break", edits: [["apiKey", `${API_KEY}\nX=1`]], path: "apiKey", message: "must not contain line breaks" },
+    { name: "hfToken starting with a space", edits: [["hfToken", ` ${HF_TOKEN}`]], path: "hfToken", message: "nor start or end with a space" },
     {
         name: "no SSH key at all",
         edits: [["sshPrivateKey", REMOVE]],
@@ -636,6 +639,21 @@ describe("parseConfig rejects bad configs with the exact path and an actionable 
             assertNoPlaintext(err);
         });
     }
+});
+
+describe("secrets take any printable character", () => {
+    test("quotes, backslashes, $, %, backticks and inner spaces are accepted as they are", () => {
+        const apiKey = `sk-lab only'"\\$HOME%n%%\`id\`$(id)#;&|<>{}=~!é`;
+        const hfToken = `hf_lab'"\\$USER%i%% \`x\`#token`;
+        const config = parse(
+            edited([
+                ["apiKey", apiKey],
+                ["hfToken", hfToken],
+            ]),
+        );
+        assert.equal(config.apiKey.reveal(), apiKey);
+        assert.equal(config.hfToken?.reveal(), hfToken);
+    });
 });
 
 describe("all problems are reported at once", () => {
