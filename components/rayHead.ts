@@ -5,7 +5,7 @@ import { RayNodeArgs, rayUnit, rayUnitCommand } from "./rayNode";
 import { readinessCommand } from "./readiness";
 import { execBeside } from "./render/host/runtime";
 import { CONTAINER_NAMES } from "./render/paths";
-import { rayReadyScript } from "./render/ray";
+import { rayProbeArgv, rayReadyScript } from "./render/ray";
 
 const TYPE = typeToken("RayHead");
 
@@ -21,7 +21,8 @@ export interface RayHeadArgs extends RayNodeArgs {
 /**
  * The Ray head: GCS on the interconnect address, dashboard on loopback by
  * default (it runs jobs without auth: CVE-2023-48022). Complete only when
- * `ray status` shows every node and GPU (bounded wait; workers join meanwhile).
+ * the GCS's node table shows every node and GPU alive (bounded wait, polled every 0.2 s by one
+ * process; workers join meanwhile, started beside the head).
  */
 export class RayHead extends pulumi.ComponentResource {
     public readonly unit: pulumi.Output<string>;
@@ -41,13 +42,14 @@ export class RayHead extends pulumi.ComponentResource {
             args.ray.dashboardHost === "127.0.0.1" || args.ray.dashboardHost === "localhost"
                 ? `ssh -L ${args.ray.dashboardPort}:127.0.0.1:${args.ray.dashboardPort} ${args.sshTarget}, then open http://127.0.0.1:${args.ray.dashboardPort}`
                 : `http://${args.ray.dashboardHost}:${args.ray.dashboardPort} (exposed: anyone who reaches it can run code)`;
+        const probe = execBeside(args.runtime, CONTAINER_NAMES.ray, rayProbeArgv(this.address, args.expectedNodes, args.expectedGpus));
         const status = execBeside(args.runtime, CONTAINER_NAMES.ray, ["ray", "status", `--address=${this.address}`]);
         readinessCommand(
             name,
             {
                 host: args.host,
                 unit: this.unit,
-                script: rayReadyScript(status, args.expectedNodes, args.expectedGpus),
+                script: rayReadyScript(probe, status),
                 timeout: "10m",
             },
             { parent: this, dependsOn: [this.started] },

@@ -6,8 +6,9 @@ import { RayNodeArgs, rayUnit, rayUnitCommand } from "./rayNode";
 const TYPE = typeToken("RayWorker");
 
 /**
- * A Ray worker: joins the head at its interconnect address, waiting for the
- * head's port (bounded) rather than sleeping, with this node's GPUs declared.
+ * A Ray worker: joins the head at its interconnect address, with this node's GPUs declared.
+ * It starts at once, beside the head, and Ray's own bounded retry joins it as soon as the head's
+ * GCS answers (no wait for the port before `ray start`).
  */
 export class RayWorker extends pulumi.ComponentResource {
     public readonly unit: pulumi.Output<string>;

@@ -39,7 +39,7 @@ import {
 } from "../components/render/paths";
 import { FirewallSpec, firewallApplyScript, firewallRemoveScript, renderFirewallRules, renderFirewallUnit } from "../components/render/firewall";
 import { PfcSpec, pfcApplyScript, pfcRestoreScript, pfcVector, renderPeermemConf, renderPfcUnit } from "../components/render/pfc";
-import { RayPorts, RayStartSpec, rayReadyScript, rayStartArgv, renderRayEnv, renderRayUnit } from "../components/render/ray";
+import { RAY_WORKER_GCS_WAIT_SECONDS, RayPorts, RayStartSpec, rayProbeArgv, rayReadyScript, rayStartArgv, renderRayEnv, renderRayUnit } from "../components/render/ray";
 import { VllmServeSpec, chatReadyScript, renderVllmUnit, vllmServeArgv } from "../components/render/vllm";
 import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE } from "./fixtures";
 import { argvText, matchSnapshot, unusedSnapshots } from "./snapshot";
@@ -177,7 +177,6 @@ const UNITS: readonly { name: string; unit: string; argv: string[]; runtime: Run
         unit: renderRayUnit(RAY_WORKER, VENV, ENV_HASH),
         argv: rayStartArgv(RAY_WORKER),
         runtime: VENV,
-        preStart: [["/usr/bin/timeout", "300", "/bin/bash", "-c", "until echo > /dev/tcp/192.168.100.11/6379; do sleep 2; done 2>/dev/null"]],
     },
     {
         name: "vllm-ray.docker-unprivileged",
@@ -218,6 +217,7 @@ const NCCL_FILES = [
     { path: RUNTIME_ENV_PATH, mode: "644" as const, content: renderRuntimeEnv({ nccl: NCCL_ROCE, nodeIp: "192.168.100.11", reader: "docker" }) },
 ];
 const RAY_STATUS = execBeside(DOCKER_DEFAULT, CONTAINER_NAMES.ray, ["ray", "status", "--address=192.168.100.11:6379"]);
+const RAY_PROBE = execBeside(DOCKER_DEFAULT, CONTAINER_NAMES.ray, rayProbeArgv("192.168.100.11:6379", 2, 2));
 
 /** Every bash script the renderers produce, by snapshot name. */
 const SCRIPTS: readonly { name: string; script: string }[] = [
@@ -230,7 +230,7 @@ const SCRIPTS: readonly { name: string; script: string }[] = [
     { name: "pfc-restore.twins.sh", script: pfcRestoreScript(PFC_TWINS) },
     { name: "install-unit.vllm.sh", script: installUnitScript(VLLM_UNIT, UNITS[2].unit) },
     { name: "remove-unit.ray.sh", script: removeUnitScript(RAY_UNIT) },
-    { name: "ray-ready.docker.sh", script: rayReadyScript(RAY_STATUS, 2, 2) },
+    { name: "ray-ready.docker.sh", script: rayReadyScript(RAY_PROBE, RAY_STATUS) },
     {
         name: "chat-ready.sh",
         script: chatReadyScript({ port: 8000, model: "qwen2.5-72b", envFile: VLLM_SECRETS_PATH, reader: "docker", unit: VLLM_UNIT }),
@@ -494,7 +494,7 @@ describe("host scripts", () => {
     });
 
     it("readiness: ray status and a real chat completion", () => {
-        matchSnapshot("render.ray-ready.docker.sh", rayReadyScript(RAY_STATUS, 2, 2));
+        matchSnapshot("render.ray-ready.docker.sh", rayReadyScript(RAY_PROBE, RAY_STATUS));
         matchSnapshot(
             "render.chat-ready.sh",
             chatReadyScript({ port: 8000, model: "qwen2.5-72b", envFile: VLLM_SECRETS_PATH, reader: "docker", unit: VLLM_UNIT }),
@@ -507,42 +507,58 @@ describe("host scripts", () => {
         matchSnapshot("render.remove-files.nccl.sh", removeFilesScript([NCCL_CONF_PATH, RUNTIME_ENV_PATH], [CONFIG_DIR]));
     });
 
-    it("ray readiness counts nodes and GPUs in real `ray status` output", () => {
-        const rayStatus = [
-            "======== Autoscaler status: 2025-11-21 10:00:00 ========",
-            "Node status",
-            "---------------------------------------------------------------",
-            "Active:",
-            " 1 node_5c6a0cd4e8b1f0b0a8c7",
-            " 1 node_9f1e2d3c4b5a69788776",
-            "Pending:",
-            " (no pending nodes)",
-            "Recent failures:",
-            " (no failures)",
-            "",
-            "Resources",
-            "---------------------------------------------------------------",
-            "Usage:",
-            " 0.0/40.0 CPU",
-            " 0.0/2.0 GPU",
-            " 0B/200.00MiB object_store_memory",
-        ].join("\n");
+    it("ray readiness counts ALIVE nodes and their GPUs in the GCS node table, and gives up when bounded", () => {
+        // A stand-in for the few names of Ray's Python API the probe uses (Ray 2.60:
+        // ray._raylet.GcsClient.get_all_node_info, gcs_pb2.GcsNodeInfo.GcsNodeState.ALIVE).
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ray-ready-"));
+        const write = (file: string, text: string) => {
+            fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+            fs.writeFileSync(path.join(dir, file), text);
+        };
+        write("ray/__init__.py", "");
+        write("ray/core/__init__.py", "");
+        write("ray/core/generated/__init__.py", "");
+        write("ray/core/generated/gcs_pb2.py", "class GcsNodeInfo:\n    class GcsNodeState:\n        ALIVE = 0\n");
+        write(
+            "ray/_raylet.py",
+            [
+                "import os, types",
+                "class GcsClient:",
+                "    def __init__(self, address):",
+                "        assert address == '192.168.100.11:6379', address",
+                "        assert os.environ.get('RAY_AUTH_TOKEN'), 'the token reaches the probe'",
+                "    def get_all_node_info(self, timeout, state_filter):",
+                "        assert state_filter == 0",
+                "        return {i: types.SimpleNamespace(resources_total={'CPU': 20.0, 'GPU': 1.0}) for i in range(2)}",
+                "",
+            ].join("\n"),
+        );
         try {
-            const status = path.join(dir, "status.txt");
-            fs.writeFileSync(status, rayStatus);
             const envFile = path.join(dir, "ray.env");
             fs.writeFileSync(envFile, renderRayEnv("systemd", "0123456789abcdef0123456789abcdef"));
             const run = (nodes: number, gpus: number) =>
-                spawnSync("bash", ["-c", rayReadyScript(shellJoin(["cat", status]), nodes, gpus, 0, envFile)], { encoding: "utf8" });
+                spawnSync("bash", ["-c", rayReadyScript(shellJoin(rayProbeArgv("192.168.100.11:6379", nodes, gpus, 0.5)), "echo ray status here", envFile)], {
+                    encoding: "utf8",
+                    env: { ...process.env, PYTHONPATH: dir },
+                });
             const ready = run(2, 2);
             assert.equal(ready.status, 0, ready.stdout + ready.stderr);
-            assert.match(ready.stdout, /ray: 2 node\(s\), 2\.0 GPU\(s\)/);
-            assert.notEqual(run(3, 2).status, 0, "a missing node is not ready");
+            assert.match(ready.stdout, /ray: 2 node\(s\), 2 GPU\(s\) after [0-9.]+ s/);
+            const missingNode = run(3, 2);
+            assert.notEqual(missingNode.status, 0, "a missing node is not ready");
+            assert.match(missingNode.stdout, /gave up after 0 s waiting for Ray at 192\.168\.100\.11:6379 to show 3 nodes and 2 GPUs; last seen: 2 node\(s\), 2 GPU\(s\)/);
+            assert.match(missingNode.stdout, /^ray status here$/m, "ray status, for diagnosis, when it gives up");
             assert.notEqual(run(2, 3).status, 0, "a missing GPU is not ready");
         } finally {
             fs.rmSync(dir, { recursive: true, force: true });
         }
+    });
+
+    it("a worker starts beside the head: no wait for the head's port, Ray's own bounded retry instead", () => {
+        const worker = UNITS[1].unit;
+        assert.doesNotMatch(worker, /^ExecStartPre=/m);
+        assert.match(worker, new RegExp(`^Environment="RAY_gcs_server_port_wait_time_s=${RAY_WORKER_GCS_WAIT_SECONDS}"$`, "m"));
+        assert.doesNotMatch(UNITS[0].unit, /RAY_gcs_server_port_wait_time_s/, "the head does not change its own GCS wait");
     });
 });
 

@@ -1,5 +1,5 @@
 // The Ray layer: `ray start --block` argv pinned to the interconnect address,
-// the unit that runs it, and the readiness probe on the head.
+// the unit that runs it, and the readiness probe on the head (the GCS node table, polled).
 import type { Runtime } from "../../config";
 import { EnvFileReader, renderEnvFile } from "./host/envFile";
 import { HOST_LIB } from "./host/lib";
@@ -67,7 +67,16 @@ export function rayStartArgv(spec: RayStartSpec): string[] {
     return argv;
 }
 
-/** The Ray unit of one node: a worker waits (bounded) for the head's GCS port instead of sleeping. */
+/**
+ * How long a worker's `ray start` keeps trying the head's GCS before it gives up (and systemd
+ * starts it again): Ray's own retry, one try about every second
+ * (ray/_private/node.py `_init_gcs_client`, Ray 2.60: `RAY_gcs_server_port_wait_time_s`, by
+ * default 20 tries). With it a worker starts beside the head instead of after the head's port
+ * answers, so the two `ray start`s overlap.
+ */
+export const RAY_WORKER_GCS_WAIT_SECONDS = 300;
+
+/** The Ray unit of one node: a worker starts at once and joins the head by Ray's own bounded retry. */
 export function renderRayUnit(spec: RayStartSpec, runtime: Runtime, envHash: string): string {
     return renderUnit({
         name: UNITS.ray,
@@ -78,30 +87,61 @@ export function renderRayUnit(spec: RayStartSpec, runtime: Runtime, envHash: str
         envFiles: [RUNTIME_ENV_PATH, RAY_ENV_PATH],
         // vLLM's workers under the Ray executor are this raylet's children: offline like vLLM itself
         // (the model sync put the model on every node).
-        environment: { HF_HUB_OFFLINE: "1" },
+        environment: {
+            HF_HUB_OFFLINE: "1",
+            ...(spec.role === "worker" ? { RAY_gcs_server_port_wait_time_s: String(RAY_WORKER_GCS_WAIT_SECONDS) } : {}),
+        },
         inputs: { "runtime.env": envHash },
-        preStart:
-            spec.role === "worker"
-                ? [["/usr/bin/timeout", "300", "/bin/bash", "-c", `until echo > /dev/tcp/${spec.headIp}/${spec.port}; do sleep 2; done 2>/dev/null`]]
-                : undefined,
     });
 }
 
-/** A bounded wait for the Ray cluster to show the expected nodes and GPUs. */
-export function rayReadyScript(rayStatusCommand: string, nodes: number, gpus: number, seconds = 300, envFile = RAY_ENV_PATH): string {
+/**
+ * The readiness probe, run beside Ray with its Python: ONE process that reads the GCS's node
+ * table (ALIVE nodes and their GPUs) every 0.2 s, instead of a `ray status` (1-1.5 s of imports
+ * and an autoscaler report) every 2 s. Says what it waits for, and what it sees, every 10 s.
+ * Arguments: GCS address, nodes, GPUs, seconds. Exit 0 when ready, 1 when it gave up.
+ */
+export const RAY_PROBE_PY = String.raw`import sys, time
+address, nodes, gpus, limit = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+start = time.monotonic()
+from ray._raylet import GcsClient
+from ray.core.generated.gcs_pb2 import GcsNodeInfo
+what = "Ray at %s to show %d nodes and %g GPUs" % (address, nodes, gpus)
+seen, client, said = "the GCS has not answered yet", None, start
+while True:
+    try:
+        if client is None:
+            client = GcsClient(address=address)
+        alive = list(client.get_all_node_info(timeout=5, state_filter=GcsNodeInfo.GcsNodeState.ALIVE).values())
+        have = sum(float(n.resources_total.get("GPU", 0)) for n in alive)
+        seen = "%d node(s), %g GPU(s)" % (len(alive), have)
+        if len(alive) >= nodes and have >= gpus:
+            print("ray: %s after %.1f s" % (seen, time.monotonic() - start), flush=True)
+            sys.exit(0)
+    except Exception as err:
+        client, seen = None, "the GCS does not answer (%s)" % type(err).__name__
+    now = time.monotonic()
+    if now - start >= limit:
+        print("[spark-cluster] gave up after %d s waiting for %s; last seen: %s" % (limit, what, seen), flush=True)
+        sys.exit(1)
+    if now - said >= 10:
+        print("[spark-cluster] waiting for %s: %s (%d s of %d s)" % (what, seen, now - start, limit), flush=True)
+        said = now
+    time.sleep(0.2)
+`;
+
+/** The probe's argv (see {@link RAY_PROBE_PY}), for `execBeside` the Ray unit. */
+export function rayProbeArgv(address: string, nodes: number, gpus: number, seconds = 300): string[] {
+    return ["python3", "-c", RAY_PROBE_PY, address, String(nodes), String(gpus), String(seconds)];
+}
+
+/** A bounded wait for the Ray cluster to show the expected nodes and GPUs; `ray status` on failure, for diagnosis. */
+export function rayReadyScript(probeCommand: string, rayStatusCommand: string, envFile = RAY_ENV_PATH): string {
     return bashScript([
         HOST_LIB,
-        // `ray status` authenticates like every member: the token comes from the root-only env file.
+        // The probe authenticates like every member: the token comes from the root-only env file.
         `set -a; . ${shellQuote(envFile)}; set +a`,
-        `ray_ready() {`,
-        `  local out; out=$(${rayStatusCommand} 2>/dev/null) || return 1`,
-        `  local n g`,
-        `  n=$(printf '%s\\n' "$out" | awk '/^Active:/{a=1;next} /^Pending:/{a=0} a && /node_/{c++} END{print c+0}')`,
-        `  g=$(printf '%s\\n' "$out" | grep -oE '[0-9.]+/[0-9.]+ GPU' | head -n 1 | sed 's#.*/##; s# GPU##')`,
-        `  echo "ray: $n node(s), \${g:-0} GPU(s)"`,
-        `  [ "$n" -ge ${nodes} ] && awk -v g="\${g:-0}" 'BEGIN{exit !(g+0 >= ${gpus})}'`,
-        `}`,
-        `if ! sc_wait ${seconds} "Ray to show ${nodes} nodes and ${gpus} GPUs" ray_ready; then`,
+        `if ! ${probeCommand}; then`,
         `  ${rayStatusCommand} || true`,
         `  exit 1`,
         `fi`,
