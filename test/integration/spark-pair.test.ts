@@ -51,11 +51,59 @@ withExclusiveLab({ setUp: () => void run(undefined, path.join(root, "lab", "lab.
 /** Everything of ours a destroy must remove from a node. */
 const OUR_PATHS = [NETPLAN_PATH, CONFIG_DIR, STATE_DIR, unitPath(UNITS.ray), unitPath(UNITS.vllm), unitPath(UNITS.pfc), unitPath(UNITS.firewall), PEERMEM_CONF];
 
-/** The lab stack as committed runs the container runtime; the venv variant swaps the runtimes. */
+/**
+ * The NCCL check, on: the lab lends torch to its runtimes (lab/README.md), torch sees no GPU, so
+ * the check runs gloo over the lab's veth links; it reports whatever transport that is, with a
+ * pass mark the veth link clears.
+ */
+const CHECK_PASS_MARK = "0.001";
+function withCheck(config: string): string {
+    const on = config.replace(
+        /^  spark-cluster:check:\n    enabled: false\n/m,
+        `  spark-cluster:check:\n    enabled: true\n    requireTransport: any\n    passMarkGBps: ${CHECK_PASS_MARK}\n`,
+    );
+    assert.notEqual(on, config, "Pulumi.dev.yaml has the check block this test turns on");
+    return on;
+}
+
+/** The lab stack as committed runs the container runtime; the venv variant swaps the runtimes (and runs the check). */
 const RUNTIMES = {
     docker: (config: string) => config,
-    venv: (config: string) => config.replace(/^(\s*)runtime: \{kind: docker[^}]*\}$/gm, "$1runtime: {kind: venv, path: /opt/lab-venv}"),
+    venv: (config: string) => withCheck(config.replace(/^(\s*)runtime: \{kind: docker[^}]*\}$/gm, "$1runtime: {kind: venv, path: /opt/lab-venv}")),
 } as const;
+
+/**
+ * Secrets with the characters that break quoting somewhere (quotes, backslashes, `$`, `%`, a
+ * backtick, `#`, a space): they must reach vLLM and the hub byte for byte and nowhere else.
+ */
+const HOSTILE_API_KEY = `sk-lab only'"\\$HOME%n%%\`id\`$(id)#;&|<>{}=~!`;
+const HOSTILE_HF_TOKEN = `hf_lab'"\\$USER%i%%\`x\` $(true)#token`;
+
+/**
+ * Every place a secret must not be in plaintext on a node: the process list, the journal, our
+ * unit files, and any file a non-root user could read (mode with group or other read).
+ */
+function assertSecretConfinedOn(node: NodeName, name: string, secret: string): void {
+    // As written, and as JSON writers escape it (JavaScript's, and Go's, which also escapes < > &:
+    // containerd and docker keep a container's environment in JSON files).
+    const json = JSON.stringify(secret).slice(1, -1);
+    const goJson = json.replace(/</g, "\\u003c").replace(/>/g, "\\u003e").replace(/&/g, "\\u0026");
+    const needles = [...new Set([secret, json, goJson])];
+    assert.ok(!ssh(node, "ps -eo args").includes(secret), `${name} in ps on ${node}`);
+    const journal = ssh(node, "journalctl --no-pager -q 2>/dev/null || true");
+    const units = ssh(node, `cat ${unitPath(UNITS.ray)} ${unitPath(UNITS.vllm)} 2>/dev/null || true`);
+    for (const needle of needles) {
+        assert.ok(!journal.includes(needle), `${name} in the journal on ${node}`);
+        assert.ok(!units.includes(needle), `${name} in a unit file on ${node}`);
+    }
+    // Files holding it that the user `nobody` can open (path traversable and file readable).
+    const patterns = needles.map((n) => `-e ${shellQuote(n)}`).join(" ");
+    const readable = ssh(
+        node,
+        `grep -rlF --no-messages ${patterns} /etc /var /run /opt /root /home /tmp /srv 2>/dev/null | while read -r f; do setpriv --reuid=nobody --regid=nogroup --clear-groups -- head -c 1 "$f" >/dev/null 2>&1 && echo "$f"; done || true`,
+    ).trim();
+    assert.equal(readable, "", `${name} in files readable by non-root users on ${node}: ${readable}`);
+}
 
 for (const [runtime, adaptConfig] of Object.entries(RUNTIMES)) {
     describe(`pulumi up / destroy on the lab's Spark pair, Ray executor (${runtime} runtime)`, { timeout: 3_600_000 }, () => {
@@ -70,7 +118,10 @@ for (const [runtime, adaptConfig] of Object.entries(RUNTIMES)) {
             for (const node of members) {
                 originalMtu[node] = ssh(node, "cat /sys/class/net/enp1s0f1np1/mtu /sys/class/net/enP2p1s0f1np1/mtu");
             }
+            pulumiWithConfig(session, "config", "set", "--secret", "spark-cluster:apiKey", HOSTILE_API_KEY);
+            pulumiWithConfig(session, "config", "set", "--secret", "spark-cluster:hfToken", HOSTILE_HF_TOKEN);
             apiKey = apiKeyOf(session);
+            assert.equal(apiKey, HOSTILE_API_KEY);
         });
 
         it("converges bare nodes and answers a chat completion placed on both nodes", async () => {
@@ -83,7 +134,27 @@ for (const [runtime, adaptConfig] of Object.entries(RUNTIMES)) {
             const text = await chat(endpoint, apiKey, "tiny-chat");
             assert.match(text, /spark-a/);
             assert.match(text, /spark-b/);
+            // The key vLLM checks is the configured one, byte for byte: one character less is refused.
+            const refused = await fetch(`${endpoint}/models`, { headers: { Authorization: `Bearer ${apiKey.slice(0, -1)}` } });
+            assert.equal(refused.status, 401, "a key one character short is refused");
+            // The hub saw the token (the stand-in logs token=yes, never the token).
+            // (on a docker node the download runs in a container, which logs into the node's HF cache)
+            const log = ssh("spark-a", "cat /var/lib/lab-sim/hf-downloads.log /root/.cache/huggingface/.lab-sim-hf-downloads.log 2>/dev/null || true");
+            assert.match(log, /lab\/tiny-chat .*token=yes/);
         });
+
+        if (runtime === "venv") {
+            it("the NCCL check ran on every node (gloo over the veth links) and reported a bandwidth", (t) => {
+                const results = JSON.parse(pulumi(session, "stack", "output", "ncclCheck", "--json")) as Record<string, string>;
+                for (const node of members) {
+                    t.diagnostic(`${node}: ${results[node]}`);
+                    const match = /^pass: busbw ([0-9.]+) GB\/s over gloo\/TCP \(pass mark ([0-9.]+) GB\/s\)$/.exec(results[node]);
+                    assert.ok(match, `${node}: ${results[node]}`);
+                    assert.ok(Number(match[1]) > 0, `${node} measured a bandwidth`);
+                    assert.equal(Number(match[2]), Number(CHECK_PASS_MARK));
+                }
+            });
+        }
 
         it("left the nodes as rendered: addresses, MTU 9000, PFC, nccl.conf, units, Ray with token auth", () => {
             const expected: Record<string, string[]> = {
@@ -148,7 +219,7 @@ for (const [runtime, adaptConfig] of Object.entries(RUNTIMES)) {
             assert.match(text, /spark-a/);
         });
 
-        it("keeps the API key, the Ray token and the SSH key out of state, command outputs, unit files and ps", () => {
+        it("keeps the API key, the HF token, the Ray token and the SSH key out of state, command outputs, unit files, ps, journals and readable files", () => {
             const state = pulumi(session, "stack", "export");
             const sshKey = fs.readFileSync(labKey, "utf8");
             const keyBody = sshKey.split("\n").filter((l) => l && !l.startsWith("-----"));
@@ -157,18 +228,17 @@ for (const [runtime, adaptConfig] of Object.entries(RUNTIMES)) {
                 assert.ok(!state.includes(line), "SSH private key material in stack export");
             }
             assert.doesNotMatch(state, /BEGIN OPENSSH PRIVATE KEY/);
+            assert.ok(!state.includes(HOSTILE_HF_TOKEN), "HF token in stack export");
+            // The escaped forms (JSON in state) must not carry them either.
+            assert.ok(!state.includes(JSON.stringify(apiKey).slice(1, -1)), "API key (JSON-escaped) in stack export");
+            assert.ok(!state.includes(JSON.stringify(HOSTILE_HF_TOKEN).slice(1, -1)), "HF token (JSON-escaped) in stack export");
             const token = ssh("spark-a", `sed -n 's/^RAY_AUTH_TOKEN=//p' ${RAY_ENV_PATH}`).trim().replace(/^"|"$/g, "");
             assert.ok(token.length >= 32, "the head has a Ray token");
             assert.ok(!state.includes(token), "Ray token in stack export");
             for (const node of members) {
-                const ps = ssh(node, "ps -eo args");
-                assert.ok(!ps.includes(apiKey), `API key in ps on ${node}`);
-                assert.ok(!ps.includes(token), `Ray token in ps on ${node}`);
-                assert.ok(
-                    !ssh(node, `cat ${unitPath(UNITS.ray)} ${unitPath(UNITS.vllm)} 2>/dev/null || true`).includes(token),
-                    `Ray token in a unit file on ${node}`,
-                );
-                assert.ok(!ssh(node, "journalctl --no-pager -q 2>/dev/null || true").includes(token), `Ray token in the journal on ${node}`);
+                assertSecretConfinedOn(node, "API key", apiKey);
+                assertSecretConfinedOn(node, "HF token", HOSTILE_HF_TOKEN);
+                assertSecretConfinedOn(node, "Ray token", token);
             }
         });
 
@@ -251,7 +321,7 @@ for (const executor of ["ray", "mp"] as const) {
         const usersTable: Partial<Record<NodeName, string>> = {};
 
         before(() => {
-            session = newSession();
+            session = newSession(executor === "mp" ? withCheck : undefined);
             setConfig(session, "spark-cluster:model.executor", executor);
             apiKey = apiKeyOf(session);
             for (const node of members) {
@@ -306,6 +376,33 @@ for (const executor of ["ray", "mp"] as const) {
                 assert.match(status, /2\.0 GPU/);
             });
         } else {
+            it("the NCCL check ran in the image's container on every node and reported a bandwidth; below its pass mark it fails up, naming the node", (t) => {
+                const results = JSON.parse(pulumi(session, "stack", "output", "ncclCheck", "--json")) as Record<string, string>;
+                for (const node of members) {
+                    t.diagnostic(`${node}: ${results[node]}`);
+                    assert.match(results[node], /^pass: busbw [0-9.]*[1-9][0-9.]* GB\/s over gloo\/TCP \(pass mark 0\.001 GB\/s\)$/);
+                }
+                const config = fs.readFileSync(session.configFile, "utf8");
+                const unreachable = config.replace(`passMarkGBps: ${CHECK_PASS_MARK}`, "passMarkGBps: 9999");
+                assert.notEqual(unreachable, config);
+                fs.writeFileSync(session.configFile, unreachable);
+                let failed = "";
+                try {
+                    pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+                } catch (err) {
+                    failed = (err as Error).message;
+                } finally {
+                    fs.writeFileSync(session.configFile, config);
+                }
+                assert.notEqual(failed, "", "up passed with a pass mark of 9999 GB/s");
+                assert.match(failed, /spark-a-check/);
+                assert.match(failed, /result=fail/);
+                assert.match(failed, /reason=below-pass-mark/);
+                t.diagnostic(failed.split("\n").find((l) => l.includes("result=fail")) ?? "");
+                pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+                assert.match(pulumi(session, "stack", "output", "ncclCheck"), /pass: busbw/);
+            });
+
             it("runs no Ray anywhere, and vLLM on every node (rank 1 headless)", () => {
                 for (const node of members) {
                     assert.equal(ssh(node, `ls ${unitPath(UNITS.ray)} 2>/dev/null || true`).trim(), "", `${node} has no Ray unit`);
