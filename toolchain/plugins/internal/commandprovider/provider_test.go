@@ -530,6 +530,23 @@ func TestDeleteUsesOldConnection(t *testing.T) {
 	}
 }
 
+// withDial is connection c with the given dialErrorLimit and perDialTimeout.
+func withDial(c resource.PropertyValue, limit, timeout float64) resource.PropertyValue {
+	inner, _ := unwrapSecret(c)
+	m := inner.ObjectValue().Copy()
+	m["dialErrorLimit"] = resource.NewNumberProperty(limit)
+	m["perDialTimeout"] = resource.NewNumberProperty(timeout)
+	return secret(resource.NewObjectProperty(m))
+}
+
+// withProxy is connection c reached through proxy.
+func withProxy(c, proxy resource.PropertyValue) resource.PropertyValue {
+	inner, _ := unwrapSecret(c)
+	m := inner.ObjectValue().Copy()
+	m["proxy"] = proxy
+	return secret(resource.NewObjectProperty(m))
+}
+
 func TestDiff(t *testing.T) {
 	p, _ := newTestProvider(t)
 	conn := func(host string) resource.PropertyValue {
@@ -621,6 +638,40 @@ func TestDiff(t *testing.T) {
 		},
 		{
 			name: "unknown connection", olds: base(), news: with("connection", secret(unknown())),
+			changes: pulumirpc.DiffResponse_DIFF_SOME, diffs: []string{"connection"}, kind: pulumirpc.PropertyDiff_UPDATE,
+		},
+		// Run settings alone are no diff: they change how the provider runs, not what runs on the host.
+		{
+			name: "dial settings changed", olds: with("connection", withDial(conn("10.0.0.1"), 20, 10)),
+			news: with("connection", withDial(conn("10.0.0.1"), 10, 5)), changes: pulumirpc.DiffResponse_DIFF_NONE,
+		},
+		{
+			name: "dial settings added", olds: base(),
+			news: with("connection", withDial(conn("10.0.0.1"), 10, 5)), changes: pulumirpc.DiffResponse_DIFF_NONE,
+		},
+		{
+			name:    "proxy dial settings changed",
+			olds:    with("connection", withProxy(conn("10.0.0.1"), withDial(conn("10.0.0.9"), 20, 10))),
+			news:    with("connection", withProxy(conn("10.0.0.1"), withDial(conn("10.0.0.9"), 3, 4))),
+			changes: pulumirpc.DiffResponse_DIFF_NONE,
+		},
+		{
+			name: "addPreviousOutputInEnv changed", olds: base(),
+			news: with("addPreviousOutputInEnv", resource.NewBoolProperty(false)), changes: pulumirpc.DiffResponse_DIFF_NONE,
+		},
+		{
+			name: "addPreviousOutputInEnv removed", olds: base(),
+			news: with("addPreviousOutputInEnv", resource.NewNullProperty()), changes: pulumirpc.DiffResponse_DIFF_NONE,
+		},
+		{
+			name: "host and dial settings changed", olds: with("connection", withDial(conn("10.0.0.1"), 20, 10)),
+			news:    with("connection", withDial(conn("10.0.0.2"), 10, 5)),
+			changes: pulumirpc.DiffResponse_DIFF_SOME, diffs: []string{"connection"}, kind: pulumirpc.PropertyDiff_UPDATE,
+		},
+		{
+			name:    "proxy host changed",
+			olds:    with("connection", withProxy(conn("10.0.0.1"), conn("10.0.0.9"))),
+			news:    with("connection", withProxy(conn("10.0.0.1"), conn("10.0.0.8"))),
 			changes: pulumirpc.DiffResponse_DIFF_SOME, diffs: []string{"connection"}, kind: pulumirpc.PropertyDiff_UPDATE,
 		},
 	}
@@ -872,7 +923,8 @@ func TestDialErrorLimit(t *testing.T) {
 	if err == nil {
 		t.Fatal("expected a dial error")
 	}
-	if !strings.Contains(err.Error(), "after 3 attempt(s)") || !strings.Contains(err.Error(), "refused") {
+	if !strings.Contains(err.Error(), "after 3 attempt(s) in ") || !strings.Contains(err.Error(), "refused") ||
+		!strings.Contains(err.Error(), "(connection.dialErrorLimit 3, perDialTimeout 5s)") {
 		t.Errorf("err = %v", err)
 	}
 	if elapsed > 5*time.Second {
@@ -1151,5 +1203,84 @@ func TestCancelAbortsRunningCommand(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Cancel did not abort the command")
+	}
+}
+
+// A Delete runs with the stored connection and command, but with the run settings of the resource's latest inputs:
+// an `up` that changed only those (no diff, nothing ran) recorded them in the inputs alone.
+func TestDeleteTakesRunSettingsFromLatestInputs(t *testing.T) {
+	s := newTestSSHServer(t)
+	s.refuseEnv["PULUMI_COMMAND_STDOUT"] = true
+	p, logs := newTestProvider(t)
+	deleteCmd := `echo "prev=[$PULUMI_COMMAND_STDOUT]"`
+	id, state := mustCreate(t, p, resource.PropertyMap{
+		"connection": connectionTo(s, nil),
+		"create":     str("echo made"),
+		"delete":     str(deleteCmd),
+	})
+	if v, _ := unwrapSecret(state["addPreviousOutputInEnv"]); !v.IsBool() || !v.BoolValue() {
+		t.Fatalf("the state records addPreviousOutputInEnv: true (the default), got %v", state["addPreviousOutputInEnv"])
+	}
+	runDelete := func(state, inputs resource.PropertyMap) error {
+		req := &pulumirpc.DeleteRequest{Id: id, Urn: testURN, Type: RemoteCommandToken, Properties: mustMarshal(t, state)}
+		if inputs != nil {
+			req.OldInputs = mustMarshal(t, inputs)
+		}
+		_, err := p.Delete(context.Background(), req)
+		return err
+	}
+
+	// Without newer inputs: the stored setting, so the refused variable is a warning (upstream behaviour).
+	if err := runDelete(state, nil); err != nil {
+		t.Fatal(err)
+	}
+	if w := logs.messages(pulumirpc.LogSeverity_WARNING); len(w) != 1 || !strings.Contains(w[0], "AcceptEnv") {
+		t.Errorf("warnings = %q", w)
+	}
+
+	// The latest inputs say addPreviousOutputInEnv: false: nothing is asked of sshd, no warning.
+	logs.reset()
+	latest := check(t, p, resource.PropertyMap{
+		"connection":             connectionTo(s, nil),
+		"create":                 str("echo made"),
+		"delete":                 str(deleteCmd),
+		"addPreviousOutputInEnv": resource.NewBoolProperty(false),
+	})
+	if err := runDelete(state, latest); err != nil {
+		t.Fatal(err)
+	}
+	if w := logs.messages(pulumirpc.LogSeverity_WARNING); len(w) != 0 {
+		t.Errorf("warnings with addPreviousOutputInEnv false = %q", w)
+	}
+	if env := s.lastEnv(); len(env) != 0 {
+		t.Errorf("delete env = %v", env)
+	}
+	if _, _, cmds := s.stats(); cmds[len(cmds)-1] != deleteCmd {
+		t.Errorf("the stored delete command ran? %q", cmds)
+	}
+
+	// Dial settings come from the latest inputs too: the stored state allows 4 attempts, the inputs 1.
+	port := closedPort(t)
+	dead := func(limit float64) resource.PropertyValue {
+		return connectionTo(s, resource.PropertyMap{
+			"port":           resource.NewNumberProperty(float64(port)),
+			"dialErrorLimit": resource.NewNumberProperty(limit),
+		})
+	}
+	stored := state.Copy()
+	stored["connection"] = dead(4)
+	inputs := state.Copy()
+	delete(inputs, "stdout")
+	delete(inputs, "stderr")
+	inputs["connection"] = dead(1)
+	err := runDelete(stored, inputs)
+	if err == nil || !strings.Contains(err.Error(), "after 1 attempt(s)") {
+		t.Errorf("delete with the latest dial settings: err = %v", err)
+	}
+	// Inputs for another host are not taken: the stored connection is what Delete uses.
+	inputs["connection"] = connectionTo(s, resource.PropertyMap{"dialErrorLimit": resource.NewNumberProperty(1)})
+	err = runDelete(stored, inputs)
+	if err == nil || !strings.Contains(err.Error(), "after 4 attempt(s)") {
+		t.Errorf("delete with inputs for another address: err = %v", err)
 	}
 }

@@ -185,8 +185,33 @@ func oldInputsOf(req *pulumirpc.DiffRequest) (resource.PropertyMap, error) {
 	return olds, nil
 }
 
+// runSettings are the inputs that only say how the provider runs a command, not what runs on the host: how it dials
+// (connection.dialErrorLimit, connection.perDialTimeout, and the proxy's) and whether the previous output is exported
+// to the next run (addPreviousOutputInEnv). Changing them is no diff (upstream re-runs the command for it): a program
+// can tighten how long a step waits for a node that is gone, or stop asking for PULUMI_COMMAND_STDOUT, without
+// running every command of a deployed stack again. The engine records the new inputs all the same, and Delete reads
+// these settings from them (see deleteSettings).
+var dialSettingKeys = []resource.PropertyKey{"dialErrorLimit", "perDialTimeout"}
+
+// withoutDialSettings is a connection without its dial settings (and its proxy's), for comparison.
+func withoutDialSettings(v resource.PropertyValue) resource.PropertyValue {
+	inner, _ := unwrapSecret(v)
+	if !inner.IsObject() {
+		return v
+	}
+	m := inner.ObjectValue().Copy()
+	for _, k := range dialSettingKeys {
+		delete(m, k)
+	}
+	if proxy, ok := m["proxy"]; ok {
+		m["proxy"] = withoutDialSettings(proxy)
+	}
+	return resource.NewObjectProperty(m)
+}
+
 // Diff: a change of `triggers` replaces the command, a change of any other input updates it (running `update`, or
-// `create` again). Secret wrappers are ignored in the comparison; an unknown new value counts as a change.
+// `create` again), except a change of the run settings alone (see dialSettingKeys). Secret wrappers are ignored in
+// the comparison; an unknown new value counts as a change.
 func (p *Provider) Diff(_ context.Context, req *pulumirpc.DiffRequest) (*pulumirpc.DiffResponse, error) {
 	if err := checkType(req.GetType(), req.GetUrn()); err != nil {
 		return nil, err
@@ -213,6 +238,7 @@ func (p *Provider) Diff(_ context.Context, req *pulumirpc.DiffRequest) (*pulumir
 	}
 	delete(keys, keyStdout)
 	delete(keys, keyStderr)
+	delete(keys, keyAddPreviousOutputInEnv)
 	sorted := make([]string, 0, len(keys))
 	for k := range keys {
 		sorted = append(sorted, string(k))
@@ -230,6 +256,9 @@ func (p *Provider) Diff(_ context.Context, req *pulumirpc.DiffRequest) (*pulumir
 		}
 		k := resource.PropertyKey(name)
 		o, n := olds[k], news[k]
+		if k == keyConnection && !n.ContainsUnknowns() {
+			o, n = withoutDialSettings(o), withoutDialSettings(n)
+		}
 		oldNull := stripSecrets(o).IsNull()
 		newNull := stripSecrets(n).IsNull()
 		if !n.ContainsUnknowns() && stripSecrets(o).DeepEquals(stripSecrets(n)) {
@@ -471,6 +500,13 @@ func (p *Provider) Delete(ctx context.Context, req *pulumirpc.DeleteRequest) (*e
 	if err != nil {
 		return nil, inputError("state", err)
 	}
+	if oi := req.GetOldInputs(); oi != nil && len(oi.GetFields()) > 0 {
+		oldInputs, err := unmarshal("oldInputs", oi)
+		if err != nil {
+			return nil, err
+		}
+		deleteSettings(in, oldInputs)
+	}
 	spec := runSpec{
 		conn:    in.Connection,
 		command: *in.Delete,
@@ -487,4 +523,22 @@ func (p *Provider) Delete(ctx context.Context, req *pulumirpc.DeleteRequest) (*e
 		return nil, err
 	}
 	return &emptypb.Empty{}, nil
+}
+
+// deleteSettings takes the run settings of a Delete from the resource's latest inputs. The state's outputs hold the
+// inputs of the command's last run: a later `up` that changed only run settings (no diff, so nothing ran) recorded
+// them in the inputs alone. Everything else (host, credentials, the delete command) stays the stored one.
+func deleteSettings(in *commandInputs, inputs resource.PropertyMap) {
+	if v, _ := unwrapSecret(inputs[keyAddPreviousOutputInEnv]); v.IsBool() {
+		in.AddPreviousOutputInEnv = v.BoolValue()
+	}
+	latest, err := parseConnection(inputs[keyConnection], string(keyConnection), true)
+	if err != nil || latest.address() != in.Connection.address() {
+		return
+	}
+	in.Connection.DialErrorLimit, in.Connection.PerDialTimeout = latest.DialErrorLimit, latest.PerDialTimeout
+	if in.Connection.Proxy != nil && latest.Proxy != nil && latest.Proxy.address() == in.Connection.Proxy.address() {
+		in.Connection.Proxy.DialErrorLimit = latest.Proxy.DialErrorLimit
+		in.Connection.Proxy.PerDialTimeout = latest.Proxy.PerDialTimeout
+	}
 }

@@ -226,6 +226,7 @@ func (p *Provider) dialWithRetry(ctx context.Context, c *connection, dial dialFu
 	if maxDelay <= 0 {
 		maxDelay = defaultMaxRetryDelay
 	}
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		client, err := dialOnce(ctx, dial, addr, config, timeout)
 		if err == nil {
@@ -239,8 +240,9 @@ func (p *Provider) dialWithRetry(ctx context.Context, c *connection, dial dialFu
 			return nil, mismatch
 		}
 		if limit > 0 && attempt >= limit {
-			return nil, fmt.Errorf("failed to connect to %s %s after %d attempt(s): %w",
-				what, c.target(), attempt, err)
+			return nil, fmt.Errorf("failed to connect to %s %s after %d attempt(s) in %s "+
+				"(connection.dialErrorLimit %d, perDialTimeout %ds): %w",
+				what, c.target(), attempt, time.Since(start).Round(100*time.Millisecond), limit, c.PerDialTimeout, err)
 		}
 		limitText := "unlimited"
 		if limit > 0 {
