@@ -11,6 +11,8 @@ import { remoteCommand } from "./render/host/shell";
 
 export type Connection = command.types.input.remote.ConnectionArgs;
 
+const COMMAND_TYPE = "command:remote:Command";
+
 /** What a step needs to run scripts on one node: its connection, and its scripts turned into root commands. */
 export class NodeHost {
     constructor(
@@ -69,13 +71,84 @@ let placeholderInUse = false;
  * one registered later would miss its children. A no-op at `up` (no placeholder is made there).
  */
 export function ignorePlaceholderKey(args: pulumi.ResourceTransformationArgs): pulumi.ResourceTransformationResult | undefined {
-    if (!placeholderInUse || args.type !== "command:remote:Command") {
+    if (!placeholderInUse || args.type !== COMMAND_TYPE) {
         return undefined;
     }
     return { props: args.props, opts: pulumi.mergeOptions(args.opts, { ignoreChanges: [PREVIEW_IGNORED_KEY_PATH] }) };
 }
+
+/**
+ * Every remote.Command of the program: no `PULUMI_COMMAND_STDOUT`/`STDERR` for the next run (none
+ * of our scripts reads them). Asking for them makes sshd refuse (they are not in its `AcceptEnv`)
+ * and the provider warn about it on every update and delete. Our provider does not count this
+ * input in its diff, so a stack deployed before this setting sees no change.
+ */
+export function withoutPreviousOutputInEnv(args: pulumi.ResourceTransformationArgs): pulumi.ResourceTransformationResult | undefined {
+    if (args.type !== COMMAND_TYPE) {
+        return undefined;
+    }
+    return { props: { ...args.props, addPreviousOutputInEnv: false }, opts: args.opts };
+}
 if (pulumi.runtime.getStackResource() !== undefined) {
     pulumi.runtime.registerStackTransformation(ignorePlaceholderKey);
+    pulumi.runtime.registerStackTransformation(withoutPreviousOutputInEnv);
+}
+
+/** The inputs a retired node's commands keep from the stack's state: all of them. */
+export const RETIRED_IGNORED_INPUTS = ["*"];
+
+/**
+ * A command of a retired node (`nodes[].retired`): it keeps every input the state holds
+ * (`ignoreChanges: ["*"]`, so `up` never updates it), runs nothing when it is not in the state yet
+ * (empty create and delete), and leaves the stack without its delete (`retainOnDelete`): when the
+ * node is removed from the config, or by `pulumi destroy --run-program`, whose steps take the
+ * program's options. Nothing is ever run on a retired node.
+ */
+export function retiredCommand(args: pulumi.ResourceTransformationArgs): pulumi.ResourceTransformationResult | undefined {
+    if (args.type !== COMMAND_TYPE) {
+        return undefined;
+    }
+    // Every key stays (the SDK makes the resource's outputs, stdout among them, from these keys).
+    const inert = Object.fromEntries(Object.keys(args.props).map((key) => [key, undefined]));
+    return {
+        props: { ...inert, connection: args.props.connection, create: "", delete: "" },
+        opts: pulumi.mergeOptions(args.opts, { retainOnDelete: true, ignoreChanges: RETIRED_IGNORED_INPUTS }),
+    };
+}
+
+/** How the provider pauses between tries (toolchain/plugins/internal/commandprovider/ssh.go): 0.1 s, growing 1.5x, at most 5 s. */
+const DIAL_PAUSE = { firstSeconds: 0.1, growth: 1.5, maxSeconds: 5 };
+
+/** The bound of one try to reach a node: TCP connect and SSH handshake (the provider's perDialTimeout). */
+export const SSH_TRY_SECONDS = 5;
+
+/** How a node's connection dials: the provider's own settings, and the longest it can take to give up. */
+export interface SshDialBudget {
+    /** Tries before the step fails (`connection.dialErrorLimit`). */
+    dialErrorLimit: number;
+    /** Seconds each try may take (`connection.perDialTimeout`). */
+    perDialTimeout: number;
+    /** Every try timing out, plus the pauses between them: never more than the budget. */
+    worstCaseSeconds: number;
+}
+
+/**
+ * The most tries of {@link SSH_TRY_SECONDS} each that fit, with the provider's pauses between
+ * them, in `connectTimeoutSeconds` (`nodes[].ssh.connectTimeoutSeconds`): a step on a node that
+ * is gone fails within it. A try that fails at once (connection refused) leaves the rest of the
+ * budget unused: the provider counts tries, not time (as upstream's `dialErrorLimit` does).
+ */
+export function sshDialBudget(connectTimeoutSeconds: number): SshDialBudget {
+    const perDialTimeout = Math.min(SSH_TRY_SECONDS, connectTimeoutSeconds);
+    let dialErrorLimit = 1;
+    let worst = perDialTimeout;
+    let pause = DIAL_PAUSE.firstSeconds;
+    while (worst + pause + perDialTimeout <= connectTimeoutSeconds) {
+        worst += pause + perDialTimeout;
+        dialErrorLimit += 1;
+        pause = Math.min(pause * DIAL_PAUSE.growth, DIAL_PAUSE.maxSeconds);
+    }
+    return { dialErrorLimit, perDialTimeout, worstCaseSeconds: Math.round(worst * 10) / 10 };
 }
 
 /**
@@ -103,13 +176,14 @@ export function nodeConnection(node: NodeConfig): pulumi.Output<Connection> {
             );
         }
     }
+    const { dialErrorLimit, perDialTimeout } = sshDialBudget(node.ssh.connectTimeoutSeconds);
     return pulumi.secret({
         host: node.ssh.host,
         port: node.ssh.port,
         user: node.ssh.user,
         privateKey: text,
-        // Bounded: 20 dials of 10 s each before the step fails.
-        dialErrorLimit: 20,
-        perDialTimeout: 10,
+        // A node that does not answer fails the step within ssh.connectTimeoutSeconds.
+        dialErrorLimit,
+        perDialTimeout,
     });
 }

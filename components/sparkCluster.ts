@@ -3,6 +3,7 @@ import type { Config } from "../config";
 import { ClusterNode } from "./clusterNode";
 import { hostKeyFingerprint } from "./hostKey";
 import { ModelSync } from "./modelSync";
+import { retiredCommand } from "./nodeConnection";
 import { rayAuthStatus } from "./nodeFacts";
 import { typeToken } from "./package";
 import { RayHead } from "./rayHead";
@@ -22,6 +23,11 @@ export interface SparkClusterArgs {
  * interconnect → PFC → NCCL → the NCCL check, nodes in parallel), then Ray head and workers (Ray
  * executor) beside the model sync
  * ({@link ModelSync}: the model on every node), then vLLM, each a child of its node. Exports the endpoint.
+ *
+ * A retired node (`nodes[].retired`) stays in the plan, so nothing about the other nodes changes,
+ * but every command on it (its ClusterNode's, and the model sync's steps that wait for its host
+ * layers) goes through {@link retiredCommand}: nothing runs there, and its resources leave the
+ * stack without their delete.
  */
 export class SparkCluster extends pulumi.ComponentResource {
     /** OpenAI-compatible base URL. */
@@ -44,7 +50,24 @@ export class SparkCluster extends pulumi.ComponentResource {
     constructor(name: string, args: SparkClusterArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
         const config = args.config;
-        const nodes = config.nodes.map((node) => new ClusterNode(node.name, { node, cluster: config }, { parent: this }));
+        const nodes = config.nodes.map(
+            (node) => new ClusterNode(node.name, { node, cluster: config }, { parent: this, ...(node.retired ? { transformations: [retiredCommand] } : {}) }),
+        );
+        const retired = nodes.filter((n) => n.node.retired);
+        for (const n of retired) {
+            pulumi.log.warn(
+                `${n.node.name} is retired (nodes[${config.nodes.indexOf(n.node)}].retired): nothing runs on it, and its resources leave the stack ` +
+                    "without their delete (nothing on the node is cleaned up). After an up with it retired, remove it from nodes and run up " +
+                    "to plan the cluster without it; or tear the stack down with pulumi destroy --run-program.",
+                n,
+            );
+        }
+        // The model sync's steps on a retired node: each step on a node waits for that node's host layers.
+        const retiredHostLayers = new Set<pulumi.Resource>(retired.flatMap((n) => n.hostReady));
+        const onRetiredNode = (step: pulumi.ResourceTransformationArgs) => {
+            const deps = step.opts.dependsOn;
+            return (Array.isArray(deps) ? deps : [deps]).some((dep) => pulumi.Resource.isInstance(dep) && retiredHostLayers.has(dep));
+        };
         const head = nodes[config.nodes.indexOf(config.head)];
         const workers = nodes.filter((n) => n !== head);
 
@@ -95,7 +118,10 @@ export class SparkCluster extends pulumi.ComponentResource {
                 apiKey: pulumi.secret(config.apiKey.reveal()),
                 hfToken: config.hfToken ? pulumi.secret(config.hfToken.reveal()) : undefined,
             },
-            { parent: this },
+            {
+                parent: this,
+                transformations: [(step) => (onRetiredNode(step) ? retiredCommand(step) : undefined)],
+            },
         );
 
         // Ray executor: vLLM on the head only. mp executor: on every node, rank 0 the head.

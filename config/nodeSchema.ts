@@ -8,6 +8,9 @@ import { interfaceAddressProblem } from "./ipv4";
 import { DEFAULT_VLLM_IMAGE } from "./namespace";
 import { DNS_LABEL, IFNAME, IMAGE_REFERENCE, hostOrIpv4, keyFilePath, port } from "./schemaFields";
 
+/** How long a step tries to reach a node over SSH before it fails, when `ssh.connectTimeoutSeconds` is not given. */
+export const DEFAULT_SSH_CONNECT_TIMEOUT_SECONDS = 60;
+
 /** How to reach a node over SSH (the management network, not the interconnect). */
 export const SshSchema = z.strictObject({
     /** IPv4 address or hostname of the node's management interface. Required. */
@@ -39,6 +42,19 @@ export const SshSchema = z.strictObject({
         })
         .optional()
         .meta({ example: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI... root@spark-a" }),
+    /**
+     * How long a step keeps trying to open its SSH connection to the node before it fails, naming
+     * the node's step and the address it tried: a node that is gone fails its own steps within this
+     * bound, and the other nodes go on (`pulumi up --continue-on-error`). Tries are bounded by 5 s
+     * each, with growing pauses between them; a node that refuses at once (sshd not up yet) is
+     * given up on sooner. Defaults to 60.
+     */
+    connectTimeoutSeconds: z
+        .int()
+        .min(5)
+        .max(3600)
+        .optional()
+        .meta({ example: String(DEFAULT_SSH_CONNECT_TIMEOUT_SECONDS) }),
 });
 
 /** Runs vLLM and Ray in a container driven by a systemd unit (Spark and workstation). */
@@ -139,5 +155,13 @@ export const NodeSchema = z
             .min(1)
             .max(2)
             .meta({ example: "[{ name: enp1s0f1np1, address: 192.168.100.11/24 }, { name: enP2p1s0f1np1, address: 192.168.101.11/24 }]" }),
+        /**
+         * The node is gone for good: nothing runs on it any more (`up` neither updates nor creates
+         * anything there, nothing is ever deleted on it), and its resources leave the stack without
+         * their delete — when the node is removed from `nodes`, or by `pulumi destroy --run-program`
+         * (a plain `destroy` after an `up`). The rest of the cluster is planned as before until the
+         * node is removed. README, "A node that is gone". Defaults to false.
+         */
+        retired: z.boolean().optional().meta({ example: "true" }),
     })
     .meta({ example: "{ name: spark-a, kind: spark, ssh: { host: 10.0.0.11 }, interconnect: [{ address: 192.168.100.11/24 }] }" });

@@ -11,6 +11,7 @@ import type { FitReport } from "./fitRule";
 import { formatIpv4, formatSubnet, parseCidr } from "./ipv4";
 import {
     CheckSchema,
+    DEFAULT_SSH_CONNECT_TIMEOUT_SECONDS,
     DockerRuntimeSchema,
     InterconnectSchema,
     NcclSchema,
@@ -65,7 +66,7 @@ export interface NodeConfig {
     name: string;
     kind: NodeKind;
     head: boolean;
-    ssh: { host: string; port: number; user: string; privateKey: SshKey; hostKey?: string };
+    ssh: { host: string; port: number; user: string; privateKey: SshKey; hostKey?: string; connectTimeoutSeconds: number };
     gpus: number;
     runtime: Runtime;
     interconnect: InterconnectInterface[];
@@ -73,6 +74,8 @@ export interface NodeConfig {
     ip: string;
     peers: Peer[];
     roce: RoceDecision;
+    /** The node is gone: nothing runs on it, its resources leave the stack without their delete. */
+    retired: boolean;
 }
 
 /** A port opened to everyone in the firewall. */
@@ -246,6 +249,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
             user: node.ssh.user,
             privateKey: sshKeyOf(node),
             ...(node.ssh.hostKey !== undefined ? { hostKey: node.ssh.hostKey } : {}),
+            connectTimeoutSeconds: node.ssh.connectTimeoutSeconds ?? DEFAULT_SSH_CONNECT_TIMEOUT_SECONDS,
         },
         gpus: node.gpus,
         runtime: node.runtime ?? DockerRuntimeSchema.parse({ kind: "docker" }),
@@ -253,6 +257,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         ip: interfaces[i].interconnect[0].ip,
         peers: resolvePeers(interfaces[i], interfaces),
         roce: resolveRoce(node.kind, transport, parsed.roce.enabled),
+        retired: node.retired === true,
     }));
     const head = nodes.find((node) => node.head);
     if (head === undefined) {

@@ -1351,3 +1351,88 @@ describe("the fit check runs at parse time, before any host is touched", () => {
         assert.match(error.message, /does not fit/);
     });
 });
+
+// ---------------------------------------------------------------------------------------------
+// A node that is gone: ssh.connectTimeoutSeconds, retired, and the cluster without the node
+// ---------------------------------------------------------------------------------------------
+
+describe("a node that is gone (nodes[].ssh.connectTimeoutSeconds, nodes[].retired)", () => {
+    test("defaults: 60 s to reach a node over SSH, and no node retired", () => {
+        const config = parse(base());
+        assert.deepEqual(
+            config.nodes.map((n) => [n.name, n.ssh.connectTimeoutSeconds, n.retired]),
+            [
+                ["spark-a", 60, false],
+                ["spark-b", 60, false],
+            ],
+        );
+    });
+
+    test("both are per node, and a retired node stays in the plan (head, GPUs, peers as before)", () => {
+        const config = parse(
+            edited([
+                ["nodes[1].ssh.connectTimeoutSeconds", 20],
+                ["nodes[1].retired", true],
+            ]),
+        );
+        assert.deepEqual(
+            config.nodes.map((n) => [n.name, n.ssh.connectTimeoutSeconds, n.retired]),
+            [
+                ["spark-a", 60, false],
+                ["spark-b", 20, true],
+            ],
+        );
+        assert.equal(config.totalGpus, 2);
+        assert.equal(config.model.tensorParallel, 2);
+        assert.deepEqual(
+            config.nodes[0].peers.map((p) => p.node),
+            ["spark-b", "spark-b"],
+        );
+    });
+
+    const refused: [string, unknown, RegExp][] = [
+        ["nodes[0].ssh.connectTimeoutSeconds", 4, /^spark-cluster:nodes\[0\]\.ssh\.connectTimeoutSeconds: .*5/],
+        ["nodes[0].ssh.connectTimeoutSeconds", 3601, /^spark-cluster:nodes\[0\]\.ssh\.connectTimeoutSeconds: .*3600/],
+        ["nodes[0].ssh.connectTimeoutSeconds", 1.5, /^spark-cluster:nodes\[0\]\.ssh\.connectTimeoutSeconds: /],
+        ["nodes[1].retired", "yes", /^spark-cluster:nodes\[1\]\.retired: /],
+    ];
+    for (const [path, value, expected] of refused) {
+        test(`${path}: ${JSON.stringify(value)} is refused, naming the key`, () => {
+            const error = parseError(edited([[path, value]]));
+            assert.deepEqual(
+                error.issues.map((i) => i.path),
+                [path],
+            );
+            assert.match(error.message, expected);
+        });
+    }
+
+    test("without the node that is gone, the validation says what to change", () => {
+        // A pair cannot lose a node: a cluster needs two (finish it with pulumi destroy instead).
+        const pair = base();
+        pair.nodes = (pair.nodes as unknown[]).slice(0, 1);
+        assert.match(parseError(pair).message, /^spark-cluster:nodes: must list at least 2 items/);
+
+        // Three Sparks on a switch with TP=3, one gone: TP=3 no longer fits the two left.
+        const spark = (name: string, host: string, last: number) => ({
+            name,
+            kind: "spark",
+            ssh: { host },
+            interconnect: [{ address: `192.168.100.${last}/24` }, { address: `192.168.101.${last}/24` }],
+        });
+        const trio = edited([
+            ["interconnect", { topology: "switch" }],
+            ["model.tensorParallel", 3],
+        ]);
+        trio.nodes = [...(trio.nodes as unknown[]), spark("spark-c", "10.0.0.13", 13)];
+        assert.equal(parse(trio).nodes.length, 3, "three Sparks on a switch with TP=3 is fine");
+        trio.nodes = (trio.nodes as unknown[]).filter((n) => (n as { name: string }).name !== "spark-b");
+        const error = parseError(trio);
+        assert.deepEqual(
+            error.issues.map((i) => i.path),
+            ["model.tensorParallel"],
+        );
+        assert.match(error.message, /asks for tensorParallel x pipelineParallel = 3 x 1 = 3 GPUs, but the cluster has 2 GPUs/);
+        assert.match(error.issues[0].example, /tensorParallel: 2/);
+    });
+});
