@@ -1,0 +1,196 @@
+// A node that is gone, on the lab's Spark pair (README, "A node that is gone"): with spark-b's
+// management link down (the host side of its veth on the lab bridge, lab/lib/net.sh), spark-b
+// still runs and its interconnect still carries traffic, but no SSH reaches it:
+//   - `up --continue-on-error` with a change on both nodes fails for spark-b only, within
+//     ssh.connectTimeoutSeconds (60 s by default), naming its step and address; spark-a converges;
+//   - `destroy --continue-on-error` fails for spark-b's steps within the same bound and cleans
+//     spark-a as far as the dependency graph allows (what waits for spark-b's Ray worker and model
+//     copy stays);
+//   - with `nodes[1].retired: true`, `destroy --run-program` finishes the stack: spark-a is clean,
+//     spark-b's resources leave the stack without their delete (nothing ran on spark-b: once its
+//     link is back, everything of ours is still there);
+//   - no output carries a warning about PULUMI_COMMAND_STDOUT / sshd's AcceptEnv.
+// Every wait is bounded; the link is put back up whatever happens.
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync, spawnSync } from "node:child_process";
+import * as path from "node:path";
+import { CONFIG_DIR, NETPLAN_PATH, PEERMEM_CONF, STATE_DIR, UNITS, unitPath } from "../../components/render/paths";
+import { sshRun, withExclusiveLab } from "../lab/lab-harness";
+import { NodeName, Session, newSession, pulumi, removeSession, root, run, setConfig, ssh } from "./stackSession";
+
+withExclusiveLab({ setUp: () => void run(undefined, path.join(root, "lab", "lab.sh"), ["up"], 1800) });
+
+/** The host side of spark-b's management link: veth `scm-<tag>` on the lab bridge sclab0 (lab/lib/net.sh, node_tag). */
+const SPARK_B_MGMT_LINK = "scm-sb";
+const SPARK_B_SSH = "root@10.77.0.12:22";
+/** nodes[].ssh.connectTimeoutSeconds as the lab stack leaves it (the default). */
+const BOUND_SECONDS = 60;
+/** Everything of ours on a node (as spark-pair.test.ts checks after destroy). */
+const OUR_PATHS = [NETPLAN_PATH, CONFIG_DIR, STATE_DIR, unitPath(UNITS.ray), unitPath(UNITS.vllm), unitPath(UNITS.pfc), unitPath(UNITS.firewall), PEERMEM_CONF];
+
+interface Outcome {
+    status: number;
+    output: string;
+    seconds: number;
+}
+
+/** `scripts/pulumi.sh --stack dev ARGS --config-file <session's>`; never throws on a failed operation (bounded). */
+function pulumiOutcome(session: Session, args: string[], timeoutSeconds = 300): Outcome {
+    const start = Date.now();
+    const r = spawnSync(path.join(root, "scripts", "pulumi.sh"), ["--stack", "dev", "--non-interactive", ...args, "--config-file", session.configFile], {
+        cwd: root,
+        encoding: "utf8",
+        timeout: timeoutSeconds * 1000,
+        env: { ...process.env, PULUMI_BACKEND_URL: `file://${session.backend}`, PULUMI_CONFIG_PASSPHRASE: "", PULUMI_CONFIG_PASSPHRASE_FILE: "" },
+    });
+    if (r.error || r.status === null) {
+        throw new Error(`pulumi ${args.join(" ")} did not finish within ${timeoutSeconds} s: ${r.error?.message ?? r.signal}\n${r.stdout}\n${r.stderr}`);
+    }
+    return { status: r.status, output: `${r.stdout}\n${r.stderr}`, seconds: Math.round((Date.now() - start) / 100) / 10 };
+}
+
+/** A failed step, as the CLI lists it under Diagnostics. */
+interface Failure {
+    step: string;
+    message: string;
+}
+
+function failures(output: string): Failure[] {
+    const found: Failure[] = [];
+    const re = /^ {2}command:remote:Command \(([^)]+)\):\n {4}error: (.*)$/gm;
+    for (let m = re.exec(output); m !== null; m = re.exec(output)) {
+        found.push({ step: m[1], message: m[2] });
+    }
+    return found;
+}
+
+/** The provider's "could not reach the node" error: after how many tries, and how long it took. */
+function dialFailure(f: Failure): { attempts: number; seconds: number } | undefined {
+    const m = /^failed to connect to host (\S+) after (\d+) attempt\(s\) in ([0-9.]+)s \(connection\.dialErrorLimit \d+, perDialTimeout \d+s\): (.*)$/.exec(
+        f.message,
+    );
+    return m && m[1] === SPARK_B_SSH ? { attempts: Number(m[2]), seconds: Number(m[3]) } : undefined;
+}
+
+/** The names of the stack's command resources, by node prefix. */
+function stackCommands(session: Session): string[] {
+    const state = JSON.parse(pulumi(session, "stack", "export")) as { deployment: { resources?: { type: string; urn: string }[] } };
+    return (state.deployment.resources ?? []).filter((r) => r.type === "command:remote:Command").map((r) => r.urn.split("::").pop() as string);
+}
+
+function ours(node: NodeName): string[] {
+    return ssh(node, `ls -d ${OUR_PATHS.join(" ")} 2>/dev/null || true`)
+        .trim()
+        .split("\n")
+        .filter(Boolean);
+}
+
+function assertNoEnvWarning(what: string, output: string): void {
+    assert.doesNotMatch(output, /PULUMI_COMMAND_STDOUT|PULUMI_COMMAND_STDERR|AcceptEnv/, `${what}: a warning about what we pass to ourselves`);
+}
+
+function setLink(state: "up" | "down"): void {
+    execFileSync("ip", ["link", "set", "dev", SPARK_B_MGMT_LINK, state], { timeout: 10_000 });
+}
+
+describe("a node that is gone: spark-b's management link down", { timeout: 1_200_000 }, () => {
+    let session: Session;
+    const mtu: Partial<Record<NodeName, string>> = {};
+
+    before(() => {
+        session = newSession();
+        for (const node of ["spark-a", "spark-b"] as const) {
+            mtu[node] = ssh(node, "cat /sys/class/net/enp1s0f1np1/mtu").trim();
+        }
+    });
+
+    after(() => {
+        // Only this link, by its exact name; then the session's stack goes (bounded).
+        try {
+            setLink("up");
+        } finally {
+            removeSession(session);
+        }
+    });
+
+    it("converges both nodes (both reachable)", (t) => {
+        const up = pulumiOutcome(session, ["up", "--yes", "--skip-preview"], 600);
+        assert.equal(up.status, 0, up.output);
+        assertNoEnvWarning("up", up.output);
+        t.diagnostic(`up with both nodes: ${up.seconds} s, ${stackCommands(session).length} commands in the stack`);
+    });
+
+    it("up with a change on both nodes fails for spark-b only, within the bound, naming its step and address; spark-a converges", (t) => {
+        setLink("down");
+        // spark-b still runs (and answers on the interconnect), but SSH cannot reach it.
+        assert.notEqual(sshRun("spark-b", "true", 30_000).status, 0, "spark-b is unreachable over SSH");
+        setConfig(session, "spark-cluster:interconnect.mtu", "8000");
+        const up = pulumiOutcome(session, ["up", "--yes", "--skip-preview", "--continue-on-error"]);
+        assert.notEqual(up.status, 0, "up fails");
+        assertNoEnvWarning("up", up.output);
+        const failed = failures(up.output);
+        assert.ok(failed.length > 0, up.output);
+        for (const f of failed) {
+            assert.match(f.step, /^spark-b-/, `only spark-b's steps fail: ${f.step}: ${f.message}`);
+            const dial = dialFailure(f);
+            assert.ok(dial, `${f.step} failed reaching ${SPARK_B_SSH}: ${f.message}`);
+            assert.ok(dial.seconds <= BOUND_SECONDS, `${f.step} gave up after ${dial.seconds} s (bound ${BOUND_SECONDS} s)`);
+            t.diagnostic(`up: ${f.step} failed after ${dial.attempts} tries in ${dial.seconds} s: ${f.message.split("): ").pop()}`);
+        }
+        assert.deepEqual(
+            failed.map((f) => f.step),
+            ["spark-b-interconnect-apply"],
+            "the MTU change touches netplan only",
+        );
+        assert.equal(ssh("spark-a", "cat /sys/class/net/enp1s0f1np1/mtu").trim(), "8000", "spark-a converged to the new MTU");
+        t.diagnostic(`up: ${up.seconds} s in all (spark-a converged, spark-b failed)`);
+    });
+
+    it("destroy fails for spark-b's steps within the bound and cleans spark-a as far as the graph allows", (t) => {
+        const before = stackCommands(session);
+        const destroy = pulumiOutcome(session, ["destroy", "--yes", "--skip-preview", "--continue-on-error"]);
+        assert.notEqual(destroy.status, 0, "destroy fails");
+        assertNoEnvWarning("destroy", destroy.output);
+        const failed = failures(destroy.output);
+        assert.ok(failed.length > 0, destroy.output);
+        for (const f of failed) {
+            assert.ok(/^spark-b-/.test(f.step) || f.step === "dev-model-pull-spark-b", `only spark-b's steps fail: ${f.step}: ${f.message}`);
+            const dial = dialFailure(f);
+            assert.ok(dial, `${f.step} failed reaching ${SPARK_B_SSH}: ${f.message}`);
+            assert.ok(dial.seconds <= BOUND_SECONDS, `${f.step} gave up after ${dial.seconds} s (bound ${BOUND_SECONDS} s)`);
+            t.diagnostic(`destroy: ${f.step} failed after ${dial.attempts} tries in ${dial.seconds} s`);
+        }
+        const left = stackCommands(session);
+        const leftOnA = left.filter((name) => name.startsWith("spark-a-") || (name.startsWith("dev-model-") && !name.endsWith("-spark-b")));
+        t.diagnostic(`destroy: ${destroy.seconds} s in all; ${before.length - left.length} of ${before.length} commands removed`);
+        t.diagnostic(`left in the stack on spark-a (they wait for spark-b's Ray worker or model copy): ${leftOnA.join(", ")}`);
+        t.diagnostic(`left on spark-a's disk: ${ours("spark-a").join(", ")}`);
+        assert.ok(!left.some((name) => name.startsWith("spark-a-vllm")), "spark-a's vLLM is gone (nothing waits on it)");
+        assert.equal(ssh("spark-a", `ls ${unitPath(UNITS.vllm)} 2>/dev/null || true`).trim(), "", "spark-a's vLLM unit is removed");
+        assert.ok(
+            left.some((name) => name.startsWith("spark-b-")),
+            "spark-b's resources are all still in the stack",
+        );
+    });
+
+    it("retired: destroy --run-program finishes the stack; nothing ran on spark-b", (t) => {
+        setConfig(session, "spark-cluster:nodes[1].retired", "true");
+        const destroy = pulumiOutcome(session, ["destroy", "--yes", "--skip-preview", "--run-program"]);
+        assert.equal(destroy.status, 0, destroy.output);
+        assertNoEnvWarning("destroy", destroy.output);
+        assert.match(destroy.output, /spark-b is retired \(nodes\[1\]\.retired\): nothing runs on it/);
+        assert.deepEqual(stackCommands(session), [], "the stack is empty");
+        assert.deepEqual(ours("spark-a"), [], "spark-a is clean");
+        assert.doesNotMatch(ssh("spark-a", "nft list tables"), /spark_cluster/, "spark-a has no table of ours");
+        assert.equal(ssh("spark-a", "cat /sys/class/net/enp1s0f1np1/mtu").trim(), mtu["spark-a"], "spark-a's MTU is put back");
+        t.diagnostic(`destroy --run-program with spark-b retired: ${destroy.seconds} s`);
+
+        // Back on the network, spark-b shows that nothing ran there: everything of ours is in place.
+        setLink("up");
+        const leftOnB = ours("spark-b");
+        t.diagnostic(`on spark-b, untouched: ${leftOnB.join(", ")}`);
+        assert.ok(leftOnB.includes(NETPLAN_PATH) && leftOnB.includes(unitPath(UNITS.ray)), `spark-b keeps what we left there: ${leftOnB.join(", ")}`);
+        assert.equal(ssh("spark-b", "systemctl is-active spark-cluster-ray.service || true").trim(), "active", "spark-b's Ray still runs");
+    });
+});
