@@ -30,6 +30,12 @@ node_addr() {
     spark-b) echo 10.77.0.12 ;;
     thor-a) echo 10.77.0.21 ;;
     thor-b) echo 10.77.0.22 ;;
+    thor-c) echo 10.77.0.23 ;;
+    thor-d) echo 10.77.0.24 ;;
+    thor-e) echo 10.77.0.25 ;;
+    thor-f) echo 10.77.0.26 ;;
+    thor-g) echo 10.77.0.27 ;;
+    thor-h) echo 10.77.0.28 ;;
     ws-a) echo 10.77.0.31 ;;
     outsider) echo 10.77.0.99 ;;
     *) die "unknown node '$1'" ;;
@@ -50,6 +56,7 @@ node_kind() {
 node_tag() {
   case "$1" in
     spark-a) echo sa ;; spark-b) echo sb ;; thor-a) echo ta ;; thor-b) echo tb ;; ws-a) echo wa ;;
+    thor-c) echo tc ;; thor-d) echo td ;; thor-e) echo te ;; thor-f) echo tf ;; thor-g) echo tg ;; thor-h) echo th ;;
     outsider) echo ox ;;
     *) die "unknown node '$1'" ;;
   esac
@@ -62,12 +69,16 @@ topology_nodes() {
     spark-pair) echo "spark-a spark-b outsider" ;;
     spark-workstation) echo "spark-a ws-a outsider" ;;
     hetero-4) echo "spark-a spark-b thor-a thor-b outsider" ;;
-    *) die "unknown topology '$1' (known: spark-pair, spark-workstation, hetero-4)" ;;
+    # The size sweep of `npm run bench`: N Thors (venv runtime, no Docker) on one switch.
+    thor-switch-2) echo "thor-a thor-b outsider" ;;
+    thor-switch-4) echo "thor-a thor-b thor-c thor-d outsider" ;;
+    thor-switch-8) echo "thor-a thor-b thor-c thor-d thor-e thor-f thor-g thor-h outsider" ;;
+    *) die "unknown topology '$1' (known: spark-pair, spark-workstation, hetero-4, thor-switch-2, thor-switch-4, thor-switch-8)" ;;
   esac
 }
 
 # Every node the lab knows (down stops all of them, whatever the topology was).
-LAB_ALL_NODES=(spark-a spark-b thor-a thor-b ws-a outsider)
+LAB_ALL_NODES=(spark-a spark-b thor-a thor-b thor-c thor-d thor-e thor-f thor-g thor-h ws-a outsider)
 
 # Bounded wait: wait_until TIMEOUT_S INTERVAL_S DESCRIPTION CMD...
 wait_until() {

@@ -107,6 +107,13 @@ ensure_interconnect() {
       # needs to show that a non-member cannot join the Ray cluster or reach internal ports).
       ensure_fabric_port outsider enp1s0f1np1 ic0
       ;;
+    thor-switch-*)
+      # Every Thor's one interconnect port on the switch ic0 (the size sweep of `npm run bench`).
+      local n
+      for n in $(topology_nodes "${topology}"); do
+        [[ "${n}" == outsider ]] || ensure_fabric_port "${n}" enp1s0f1np1 ic0
+      done
+      ;;
     *) die "unknown topology '${topology}'" ;;
   esac
 }

@@ -1,0 +1,443 @@
+#!/usr/bin/env node
+// `npm run bench`: how long the product takes on the lab, by cluster size, next to `ray up`.
+// A benchmark, not a test: it asserts nothing but that each step succeeded, and prints one
+// `BENCH` line per measurement (the stable raw format; see README.md "Speed") and a summary table.
+//
+// Per size N (BENCH_SIZES, default 2,4,8): takes the lab lock (as test/lab/lab-harness.ts does),
+// boots `lab/lab.sh up --topology thor-switch-N` (N Thors, venv runtime, one switch), then
+// BENCH_REPS times (default 3): cold `up` (bare nodes → chat answered, split per layer), no-op
+// `up`, `preview`, a model switch (config change → the new model answering), `destroy`. Before the
+// last destroy, the baseline: our Ray units stopped, `ray up` (local provider, run from the
+// head) with the very `ray start` argv our units run, timed to a formed cluster, twice.
+// Then `lab/lab.sh down` and the lock is given back, so one size holds the lab for minutes only.
+import { execFileSync, spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const SIZES = (process.env.BENCH_SIZES ?? "2,4,8").split(",").map(Number);
+const REPS = Number(process.env.BENCH_REPS ?? 3);
+const LOCK = path.join(os.tmpdir(), "spark-cluster-lab-tests.lock");
+const LAB_KEY = path.join(root, "lab", ".state", "id_ed25519");
+const THORS = ["thor-a", "thor-b", "thor-c", "thor-d", "thor-e", "thor-f", "thor-g", "thor-h"];
+const mgmt = (i) => `10.77.0.${21 + i}`;
+const MODELS = [
+    { source: "lab/tiny-chat", servedName: "tiny-chat" },
+    { source: "Qwen/Qwen2.5-0.5B-Instruct", servedName: "qwen-small" },
+];
+/** Layers by step name (the resource's name, as components/ name them). */
+const LAYERS = [
+    ["ssh", /-(ssh|probe)$/],
+    ["netplan", /-interconnect-apply$/],
+    ["pfc", /-roce-apply$/],
+    ["nccl", /-nccl-(files|check)/],
+    ["firewall", /-firewall-apply$/],
+    // As the issue measures it: the head's unit started → the head ready (every node and GPU).
+    ["ray", /-ray-(head-(unit|ready)|worker-unit)$/],
+    ["model", /-model-/],
+    ["vllm", /-vllm-/],
+];
+
+const results = []; // { nodes, metric, seconds }
+const now = () => performance.now() / 1000;
+const log = (msg) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+function record(nodes, rep, metric, seconds) {
+    results.push({ nodes, metric, seconds });
+    console.log(`BENCH v1 nodes=${nodes} rep=${rep} metric=${metric} seconds=${seconds.toFixed(2)}`);
+}
+
+// --- the lab lock (test/lab/lab-harness.ts: an atomic mkdir with the owner's pid in it) ---------
+function alive(pid) {
+    try {
+        process.kill(pid, 0);
+        return true;
+    } catch {
+        return false;
+    }
+}
+async function takeLock() {
+    const deadline = Date.now() + 3600_000;
+    for (;;) {
+        try {
+            fs.mkdirSync(LOCK);
+            fs.writeFileSync(path.join(LOCK, "pid"), String(process.pid));
+            return;
+        } catch (err) {
+            if (err.code !== "EEXIST") throw err;
+            const owner = Number(fs.readFileSync(path.join(LOCK, "pid"), { encoding: "utf8", flag: "a+" }) || "0");
+            if (owner && !alive(owner)) {
+                fs.rmSync(LOCK, { recursive: true, force: true });
+                continue;
+            }
+            if (Date.now() > deadline) throw new Error(`the lab lock ${LOCK} is still held by pid ${owner} after an hour`);
+            log(`the lab is in use (lock ${LOCK}, pid ${owner || "?"}): waiting`);
+            await new Promise((r) => setTimeout(r, 10_000));
+        }
+    }
+}
+function giveLock() {
+    try {
+        if (fs.readFileSync(path.join(LOCK, "pid"), "utf8") === String(process.pid)) fs.rmSync(LOCK, { recursive: true, force: true });
+    } catch {
+        // not ours
+    }
+}
+
+// --- running things ---------------------------------------------------------------------------
+function sh(file, args, env = {}, timeoutS = 1200) {
+    try {
+        return execFileSync(file, args, {
+            cwd: root,
+            encoding: "utf8",
+            timeout: timeoutS * 1000,
+            stdio: ["ignore", "pipe", "pipe"],
+            env: { ...process.env, ...env },
+        });
+    } catch (err) {
+        throw new Error(`${path.basename(file)} ${args.join(" ")} failed: ${err.message}\n${err.stdout ?? ""}\n${err.stderr ?? ""}`);
+    }
+}
+const sshArgs = (host, script) => [
+    "-i",
+    LAB_KEY,
+    "-o",
+    "StrictHostKeyChecking=no",
+    "-o",
+    "UserKnownHostsFile=/dev/null",
+    "-o",
+    "LogLevel=ERROR",
+    "-o",
+    "BatchMode=yes",
+    `root@${host}`,
+    script,
+];
+const ssh = (host, script, timeoutS = 300) => sh("ssh", sshArgs(host, script), {}, timeoutS);
+/** Times a command; resolves with its seconds. */
+function timed(file, args, env = {}, onLine = undefined) {
+    return new Promise((resolve, reject) => {
+        const start = now();
+        const child = spawn(file, args, { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+        let out = "";
+        child.stdout.on("data", (d) => (out += d));
+        child.stderr.on("data", (d) => (out += d));
+        const poll = onLine ? setInterval(onLine, 100) : undefined;
+        child.on("close", (code) => {
+            if (poll) clearInterval(poll);
+            if (onLine) onLine();
+            const seconds = now() - start;
+            if (code === 0) resolve({ seconds, out });
+            else reject(new Error(`${path.basename(file)} ${args.join(" ")} exited ${code}:\n${out.slice(-6000)}`));
+        });
+    });
+}
+
+// --- the stack --------------------------------------------------------------------------------
+function stackConfig(n, model) {
+    const dev = fs.readFileSync(path.join(root, "Pulumi.dev.yaml"), "utf8");
+    const keep = (re) => {
+        const m = re.exec(dev);
+        if (!m) throw new Error(`Pulumi.dev.yaml has no ${re}`);
+        return m[0];
+    };
+    const nodes = THORS.slice(0, n).flatMap((name, i) => [
+        `    - name: ${name}`,
+        "      kind: thor",
+        ...(i === 0 ? ["      head: true"] : []),
+        `      ssh: {host: ${mgmt(i)}}`,
+        "      gpus: 1",
+        "      runtime: {kind: venv, path: /opt/lab-venv}",
+        "      interconnect:",
+        `        - {name: enp1s0f1np1, address: 192.168.100.${21 + i}/24}`,
+    ]);
+    return [
+        "config:",
+        "  spark-cluster:nodes:",
+        ...nodes,
+        keep(/^ {2}spark-cluster:sshPrivateKeyPath: .*$/m),
+        "  spark-cluster:interconnect: {topology: switch, mtu: 9000}",
+        keep(/^ {2}spark-cluster:ray:\n\s+objectStoreMemoryMb: .*$/m),
+        keep(/^ {2}spark-cluster:check:\n\s+enabled: false$/m),
+        `  spark-cluster:model: {source: ${model.source}, servedName: ${model.servedName}, tensorParallel: 1, pipelineParallel: ${n}, executor: ray}`,
+        keep(/^ {2}spark-cluster:apiKey:\n\s+secure: .*$/m),
+        keep(/^encryptionsalt: .*$/m),
+        "",
+    ].join("\n");
+}
+
+class Stack {
+    constructor(n) {
+        this.n = n;
+        this.work = fs.mkdtempSync(path.join(os.tmpdir(), "spark-cluster-bench-"));
+        this.backend = path.join(this.work, "backend");
+        this.configFile = path.join(this.work, "Pulumi.dev.yaml");
+        fs.mkdirSync(this.backend);
+        this.env = { PULUMI_BACKEND_URL: `file://${this.backend}`, PULUMI_CONFIG_PASSPHRASE: "", PULUMI_CONFIG_PASSPHRASE_FILE: "" };
+        this.setModel(MODELS[0]);
+    }
+    setModel(model) {
+        this.model = model;
+        fs.writeFileSync(this.configFile, stackConfig(this.n, model));
+    }
+    args(...a) {
+        return [path.join(root, "scripts", "pulumi.sh"), ["--stack", "dev", "--non-interactive", ...a, "--config-file", this.configFile]];
+    }
+    run(...a) {
+        const [file, args] = this.args(...a);
+        return timed(file, args, this.env);
+    }
+    /** `up`, with the engine's event log read as it grows: each step's start and end, by wall clock. */
+    async upWithLayers() {
+        const events = path.join(this.work, `events-${Date.now()}.jsonl`);
+        fs.writeFileSync(events, "");
+        const steps = new Map(); // name -> {start, end}
+        let offset = 0;
+        let rest = "";
+        const read = () => {
+            const fd = fs.openSync(events, "r");
+            const size = fs.fstatSync(fd).size;
+            if (size > offset) {
+                const buf = Buffer.alloc(size - offset);
+                fs.readSync(fd, buf, 0, buf.length, offset);
+                offset = size;
+                const lines = (rest + buf.toString("utf8")).split("\n");
+                rest = lines.pop();
+                const t = now();
+                for (const line of lines) {
+                    if (!line.trim()) continue;
+                    const e = JSON.parse(line);
+                    const pre = e.resourcePreEvent?.metadata;
+                    const post = e.resOutputsEvent?.metadata;
+                    const meta = pre ?? post;
+                    if (!meta || meta.type !== "command:remote:Command") continue;
+                    const name = meta.urn.split("::").pop();
+                    const step = steps.get(name) ?? {};
+                    if (pre) step.start = t;
+                    else step.end = t;
+                    steps.set(name, step);
+                }
+            }
+            fs.closeSync(fd);
+        };
+        const [file, args] = this.args("up", "--yes", "--skip-preview", "--event-log", events);
+        const start = now();
+        // --event-log is one of the CLI's debug flags.
+        const { seconds, out } = await timed(file, args, { ...this.env, PULUMI_DEBUG_COMMANDS: "true" }, read);
+        const layers = {};
+        for (const [layer, re] of LAYERS) {
+            const mine = [...steps]
+                .filter(([name]) => re.test(name))
+                .map(([, s]) => s)
+                .filter((s) => s.start && s.end);
+            if (mine.length) layers[layer] = Math.max(...mine.map((s) => s.end)) - Math.min(...mine.map((s) => s.start));
+        }
+        return { seconds, out, layers, start };
+    }
+    output(name) {
+        return sh(path.join(root, "scripts", "pulumi.sh"), ["--stack", "dev", "--non-interactive", "stack", "output", name], this.env).trim();
+    }
+    apiKey() {
+        const [file, args] = this.args("config", "get", "spark-cluster:apiKey");
+        return sh(file, args, this.env).trim();
+    }
+    remove() {
+        fs.rmSync(this.work, { recursive: true, force: true });
+    }
+}
+
+async function chat(endpoint, key, model, limitS = 120) {
+    const start = now();
+    let last = "";
+    while (now() - start < limitS) {
+        try {
+            const r = await fetch(`${endpoint}/chat/completions`, {
+                method: "POST",
+                headers: { "Content-Type": "application/json", Authorization: `Bearer ${key}` },
+                body: JSON.stringify({ model, messages: [{ role: "user", content: "Where do you run?" }], max_tokens: 16 }),
+                signal: AbortSignal.timeout(10_000),
+            });
+            if (r.ok) return now() - start;
+            last = `HTTP ${r.status}`;
+        } catch (err) {
+            last = err.message;
+        }
+        await new Promise((r) => setTimeout(r, 200));
+    }
+    throw new Error(`${model} did not answer within ${limitS} s: ${last}`);
+}
+
+// --- the baseline: `ray up` with the same `ray start` argv ----------------------------------
+/** The argv our unit runs on a node (its ExecStart, venv runtime), without --block. */
+function unitRayStart(host) {
+    const line = ssh(host, "grep ^ExecStart= /etc/systemd/system/spark-cluster-ray.service").trim();
+    return line
+        .slice("ExecStart=".length)
+        .split(" ")
+        .filter((w) => w !== "--block")
+        .join(" ");
+}
+async function rayUpBaseline(n) {
+    const hosts = THORS.slice(0, n).map((_, i) => mgmt(i));
+    const starts = hosts.map(unitRayStart);
+    const nodeIp = (start) => /--node-ip-address=(\S+)/.exec(start)[1];
+    const address = /--address=(\S+)/.exec(starts[1])[1];
+    for (const host of hosts)
+        ssh(host, "systemctl stop spark-cluster-vllm spark-cluster-ray 2>/dev/null || true; /opt/lab-venv/bin/ray stop --force >/dev/null 2>&1 || true");
+    // The token our units read, so the baseline runs with authentication like them.
+    const env = "set -a; . /etc/spark-cluster/runtime.env; . /etc/spark-cluster/ray.env; set +a; export PATH=/opt/lab-venv/bin:$PATH";
+    // The local provider finds a node by the address Ray registers it with: the interconnect
+    // address our units pin. So `ray up` runs on the head and reaches every node there (SSH).
+    const yaml = [
+        "cluster_name: bench",
+        `provider: {type: local, head_ip: ${nodeIp(starts[0])}, worker_ips: [${starts.slice(1).map(nodeIp).join(", ")}]}`,
+        "auth: {ssh_user: root, ssh_private_key: /root/.ssh/bench_key}",
+        `min_workers: ${n - 1}`,
+        `max_workers: ${n - 1}`,
+        "upscaling_speed: 100",
+        "setup_commands: []",
+        "head_start_ray_commands:",
+        `  - ${JSON.stringify(`${env}; ray stop --force >/dev/null 2>&1; ${starts[0]} --autoscaling-config=~/ray_bootstrap_config.yaml`)}`,
+        "worker_start_ray_commands:",
+        `  - ${JSON.stringify(`${env}; ray stop --force >/dev/null 2>&1; ${starts[1].replace(/--node-ip-address=\S+/, "--node-ip-address=$(ip -4 -o addr show enp1s0f1np1 | awk '{print $4}' | cut -d/ -f1)")}`)}`,
+        "",
+    ].join("\n");
+    sh("scp", [
+        "-i",
+        LAB_KEY,
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "LogLevel=ERROR",
+        LAB_KEY,
+        `root@${hosts[0]}:/root/.ssh/bench_key`,
+    ]);
+    ssh(hosts[0], `chmod 600 /root/.ssh/bench_key; cat > /root/bench-cluster.yaml <<'YAML'\n${yaml}YAML`);
+    const probe = fs.readFileSync(path.join(root, "components", "render", "ray.ts"), "utf8");
+    const py = /export const RAY_PROBE_PY = String\.raw`([\s\S]*?)`;/.exec(probe)[1];
+    ssh(hosts[0], `cat > /root/bench-probe.py <<'PY'\n${py}PY`);
+    const times = [];
+    for (const round of [1, 2]) {
+        const start = now();
+        const formed = timed("ssh", sshArgs(hosts[0], `${env}; python3 /root/bench-probe.py ${address} ${n} ${n} 180`)).catch((err) => ({ err }));
+        const up = await timed("ssh", sshArgs(hosts[0], "/opt/lab-venv/bin/ray up -y --no-config-cache /root/bench-cluster.yaml"));
+        const f = await formed;
+        if (f.err) {
+            log(`ray up #${round}: returned after ${up.seconds.toFixed(1)} s; the cluster did not form within 180 s: ${f.err.message.slice(-300)}`);
+            times.push({ up: up.seconds, formed: undefined, start });
+        } else {
+            times.push({ up: up.seconds, formed: f.seconds, start });
+            log(`ray up #${round}: returned after ${up.seconds.toFixed(1)} s, cluster formed after ${f.seconds.toFixed(1)} s`);
+        }
+        // The second `ray up` restarts Ray on the head (the way `ray up` applies its commands).
+    }
+    await timed("ssh", sshArgs(hosts[0], "/opt/lab-venv/bin/ray down -y /root/bench-cluster.yaml")).catch((e) => log(`ray down: ${e.message.slice(0, 300)}`));
+    for (const host of hosts)
+        ssh(host, "/opt/lab-venv/bin/ray stop --force >/dev/null 2>&1 || true; rm -f /root/bench-probe.py /root/bench-cluster.yaml /root/.ssh/bench_key");
+    return times;
+}
+
+/** Memory in use on the host (MemTotal - MemAvailable: page cache left out). */
+function memUsedGib() {
+    const info = fs.readFileSync("/proc/meminfo", "utf8");
+    const kib = (key) => Number(new RegExp(`^${key}:\\s+(\\d+)`, "m").exec(info)[1]);
+    return (kib("MemTotal") - kib("MemAvailable")) / 2 ** 20;
+}
+
+// --- one size -----------------------------------------------------------------------------------
+async function benchSize(n) {
+    await takeLock();
+    const stack = new Stack(n);
+    try {
+        sh(path.join(root, "lab", "lab.sh"), ["down"], {}, 600);
+        const lab = await timed(path.join(root, "lab", "lab.sh"), ["up", "--topology", `thor-switch-${n}`]);
+        log(`lab thor-switch-${n} up in ${lab.seconds.toFixed(0)} s`);
+        const key = stack.apiKey();
+        for (let rep = 1; rep <= REPS; rep++) {
+            stack.setModel(MODELS[0]);
+            const up = await stack.upWithLayers();
+            const endpoint = stack.output("endpoint");
+            const chatS = await chat(endpoint, key, MODELS[0].servedName);
+            record(n, rep, "cold_converge", up.seconds + chatS);
+            for (const [layer] of LAYERS) if (up.layers[layer] !== undefined) record(n, rep, `layer_${layer}`, up.layers[layer]);
+            // Where memory or CPU would stop a larger lab: the host's use with the cluster serving.
+            console.log(`BENCH v1 nodes=${n} rep=${rep} mem_used_gib=${memUsedGib().toFixed(1)} load1=${os.loadavg()[0].toFixed(1)}`);
+            record(n, rep, "noop_up", (await stack.run("up", "--yes", "--skip-preview", "--expect-no-changes")).seconds);
+            record(n, rep, "preview", (await stack.run("preview", "--expect-no-changes")).seconds);
+            stack.setModel(MODELS[1]);
+            const sw = await stack.run("up", "--yes", "--skip-preview");
+            record(n, rep, "model_switch", sw.seconds + (await chat(endpoint, key, MODELS[1].servedName)));
+            if (rep === REPS && process.env.BENCH_RAY_UP !== "0") {
+                const base = await rayUpBaseline(n);
+                if (base[0].formed !== undefined) record(n, rep, "rayup_formed", base[0].formed);
+                record(n, rep, "rayup_returned", base[0].up);
+                if (base[1].formed !== undefined) record(n, rep, "rayup_second_formed", base[1].formed);
+                record(n, rep, "rayup_second_returned", base[1].up);
+            }
+            record(n, rep, "destroy", (await stack.run("destroy", "--yes", "--skip-preview")).seconds);
+        }
+    } finally {
+        stack.remove();
+        try {
+            sh(path.join(root, "lab", "lab.sh"), ["down"], {}, 600);
+        } finally {
+            giveLock();
+        }
+    }
+}
+
+// --- the table ----------------------------------------------------------------------------------
+function stats(values) {
+    const s = [...values].sort((a, b) => a - b);
+    return { n: s.length, min: s[0], median: s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2, max: s[s.length - 1] };
+}
+function table() {
+    const metrics = [...new Set(results.map((r) => r.metric))];
+    const sizes = [...new Set(results.map((r) => r.nodes))];
+    const med = (nodes, metric) => {
+        const v = results.filter((r) => r.nodes === nodes && r.metric === metric).map((r) => r.seconds);
+        return v.length ? stats(v).median : undefined;
+    };
+    const lines = [`| metric | nodes | n | min s | median s | max s |`, `| --- | ---: | ---: | ---: | ---: | ---: |`];
+    for (const metric of metrics) {
+        for (const nodes of sizes) {
+            const v = results.filter((r) => r.nodes === nodes && r.metric === metric).map((r) => r.seconds);
+            if (!v.length) continue;
+            const s = stats(v);
+            lines.push(`| ${metric} | ${nodes} | ${s.n} | ${s.min.toFixed(1)} | ${s.median.toFixed(1)} | ${s.max.toFixed(1)} |`);
+        }
+    }
+    lines.push("", "| ratio (medians) | nodes | value |", "| --- | ---: | ---: |");
+    const ratio = (name, nodes, a, b) => {
+        if (a !== undefined && b !== undefined && b > 0) lines.push(`| ${name} | ${nodes} | ${(a / b).toFixed(2)} |`);
+    };
+    for (const nodes of sizes) {
+        ratio("Ray layer / ray up (formed)", nodes, med(nodes, "layer_ray"), med(nodes, "rayup_formed"));
+        ratio("Ray layer / second ray up (formed)", nodes, med(nodes, "layer_ray"), med(nodes, "rayup_second_formed"));
+        ratio("cold converge / ray up (formed)", nodes, med(nodes, "cold_converge"), med(nodes, "rayup_formed"));
+    }
+    const first = sizes[0];
+    for (const nodes of sizes.slice(1)) {
+        for (const metric of ["cold_converge", "noop_up", "preview", "model_switch", "destroy", "layer_ray"]) {
+            ratio(`${metric} at ${nodes} / at ${first}`, nodes, med(nodes, metric), med(first, metric));
+        }
+    }
+    return lines.join("\n");
+}
+
+const started = new Date();
+console.log(
+    `BENCH v1 start=${started.toISOString()} host=${os.hostname()} cpus=${os.cpus().length} mem_gib=${(os.totalmem() / 2 ** 30).toFixed(0)} sizes=${SIZES.join(",")} reps=${REPS}`,
+);
+for (const n of SIZES) {
+    try {
+        await benchSize(n);
+    } catch (err) {
+        console.log(`BENCH v1 nodes=${n} error=${JSON.stringify(err.message.split("\n")[0])}`);
+        log(err.message.slice(0, 4000));
+    }
+}
+console.log("");
+console.log(table());
