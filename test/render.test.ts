@@ -22,7 +22,7 @@ import { HOST_KEY_PREFIX, SSH_READY_SCRIPT, hostKeyFingerprint, recordedHostKey 
 import { installFileFromStdinScript, installFilesScript, installUnitScript, removeFilesScript, removeUnitScript } from "../components/render/host/files";
 import { HOST_LIB } from "../components/render/host/lib";
 import { execBeside } from "../components/render/host/runtime";
-import { bashScript, contentHash, heredoc, remoteCommand, shellJoin, shellQuote } from "../components/render/host/shell";
+import { HEREDOC_DELIMITER, bashScript, contentHash, heredoc, remoteCommand, shellJoin, shellQuote } from "../components/render/host/shell";
 import { systemdJoin } from "../components/render/host/systemd";
 import { NcclSpec, ncclVariables, renderNcclConf, renderRuntimeEnv } from "../components/render/nccl";
 import { NetplanSpec, netplanApplyScript, netplanDeleteScript, renderNetplan } from "../components/render/netplan";
@@ -39,7 +39,16 @@ import {
 } from "../components/render/paths";
 import { FirewallSpec, firewallApplyScript, firewallRemoveScript, renderFirewallRules, renderFirewallUnit } from "../components/render/firewall";
 import { PfcSpec, pfcApplyScript, pfcRestoreScript, pfcVector, renderPeermemConf, renderPfcUnit } from "../components/render/pfc";
-import { RAY_WORKER_GCS_WAIT_SECONDS, RayPorts, RayStartSpec, rayProbeArgv, rayReadyScript, rayStartArgv, renderRayEnv, renderRayUnit } from "../components/render/ray";
+import {
+    RAY_WORKER_GCS_WAIT_SECONDS,
+    RayPorts,
+    RayStartSpec,
+    rayProbeArgv,
+    rayReadyScript,
+    rayStartArgv,
+    renderRayEnv,
+    renderRayUnit,
+} from "../components/render/ray";
 import { VllmServeSpec, chatReadyScript, renderVllmUnit, vllmServeArgv } from "../components/render/vllm";
 import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE } from "./fixtures";
 import { argvText, matchSnapshot, unusedSnapshots } from "./snapshot";
@@ -546,7 +555,10 @@ describe("host scripts", () => {
             assert.match(ready.stdout, /ray: 2 node\(s\), 2 GPU\(s\) after [0-9.]+ s/);
             const missingNode = run(3, 2);
             assert.notEqual(missingNode.status, 0, "a missing node is not ready");
-            assert.match(missingNode.stdout, /gave up after 0 s waiting for Ray at 192\.168\.100\.11:6379 to show 3 nodes and 2 GPUs; last seen: 2 node\(s\), 2 GPU\(s\)/);
+            assert.match(
+                missingNode.stdout,
+                /gave up after 0 s waiting for Ray at 192\.168\.100\.11:6379 to show 3 nodes and 2 GPUs; last seen: 2 node\(s\), 2 GPU\(s\)/,
+            );
             assert.match(missingNode.stdout, /^ray status here$/m, "ray status, for diagnosis, when it gives up");
             assert.notEqual(run(2, 3).status, 0, "a missing GPU is not ready");
         } finally {
@@ -578,7 +590,7 @@ describe("bash -n on every rendered script", () => {
     }
 
     // Known product defect (reported, not fixed here): `heredoc(...) + ")"` closes the command
-    // substitution on the delimiter's line (`SPARK_CLUSTER_EOF_<hash>)`), so bash never sees the
+    // substitution on the delimiter's line (`SPARK_CLUSTER_EOF)`), so bash never sees the
     // delimiter alone on a line. bash 5.2 still ends the here-document at the `)` but warns
     // "here-document ... delimited by end-of-file" on every run; dash refuses it outright.
     test("bash -n prints no warning for any rendered script", () => {
@@ -632,25 +644,29 @@ describe("heredoc", () => {
         assert.equal(execFileSync("bash", ["-c", heredoc("cat", "x\n")], { encoding: "utf8" }), "x\n", "no second newline");
     });
 
-    it("the delimiter depends on the content, so another content's delimiter line does not end it", () => {
-        const foreign = `SPARK_CLUSTER_EOF_${contentHash("other")}`;
-        const content = `before\n${foreign}\nafter\n`;
-        assert.ok(!heredoc("cat", content).startsWith(`cat <<'${foreign}'`));
-        assert.equal(execFileSync("bash", ["-c", heredoc("cat", content)], { encoding: "utf8" }), content);
+    it("the delimiter is fixed, so a changed file diffs as its changed lines; content holding it gets the hashed one", () => {
+        assert.ok(heredoc("cat", "a\n").startsWith(`cat <<'${HEREDOC_DELIMITER}'\n`));
+        assert.ok(heredoc("cat", "b\n").endsWith(`\n${HEREDOC_DELIMITER}`), "the same delimiter for any content");
+        const holding = `before\n${HEREDOC_DELIMITER}\nafter\n`;
+        assert.ok(heredoc("cat", holding).startsWith(`cat <<'${HEREDOC_DELIMITER}_${contentHash(holding)}'`));
+        assert.equal(execFileSync("bash", ["-c", heredoc("cat", holding)], { encoding: "utf8" }), holding);
+        const foreign = `${HEREDOC_DELIMITER}_${contentHash("other")}`;
+        const both = `${HEREDOC_DELIMITER}\n${foreign}\nafter\n`;
+        assert.equal(execFileSync("bash", ["-c", heredoc("cat", both)], { encoding: "utf8" }), both);
     });
 
-    it("throws when the content holds its own delimiter line", () => {
-        // The delimiter is SPARK_CLUSTER_EOF_<sha256(content)>: real content holding its own
-        // delimiter needs a SHA-256 fixed point. Pin the hash (shell.ts calls crypto.createHash
-        // through the module object) to reach the guard.
+    it("throws when the content holds both delimiter lines", () => {
+        // Content with the fixed delimiter line gets SPARK_CLUSTER_EOF_<sha256(content)>: real
+        // content holding that too needs a SHA-256 fixed point. Pin the hash (shell.ts calls
+        // crypto.createHash through the module object) to reach the guard.
         const fixed = "00000000000000000000000000000000";
         const pinned = mock.method(crypto, "createHash", () => ({ update: () => ({ digest: () => fixed }) }));
         try {
-            const delimiter = `SPARK_CLUSTER_EOF_${fixed.slice(0, 16)}`;
-            assert.throws(() => heredoc("cat", `before\n${delimiter}\nafter\n`), {
+            const delimiter = `${HEREDOC_DELIMITER}_${fixed.slice(0, 16)}`;
+            assert.throws(() => heredoc("cat", `${HEREDOC_DELIMITER}\n${delimiter}\nafter\n`), {
                 message: `content contains its heredoc delimiter ${delimiter}`,
             });
-            assert.doesNotThrow(() => heredoc("cat", `before\n${delimiter}-not-alone\n`), "only a whole line ends a heredoc");
+            assert.doesNotThrow(() => heredoc("cat", `${HEREDOC_DELIMITER}\n${delimiter}-not-alone\n`), "only a whole line ends a heredoc");
         } finally {
             pinned.mock.restore();
         }

@@ -35,13 +35,19 @@ export function contentHash(text: string): string {
     return createHash("sha256").update(text).digest("hex").slice(0, 16);
 }
 
+/** The heredoc delimiter: fixed, so a changed file shows in a preview diff as its changed lines only. */
+export const HEREDOC_DELIMITER = "SPARK_CLUSTER_EOF";
+
 /**
  * A heredoc that feeds `content` verbatim to `command` (no expansion inside).
- * Throws if the content contains the delimiter line, which would end it early.
+ * The delimiter is {@link HEREDOC_DELIMITER}, or, for content that has that line,
+ * the same name with the content's hash appended. Throws if the content contains
+ * that one too (it would end the heredoc early).
  */
 export function heredoc(command: string, content: string): string {
-    const delimiter = `SPARK_CLUSTER_EOF_${contentHash(content)}`;
-    if (content.split("\n").includes(delimiter)) {
+    const lines = content.split("\n");
+    const delimiter = lines.includes(HEREDOC_DELIMITER) ? `${HEREDOC_DELIMITER}_${contentHash(content)}` : HEREDOC_DELIMITER;
+    if (lines.includes(delimiter)) {
         throw new Error(`content contains its heredoc delimiter ${delimiter}`);
     }
     const body = content.endsWith("\n") ? content : `${content}\n`;
