@@ -9,7 +9,7 @@ import { Connection, NodeHost, nodeConnection } from "./nodeConnection";
 import { hcasFor, parseIbdev2netdev, parseRayVersion, resolveInterfaceNames } from "./nodeFacts";
 import { typeToken } from "./package";
 import { FirewallSpec } from "./render/firewall";
-import { probeScript } from "./render/probe";
+import { probeScript, rayProbeScript } from "./render/probe";
 import { RocePfc } from "./rocePfc";
 
 const TYPE = typeToken("ClusterNode");
@@ -45,7 +45,7 @@ export class ClusterNode extends pulumi.ComponentResource {
     public readonly check?: ClusterCheck;
     /** What the firewall lets in (`enabled: …`), or why it is off. */
     public readonly firewallStatus: pulumi.Output<string>;
-    /** The Ray version the probe found in the node's runtime (ray executor only; the probe fails without Ray). */
+    /** The Ray version the Ray probe found in the node's runtime (ray executor only; that probe fails without Ray). */
     public readonly rayVersion: pulumi.Output<string | undefined>;
     /** PFC result (`enabled: …` / `lossy: …` / `skipped: …`). */
     public readonly roceStatus: pulumi.Output<string>;
@@ -63,13 +63,19 @@ export class ClusterNode extends pulumi.ComponentResource {
         const ssh = sshStep.command(`${node.name}-ssh`, { create: SSH_READY_SCRIPT }, this.childOptions());
         this.hostKey = node.ssh.hostKey ? pulumi.output(node.ssh.hostKey) : ssh.stdout.apply((out) => recordedHostKey(out) ?? "");
         this.host = new NodeHost(pinHostKey(connection, this.hostKey), node.ssh.user);
-        const probe = this.host.command(
-            `${node.name}-probe`,
-            { create: probeScript({ node: node.name, runtime: node.runtime, executor: cluster.model.executor }) },
-            this.childOptions({ dependsOn: [ssh] }),
-        );
-        this.rayVersion = probe.stdout.apply(parseRayVersion);
-        const devices = probe.stdout.apply(parseIbdev2netdev);
+        const hardware = this.host.command(`${node.name}-probe`, { create: probeScript() }, this.childOptions({ dependsOn: [ssh] }));
+        const rayProbe =
+            cluster.model.executor === "ray"
+                ? this.host.command(
+                      `${node.name}-ray-probe`,
+                      { create: rayProbeScript({ node: node.name, runtime: node.runtime }) },
+                      this.childOptions({ dependsOn: [ssh] }),
+                  )
+                : undefined;
+        this.rayVersion = rayProbe ? rayProbe.stdout.apply(parseRayVersion) : pulumi.output(undefined);
+        const devices = hardware.stdout.apply(parseIbdev2netdev);
+        // The host layers start after both probes: a runtime that cannot run the executor stops the node before anything changes.
+        const probe = [hardware, ...(rayProbe ? [rayProbe] : [])];
         const names = devices.apply((d) =>
             resolveInterfaceNames(
                 node.name,
@@ -82,8 +88,7 @@ export class ClusterNode extends pulumi.ComponentResource {
             this.firewall = new Firewall(
                 `${node.name}-firewall`,
                 { host: this.host, spec: firewallSpec(node, cluster) },
-                // After the probe: a runtime that cannot run the executor stops the node before anything changes.
-                this.childOptions({ dependsOn: [probe] }),
+                this.childOptions({ dependsOn: probe }),
             );
             this.firewallStatus = this.firewall.status;
         } else {
@@ -100,7 +105,7 @@ export class ClusterNode extends pulumi.ComponentResource {
                     peers: node.peers.map((p) => ({ node: p.node, ip: p.ip, via: n[p.via] })),
                 })),
             },
-            this.childOptions({ dependsOn: [probe] }),
+            this.childOptions({ dependsOn: probe }),
         );
         if (node.roce.enabled) {
             this.pfc = new RocePfc(

@@ -13,6 +13,8 @@ export interface ReadinessArgs {
     script: string;
     /** Upper bound for the probe step as a whole, e.g. "20m". */
     timeout: string;
+    /** Values whose change re-runs the probe too (a restart the unit's text does not show). */
+    triggers?: pulumi.Input<string>[];
 }
 
 export function readinessCommand(name: string, args: ReadinessArgs, opts: pulumi.CustomResourceOptions): command.remote.Command {
@@ -21,6 +23,7 @@ export function readinessCommand(name: string, args: ReadinessArgs, opts: pulumi
         {
             connection: args.host.connection,
             create: args.unit.apply((unit) => `# unit ${contentHash(unit)}\n` + args.host.asRoot(args.script)),
+            ...(args.triggers ? { triggers: args.triggers } : {}),
         },
         { ...opts, customTimeouts: { create: args.timeout, update: args.timeout } },
     );

@@ -125,29 +125,29 @@ export class SparkCluster extends pulumi.ComponentResource {
         );
 
         // Ray executor: vLLM on the head only. mp executor: on every node, rank 0 the head.
+        // The workers' servers first: the head's readiness re-runs when one of them restarts.
         const vllmNodes = rayHead ? [head] : [head, ...workers];
-        const servers = vllmNodes.map(
-            (n, rank) =>
-                new VllmServer(
-                    `${n.node.name}-vllm`,
-                    {
-                        host: n.host,
-                        runtime: n.node.runtime,
-                        serve: {
-                            ...config.model,
-                            multiNode: rayHead
-                                ? undefined
-                                : { nnodes: config.nodes.length, rank, masterAddr: config.head.ip, masterPort: config.model.masterPort },
-                        },
-                        apiKey: pulumi.secret(config.apiKey.reveal()),
-                        hfToken: config.hfToken ? pulumi.secret(config.hfToken.reveal()) : undefined,
-                        rayAddress: rayHead?.address,
-                        envHash: n.nccl.envHash,
-                        publicHost: config.head.ssh.host,
+        const server = (n: ClusterNode, rank: number, peers: VllmServer[]) =>
+            new VllmServer(
+                `${n.node.name}-vllm`,
+                {
+                    host: n.host,
+                    runtime: n.node.runtime,
+                    serve: {
+                        ...config.model,
+                        multiNode: rayHead ? undefined : { nnodes: config.nodes.length, rank, masterAddr: config.head.ip, masterPort: config.model.masterPort },
                     },
-                    n.childOptions({ dependsOn: [...(rayHead ? [rayHead] : n.hostReady), modelSync] }),
-                ),
-        );
+                    apiKey: pulumi.secret(config.apiKey.reveal()),
+                    hfToken: config.hfToken ? pulumi.secret(config.hfToken.reveal()) : undefined,
+                    rayAddress: rayHead?.address,
+                    envHash: n.nccl.envHash,
+                    publicHost: config.head.ssh.host,
+                    peers,
+                },
+                n.childOptions({ dependsOn: [...(rayHead ? [rayHead] : n.hostReady), modelSync] }),
+            );
+        const workerServers = vllmNodes.slice(1).map((n, i) => server(n, i + 1, []));
+        const servers = [server(vllmNodes[0], 0, workerServers), ...workerServers];
         this.endpoint = servers[0].baseUrl;
         this.servedModel = servers[0].servedModel;
         this.transport = config.transport;

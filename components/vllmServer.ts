@@ -5,6 +5,7 @@ import { typeToken } from "./package";
 import { readinessCommand } from "./readiness";
 import { envFileReader } from "./render/host/envFile";
 import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./render/host/files";
+import { contentHash } from "./render/host/shell";
 import { CONFIG_DIR, UNITS, VLLM_SECRETS_PATH } from "./render/paths";
 import { VllmServeSpec, chatReadyScript, renderVllmSecrets, renderVllmUnit } from "./render/vllm";
 
@@ -26,6 +27,11 @@ export interface VllmServerArgs {
     envHash: pulumi.Input<string>;
     /** Host clients use to reach the API (the head's SSH address). */
     publicHost: string;
+    /**
+     * The other nodes' servers (mp executor, on the head): when one of them restarts, the head's
+     * engine restarts with it, so the head's readiness probe waits for them and runs again.
+     */
+    peers?: VllmServer[];
 }
 
 /**
@@ -36,6 +42,12 @@ export interface VllmServerArgs {
  */
 export class VllmServer extends pulumi.ComponentResource {
     public readonly unit: pulumi.Output<string>;
+    /**
+     * Changes whenever this node's vLLM restarts because of us (its unit or its secrets file
+     * changed). A hash that covers the secrets, so it is itself a secret (encrypted in state,
+     * `[secret]` in a diff).
+     */
+    public readonly generation: pulumi.Output<string>;
     /** OpenAI-compatible base URL (rank 0 only). */
     public readonly baseUrl: string;
     public readonly servedModel: string;
@@ -65,12 +77,19 @@ export class VllmServer extends pulumi.ComponentResource {
             { create: this.unit.apply((unit) => installUnitScript(UNITS.vllm, unit)), delete: removeUnitScript(UNITS.vllm) },
             { parent: this, dependsOn: [secrets], customTimeouts: { create: "10m", update: "10m" } },
         );
+        this.generation = pulumi.secret(pulumi.all([this.unit, secretsFile]).apply(([unit, file]) => contentHash(`${unit}\n${file}`)));
         if (rank === 0) {
             readinessCommand(
                 name,
                 {
                     host: args.host,
                     unit: this.unit,
+                    // A new API key (vLLM restarted by the secrets step) or a restarted peer re-runs the probe too.
+                    triggers: [
+                        pulumi.secret(
+                            pulumi.all([this.generation, ...(args.peers ?? []).map((p) => p.generation)]).apply((all) => contentHash(all.join("\n"))),
+                        ),
+                    ],
                     script: chatReadyScript({
                         port: args.serve.apiPort,
                         model: args.serve.servedName,
@@ -80,7 +99,7 @@ export class VllmServer extends pulumi.ComponentResource {
                     }),
                     timeout: "20m",
                 },
-                { parent: this, dependsOn: [unitCommand] },
+                { parent: this, dependsOn: [unitCommand, ...(args.peers ?? [])] },
             );
         }
         this.registerOutputs({ baseUrl: this.baseUrl, servedModel: this.servedModel });

@@ -366,6 +366,7 @@ const RAY_PAIR: Readonly<Record<string, string>> = {
         ["spark-a", "spark-b"].flatMap((node) => [
             [`${node}-ssh`, COMMAND],
             [`${node}-probe`, COMMAND],
+            [`${node}-ray-probe`, COMMAND],
             [`${node}-interconnect`, COMPONENT("NetplanInterconnect")],
             [`${node}-interconnect-apply`, COMMAND],
             [`${node}-roce`, COMPONENT("RocePfc")],
@@ -426,6 +427,7 @@ describe("a two-Spark Ray cluster", () => {
             "spark-a": "dev",
             "spark-a-ssh": "spark-a",
             "spark-a-probe": "spark-a",
+            "spark-a-ray-probe": "spark-a",
             "spark-a-interconnect": "spark-a",
             "spark-a-interconnect-apply": "spark-a-interconnect",
             "spark-a-roce": "spark-a",
@@ -437,6 +439,7 @@ describe("a two-Spark Ray cluster", () => {
             "spark-b": "dev",
             "spark-b-ssh": "spark-b",
             "spark-b-probe": "spark-b",
+            "spark-b-ray-probe": "spark-b",
             "spark-b-interconnect": "spark-b",
             "spark-b-interconnect-apply": "spark-b-interconnect",
             "spark-b-roce": "spark-b",
@@ -486,13 +489,15 @@ describe("a two-Spark Ray cluster", () => {
         const dependsOn = Object.fromEntries(result.resources.filter((r) => r.dependsOn.length > 0).map((r) => [r.name, r.dependsOn]));
         assert.deepEqual(dependsOn, {
             "spark-a-probe": ["spark-a-ssh"],
-            "spark-a-firewall": ["spark-a-probe"],
-            "spark-a-interconnect": ["spark-a-probe"],
+            "spark-a-ray-probe": ["spark-a-ssh"],
+            "spark-a-firewall": ["spark-a-probe", "spark-a-ray-probe"],
+            "spark-a-interconnect": ["spark-a-probe", "spark-a-ray-probe"],
             "spark-a-roce": ["spark-a-interconnect"],
             "spark-a-nccl": ["spark-a-interconnect", "spark-a-roce"],
             "spark-b-probe": ["spark-b-ssh"],
-            "spark-b-firewall": ["spark-b-probe"],
-            "spark-b-interconnect": ["spark-b-probe"],
+            "spark-b-ray-probe": ["spark-b-ssh"],
+            "spark-b-firewall": ["spark-b-probe", "spark-b-ray-probe"],
+            "spark-b-interconnect": ["spark-b-probe", "spark-b-ray-probe"],
             "spark-b-roce": ["spark-b-interconnect"],
             "spark-b-nccl": ["spark-b-interconnect", "spark-b-roce"],
             "spark-a-ray-head": ["spark-a-interconnect", "spark-a-nccl", "spark-a-firewall"],
@@ -520,7 +525,7 @@ describe("a two-Spark Ray cluster", () => {
         const notAfter = (name: string, other: string) => assert.ok(!waitsFor(result, name).has(other), `${name} must not wait for ${other}`);
         for (const node of ["spark-a", "spark-b"]) {
             after(`${node}-probe`, `${node}-ssh`);
-            after(`${node}-interconnect-apply`, `${node}-probe`, `${node}-ssh`);
+            after(`${node}-interconnect-apply`, `${node}-probe`, `${node}-ray-probe`, `${node}-ssh`);
             after(`${node}-roce-apply`, `${node}-interconnect-apply`);
             after(`${node}-nccl-files`, `${node}-interconnect-apply`, `${node}-roce-apply`);
         }
@@ -569,7 +574,16 @@ describe("a two-Spark Ray cluster", () => {
                 .filter((r) => commandText(r, "delete") === undefined)
                 .map((r) => r.name)
                 .sort(),
-            ["spark-a-probe", "spark-a-ray-head-ready", "spark-a-ssh", "spark-a-vllm-ready", "spark-b-probe", "spark-b-ssh"],
+            [
+                "spark-a-probe",
+                "spark-a-ray-head-ready",
+                "spark-a-ray-probe",
+                "spark-a-ssh",
+                "spark-a-vllm-ready",
+                "spark-b-probe",
+                "spark-b-ray-probe",
+                "spark-b-ssh",
+            ],
             "every step that changes a host has a delete that undoes it",
         );
     });
@@ -617,6 +631,13 @@ describe("what one config key changes", () => {
         assert.deepEqual(changed, ["spark-a-vllm-ready", "spark-a-vllm-unit"]);
     });
 
+    it("model.executor: Ray and vLLM steps only; the hardware probe and the host layers stay as they are", async () => {
+        const changed = changedNames(await scenario("base"), await scenario("mp"));
+        assert.ok(changed.includes("spark-a-vllm-unit") && changed.includes("spark-a-ray-probe"), changed.join(", "));
+        const hostLayers = changed.filter((name) => /-(ssh|probe|interconnect|roce|nccl|firewall)(-|$)/.test(name) && !/-ray-probe$/.test(name));
+        assert.deepEqual(hostLayers, [], "a changed probe would make every layer that reads its output an update in the preview");
+    });
+
     it("interconnect.mtu: only the netplan steps, not the NCCL files or the Ray and vLLM units", async () => {
         assert.deepEqual(changedNames(await scenario("base"), await scenario("mtu")), ["spark-a-interconnect-apply", "spark-b-interconnect-apply"]);
     });
@@ -633,16 +654,22 @@ describe("what one config key changes", () => {
         ]);
     });
 
-    it("apiKey: only the secrets steps' stdin: vLLM's, and the Ray token's and the model sync secret's derived from it (each restarts its unit when the file changed)", async () => {
+    it("apiKey: only the secrets steps' stdin: vLLM's, and the Ray token's and the model sync secret's derived from it (each restarts its unit when the file changed); the readiness check runs again", async () => {
         const base = await scenario("base");
         const rotated = await scenario("apiKey");
         assert.deepEqual(changedNames(base, rotated), [
             "dev-model-pull-spark-b",
             "dev-model-serve",
             "spark-a-ray-head-auth",
+            "spark-a-vllm-ready",
             "spark-a-vllm-secrets",
             "spark-b-ray-worker-auth",
         ]);
+        // The probe re-runs through its (secret) triggers: vLLM restarted for the new key; its script is the same.
+        const ready = ["create", "triggers"].filter(
+            (key) => JSON.stringify(get(base, "spark-a-vllm-ready").inputs[key]) !== JSON.stringify(get(rotated, "spark-a-vllm-ready").inputs[key]),
+        );
+        assert.deepEqual(ready, ["triggers"]);
         for (const name of ["dev-model-pull-spark-b", "dev-model-serve"]) {
             const changedInputs = Object.keys(get(base, name).inputs).filter(
                 (key) => JSON.stringify(get(base, name).inputs[key]) !== JSON.stringify(get(rotated, name).inputs[key]),
@@ -822,7 +849,10 @@ describe("the mp executor", () => {
         const types = result.resources.map((r) => r.type);
         assert.ok(!types.includes(COMPONENT("RayHead")) && !types.includes(COMPONENT("RayWorker")));
         assert.deepEqual(
-            result.resources.filter((r) => r.type === COMPONENT("VllmServer")).map((r) => r.name),
+            result.resources
+                .filter((r) => r.type === COMPONENT("VllmServer"))
+                .map((r) => r.name)
+                .sort(),
             ["spark-a-vllm", "spark-b-vllm"],
         );
         const vllmSteps = result.resources
@@ -830,6 +860,9 @@ describe("the mp executor", () => {
             .map((r) => r.name)
             .sort();
         assert.deepEqual(vllmSteps, ["spark-a-vllm-ready", "spark-a-vllm-secrets", "spark-a-vllm-unit", "spark-b-vllm-secrets", "spark-b-vllm-unit"]);
+        // rank 1 restarting restarts rank 0's engine: the head's probe waits for rank 1 and re-runs with it.
+        assert.ok(get(result, "spark-a-vllm-ready").dependsOn.includes("spark-b-vllm"), "the head's readiness waits for rank 1");
+        assert.notEqual(get(result, "spark-a-vllm-ready").inputs.triggers, undefined, "and is triggered by its restarts");
         assert.equal(result.outputs.dashboard, undefined);
     });
 

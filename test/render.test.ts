@@ -17,7 +17,7 @@ import * as path from "node:path";
 import * as yaml from "js-yaml";
 import { ConfigError, DockerRuntime, RaySchema, Runtime, parseConfig } from "../config";
 import { compareVersions, hcasFor, parseIbdev2netdev, parseRayVersion, rayAuthStatus, resolveInterfaceNames } from "../components/nodeFacts";
-import { probeScript } from "../components/render/probe";
+import { probeScript, rayProbeScript } from "../components/render/probe";
 import { HOST_KEY_PREFIX, SSH_READY_SCRIPT, hostKeyFingerprint, recordedHostKey } from "../components/hostKey";
 import { installFileFromStdinScript, installFilesScript, installUnitScript, removeFilesScript, removeUnitScript } from "../components/render/host/files";
 import { HOST_LIB } from "../components/render/host/lib";
@@ -888,42 +888,42 @@ describe("the API key", () => {
     });
 });
 
-describe("the node probe", () => {
-    /** Runs the probe against a fake venv whose python prints `version` (or fails when undefined). */
-    function probeWith(version: string | undefined, executor: "ray" | "mp") {
+describe("the node probes", () => {
+    /** Runs the Ray probe against a fake venv whose python prints `version` (or fails when undefined). */
+    function rayProbeWith(version: string | undefined) {
         const venv = fs.mkdtempSync(path.join(os.tmpdir(), "probe-venv-"));
         try {
             fs.mkdirSync(path.join(venv, "bin"));
             const python =
                 version === undefined ? "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'ray'\" >&2\nexit 1\n" : `#!/bin/sh\necho ${version}\n`;
             fs.writeFileSync(path.join(venv, "bin", "python"), python, { mode: 0o755 });
-            return spawnSync("bash", ["-c", probeScript({ node: "thor-1", runtime: { kind: "venv", path: venv }, executor })], { encoding: "utf8" });
+            return spawnSync("bash", ["-c", rayProbeScript({ node: "thor-1", runtime: { kind: "venv", path: venv } })], { encoding: "utf8" });
         } finally {
             fs.rmSync(venv, { recursive: true, force: true });
         }
     }
 
-    it("reports the runtime's Ray version for the ray executor", () => {
-        const r = probeWith("2.60.0", "ray");
+    it("the Ray probe reports the runtime's Ray version", () => {
+        const r = rayProbeWith("2.60.0");
         assert.equal(r.status, 0, r.stderr);
         assert.equal(parseRayVersion(r.stdout), "2.60.0");
     });
 
-    it("fails, naming model.executor and the fix, when the runtime has no Ray", () => {
-        const r = probeWith(undefined, "ray");
+    it("the Ray probe fails, naming model.executor and the fix, when the runtime has no Ray", () => {
+        const r = rayProbeWith(undefined);
         assert.equal(r.status, 1);
         assert.match(r.stderr, /^spark-cluster:model\.executor is ray, but the venv \S+ on thor-1 has no Ray .*Fix: set model\.executor: mp/m);
         assert.equal(parseRayVersion(r.stdout), "none");
     });
 
-    it("does not look for Ray with the mp executor", () => {
-        const r = probeWith(undefined, "mp");
-        assert.equal(r.status, 0, r.stderr);
-        assert.equal(parseRayVersion(r.stdout), undefined);
+    it("the hardware probe does not look for Ray, and is one script whatever the runtime or executor", () => {
+        const script = probeScript();
+        assert.doesNotMatch(script, /ray/);
+        assert.equal(spawnSync("bash", ["-n", "-c", script]).status, 0);
     });
 
-    it("asks a docker runtime through a throwaway container of the same image, no network, image after --", () => {
-        const script = probeScript({ node: "spark-a", runtime: DOCKER_DEFAULT, executor: "ray" });
+    it("the Ray probe asks a docker runtime through a throwaway container of the same image, no network, image after --", () => {
+        const script = rayProbeScript({ node: "spark-a", runtime: DOCKER_DEFAULT });
         assert.match(script, /docker run --rm --network none --entrypoint python3 -- nvcr\.io\/nvidia\/vllm:\S+ -c 'import ray; print\(ray.__version__\)'/);
         assert.equal(spawnSync("bash", ["-n", "-c", script]).status, 0);
     });

@@ -1,7 +1,7 @@
-// The read-only probe every node runs before anything is changed on it: which
-// RoCE devices and interfaces it has (ibdev2netdev), and whether its runtime
-// can run the chosen executor (Ray, for the ray executor). It changes nothing;
-// it fails, naming the config key, when the runtime cannot run the executor.
+// The read-only probes every node runs before anything is changed on it: which
+// RoCE devices and interfaces it has (ibdev2netdev), and, for the ray executor,
+// whether its runtime has Ray. They change nothing; the Ray probe fails, naming
+// the config key, when the runtime cannot run the executor.
 import type { Runtime } from "../../config";
 import { bashScript, shellJoin, shellQuote } from "./host/shell";
 
@@ -23,29 +23,33 @@ function runtimeLabel(runtime: Runtime): string {
     return runtime.kind === "docker" ? `the image ${runtime.image}` : `the venv ${runtime.path}`;
 }
 
-export interface ProbeSpec {
-    node: string;
-    runtime: Runtime;
-    executor: "ray" | "mp";
+/** The hardware probe: ibdev2netdev's lines. The same script whatever the executor or runtime. */
+export function probeScript(): string {
+    return bashScript(["ibdev2netdev 2>/dev/null || true"]);
 }
 
-/** The probe script: ibdev2netdev's lines, then `ray-version=…` (ray executor only). */
-export function probeScript(spec: ProbeSpec): string {
-    const lines = ["ibdev2netdev 2>/dev/null || true"];
-    if (spec.executor === "ray") {
-        const message =
-            `spark-cluster:model.executor is ray, but ${runtimeLabel(spec.runtime)} on ${spec.node} has no Ray ` +
-            "(NGC vLLM images ship without Ray from 26.05 on). Fix: set model.executor: mp (vLLM's own multi-node mode, no Ray), " +
-            "or give this node a runtime with Ray.";
-        lines.push(
-            `if version=$(${rayVersionCommand(spec.runtime)} 2>/dev/null) && [ -n "$version" ]; then`,
-            `  echo "${RAY_VERSION_PREFIX}$version"`,
-            `else`,
-            `  echo "${RAY_VERSION_PREFIX}none"`,
-            `  echo ${shellQuote(message)} >&2`,
-            `  exit 1`,
-            `fi`,
-        );
-    }
-    return bashScript(lines);
+export interface RayProbeSpec {
+    node: string;
+    runtime: Runtime;
+}
+
+/**
+ * The Ray probe (ray executor only): prints `ray-version=…`, or fails naming the config key when
+ * the runtime has no Ray. A step of its own, so that switching the executor leaves the hardware
+ * probe (and everything that reads its output) unchanged.
+ */
+export function rayProbeScript(spec: RayProbeSpec): string {
+    const message =
+        `spark-cluster:model.executor is ray, but ${runtimeLabel(spec.runtime)} on ${spec.node} has no Ray ` +
+        "(NGC vLLM images ship without Ray from 26.05 on). Fix: set model.executor: mp (vLLM's own multi-node mode, no Ray), " +
+        "or give this node a runtime with Ray.";
+    return bashScript([
+        `if version=$(${rayVersionCommand(spec.runtime)} 2>/dev/null) && [ -n "$version" ]; then`,
+        `  echo "${RAY_VERSION_PREFIX}$version"`,
+        `else`,
+        `  echo "${RAY_VERSION_PREFIX}none"`,
+        `  echo ${shellQuote(message)} >&2`,
+        `  exit 1`,
+        `fi`,
+    ]);
 }
