@@ -185,13 +185,15 @@ preview_stack() { # stack
   (umask 077 && pulumi --stack "$stack" config --json --show-secrets --config-file "$cfg" --non-interactive >"$known")
 
   netns_for "$PULUMI_BACKEND_URL"
+  # --show-full-output: the CLI otherwise cuts a changed line at 150 characters, and the change of
+  # a long ExecStart= line (a vLLM flag) is often further right than that.
   raw="$work/$stack.out"
   rc=0
   if [ ${#netns[@]} -gt 0 ]; then
     "${netns[@]}" bash -c 'ip link set lo up && exec "$@"' preview-netns \
-      pulumi --stack "$stack" preview --diff --non-interactive --color never --config-file "$cfg" >"$raw" 2>&1 || rc=$?
+      pulumi --stack "$stack" preview --diff --show-full-output --non-interactive --color never --config-file "$cfg" >"$raw" 2>&1 || rc=$?
   else
-    pulumi --stack "$stack" preview --diff --non-interactive --color never --config-file "$cfg" >"$raw" 2>&1 || rc=$?
+    pulumi --stack "$stack" preview --diff --show-full-output --non-interactive --color never --config-file "$cfg" >"$raw" 2>&1 || rc=$?
   fi
 
   # Redact any secret value that made it into the output (none should) and fail if one did.
