@@ -125,7 +125,7 @@ export class SparkCluster extends pulumi.ComponentResource {
         );
 
         // Ray executor: vLLM on the head only. mp executor: on every node, rank 0 the head.
-        // The workers' servers first: the head's readiness re-runs when one of them restarts.
+        // The workers' servers first: the head's vLLM restarts after them when one of them restarts.
         const vllmNodes = rayHead ? [head] : [head, ...workers];
         const server = (n: ClusterNode, rank: number, peers: VllmServer[]) =>
             new VllmServer(
@@ -144,7 +144,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                     publicHost: config.head.ssh.host,
                     peers,
                 },
-                n.childOptions({ dependsOn: [...(rayHead ? [rayHead] : n.hostReady), modelSync] }),
+                n.childOptions({ dependsOn: [...(rayHead ? [rayHead] : n.hostReady), modelSync, ...peers] }),
             );
         const workerServers = vllmNodes.slice(1).map((n, i) => server(n, i + 1, []));
         const servers = [server(vllmNodes[0], 0, workerServers), ...workerServers];

@@ -28,8 +28,9 @@ export interface VllmServerArgs {
     /** Host clients use to reach the API (the head's SSH address). */
     publicHost: string;
     /**
-     * The other nodes' servers (mp executor, on the head): when one of them restarts, the head's
-     * engine restarts with it, so the head's readiness probe waits for them and runs again.
+     * The other ranks' servers (mp executor, on the head; give them in `dependsOn` too): when one
+     * of them restarts, the engine ends on every rank, so the head's unit (which names their
+     * units' hash) restarts after them and its readiness probe runs again.
      */
     peers?: VllmServer[];
 }
@@ -71,7 +72,12 @@ export class VllmServer extends pulumi.ComponentResource {
             { parent: this },
         );
 
-        this.unit = pulumi.output(args.envHash).apply((envHash) => renderVllmUnit(args.serve, args.runtime, envHash, args.rayAddress));
+        const peerUnits = (args.peers ?? []).map((p) => p.unit);
+        this.unit = pulumi
+            .all([args.envHash, ...peerUnits])
+            .apply(([envHash, ...units]) =>
+                renderVllmUnit(args.serve, args.runtime, envHash, args.rayAddress, units.length > 0 ? contentHash(units.join("\n")) : undefined),
+            );
         const unitCommand = args.host.command(
             `${name}-unit`,
             { create: this.unit.apply((unit) => installUnitScript(UNITS.vllm, unit)), delete: removeUnitScript(UNITS.vllm) },
@@ -99,7 +105,7 @@ export class VllmServer extends pulumi.ComponentResource {
                     }),
                     timeout: "20m",
                 },
-                { parent: this, dependsOn: [unitCommand, ...(args.peers ?? [])] },
+                { parent: this, dependsOn: [unitCommand] },
             );
         }
         this.registerOutputs({ baseUrl: this.baseUrl, servedModel: this.servedModel });

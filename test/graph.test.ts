@@ -860,9 +860,11 @@ describe("the mp executor", () => {
             .map((r) => r.name)
             .sort();
         assert.deepEqual(vllmSteps, ["spark-a-vllm-ready", "spark-a-vllm-secrets", "spark-a-vllm-unit", "spark-b-vllm-secrets", "spark-b-vllm-unit"]);
-        // rank 1 restarting restarts rank 0's engine: the head's probe waits for rank 1 and re-runs with it.
-        assert.ok(get(result, "spark-a-vllm-ready").dependsOn.includes("spark-b-vllm"), "the head's readiness waits for rank 1");
-        assert.notEqual(get(result, "spark-a-vllm-ready").inputs.triggers, undefined, "and is triggered by its restarts");
+        // rank 1 restarting ends the engine on rank 0 too: rank 0's unit names rank 1's unit (so it
+        // restarts after it), and its probe is triggered by rank 1's restarts.
+        assert.match(commandText(get(result, "spark-a-vllm-unit"), "create") ?? "", /^# input units of ranks 1\+: [0-9a-f]{16}$/m);
+        assert.doesNotMatch(commandText(get(result, "spark-b-vllm-unit"), "create") ?? "", /units of ranks/);
+        assert.notEqual(get(result, "spark-a-vllm-ready").inputs.triggers, undefined, "the probe has triggers");
         assert.equal(result.outputs.dashboard, undefined);
     });
 
@@ -875,7 +877,8 @@ describe("the mp executor", () => {
         assert.doesNotMatch(rank0 + rank1, /RAY_ADDRESS|spark-cluster-ray\.service/);
         assert.deepEqual(
             get(result, "spark-a-vllm").dependsOn.filter((d) => d !== "dev-model"),
-            ["spark-a-interconnect", "spark-a-nccl", "spark-a-firewall"],
+            ["spark-a-interconnect", "spark-a-nccl", "spark-a-firewall", "spark-b-vllm"],
+            "rank 0 after its own host layers and after rank 1",
         );
         assert.deepEqual(
             get(result, "spark-b-vllm").dependsOn.filter((d) => d !== "dev-model"),

@@ -84,7 +84,11 @@ export function vllmServeArgv(spec: VllmServeSpec): string[] {
  * mp executor), with HF_HUB_OFFLINE=1: a hub model is read from the node's own cache, where
  * ModelSync put it, and a local path (model.source) is served as it is.
  */
-export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: string, rayAddress?: string): string {
+/**
+ * The vLLM unit. `peersHash` (mp executor, rank 0): a hash of the other ranks' units, so that a
+ * restart of any rank (which ends the engine everywhere) restarts rank 0 too, after them.
+ */
+export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: string, rayAddress?: string, peersHash?: string): string {
     const rank = spec.multiNode?.rank ?? 0;
     return renderUnit({
         name: UNITS.vllm,
@@ -98,7 +102,7 @@ export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: s
         environment: { ...(rayAddress ? { RAY_ADDRESS: rayAddress } : {}), HF_HUB_OFFLINE: "1" },
         // A local model directory: the container sees it where vLLM is told to look.
         readOnlyMounts: spec.source.startsWith("/") ? [spec.source] : [],
-        inputs: { "runtime.env": envHash },
+        inputs: { "runtime.env": envHash, ...(peersHash ? { "units of ranks 1+": peersHash } : {}) },
         after: rayAddress ? [`${UNITS.ray}.service`] : [],
     });
 }
