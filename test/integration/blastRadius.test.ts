@@ -1,0 +1,213 @@
+// Blast radius, on the lab's Spark pair with the real Pulumi CLI: for each everyday change to the
+// dev stack, `preview` names exactly the resources the change must touch, its diff shows the
+// changed lines of what we render (not a blob), and applying it restarts Ray and vLLM only where
+// the change requires (their main PIDs compared before and after). The changes apply one after
+// the other; each row's expectation is relative to the row before. One table, printed as it runs.
+import { before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { UNITS } from "../../components/render/paths";
+import { withExclusiveLab } from "../lab/lab-harness";
+import { NodeName, Session, apiKeyOf, chat, mainPid, newSession, pulumi, pulumiWithConfig, removeSession, root, run } from "./stackSession";
+
+const members: NodeName[] = ["spark-a", "spark-b"];
+
+withExclusiveLab({ setUp: () => void run(undefined, path.join(root, "lab", "lab.sh"), ["up"], 1800) });
+
+/** A process the change may restart: the main PID of one of our units on one node. */
+type Proc = `${NodeName}:${"ray" | "vllm"}`;
+
+interface Row {
+    /** The change, as a reviewer would name it. */
+    change: string;
+    /** How the stack's config file changes (text in, text out). */
+    edit: (config: string, session: Session) => string;
+    /** Exactly the resources (last URN segment) that preview must report as changing. */
+    touches: string[];
+    /** Lines the human-readable `preview --diff` must show (the rendered text that changes). */
+    diffShows: RegExp[];
+    /** The processes that must restart; every other one must keep its PID. */
+    restarts: Proc[];
+    /** The served model name after the change (for the chat that proves it still answers). */
+    model?: string;
+}
+
+function replaceOnce(config: string, from: string | RegExp, to: string): string {
+    const next = config.replace(from, to);
+    assert.notEqual(next, config, `the config has ${String(from)}`);
+    return next;
+}
+
+const NEW_API_KEY = "sk-lab-blast-radius-0123456789abcdef";
+
+// In this order: the API key last, because `pulumi config set` rewrites the file's YAML.
+const ROWS: Row[] = [
+    {
+        change: "a vLLM flag (model.maxModelLen)",
+        edit: (c) => replaceOnce(c, "    servedName: tiny-chat\n", "    servedName: tiny-chat\n    maxModelLen: 4096\n"),
+        touches: ["spark-a-vllm-ready(replace)", "spark-a-vllm-unit(update)", "spark-b-vllm-unit(update)"],
+        diffShows: [/^\s+- ExecStart=/m, /^\s+\+ ExecStart=.*--max-model-len 4096/m],
+        restarts: ["spark-a:vllm", "spark-b:vllm"],
+    },
+    {
+        change: "the model",
+        edit: (c) =>
+            replaceOnce(replaceOnce(c, "source: lab/tiny-chat", "source: Qwen/Qwen2.5-0.5B-Instruct"), "servedName: tiny-chat", "servedName: qwen-small"),
+        touches: [
+            "dev-model-download(replace)",
+            "dev-model-pull-spark-b(replace)",
+            "dev-model-serve(replace)",
+            "spark-a-vllm-ready(replace)",
+            "spark-a-vllm-unit(update)",
+            "spark-b-vllm-unit(update)",
+        ],
+        diffShows: [/^\s+\+ ExecStart=.* Qwen\/Qwen2\.5-0\.5B-Instruct /m],
+        restarts: ["spark-a:vllm", "spark-b:vllm"],
+        model: "qwen-small",
+    },
+    {
+        change: "the interconnect MTU",
+        edit: (c) => replaceOnce(c, "mtu: 9000", "mtu: 8000"),
+        touches: ["spark-a-interconnect-apply(update)", "spark-b-interconnect-apply(update)"],
+        diffShows: [/^\s+- +mtu: 9000$/m, /^\s+\+ +mtu: 8000$/m],
+        restarts: [],
+    },
+    {
+        change: "an interconnect address (spark-b's first link)",
+        edit: (c) => replaceOnce(c, "192.168.100.12/24", "192.168.100.13/24"),
+        touches: [
+            "dev-model-serve(update)",
+            "spark-a-firewall-apply(update)",
+            "spark-a-interconnect-apply(update)",
+            "spark-b-firewall-apply(update)",
+            "spark-a-vllm-ready(replace)",
+            "spark-a-vllm-unit(update)",
+            "spark-b-interconnect-apply(update)",
+            "spark-b-nccl-files(update)",
+            "spark-b-vllm-unit(update)",
+        ],
+        diffShows: [/^\s+- .*192\.168\.100\.12\/24/m, /^\s+\+ .*192\.168\.100\.13\/24/m],
+        // rank 1's restart ends the engine on rank 0 too: rank 0 restarts after it, on purpose.
+        restarts: ["spark-a:vllm", "spark-b:vllm"],
+    },
+    {
+        change: "the image tag",
+        edit: (c) => c.replace(/runtime: \{kind: docker, /g, "runtime: {kind: docker, image: nvcr.io/nvidia/vllm:26.05-py3, "),
+        touches: ["dev-model-download(update)", "spark-a-vllm-ready(replace)", "spark-a-vllm-unit(update)", "spark-b-vllm-unit(update)"],
+        diffShows: [/^\s+\+ ExecStart=.* nvcr\.io\/nvidia\/vllm:26\.05-py3 /m],
+        restarts: ["spark-a:vllm", "spark-b:vllm"],
+    },
+    {
+        change: "the executor, mp -> ray (and the image back to one with Ray)",
+        edit: (c) => replaceOnce(replaceOnce(c, /image: nvcr\.io\/nvidia\/vllm:26\.05-py3, /g, ""), "executor: mp", "executor: ray"),
+        touches: [
+            "dev-model-download(update)",
+            "spark-a-ray-head(create)",
+            "spark-a-ray-head-auth(create)",
+            "spark-a-ray-head-ready(create)",
+            "spark-a-ray-head-unit(create)",
+            "spark-a-ray-probe(create)",
+            "spark-a-vllm-ready(replace)",
+            "spark-a-vllm-unit(update)",
+            "spark-b-ray-probe(create)",
+            "spark-b-ray-worker(create)",
+            "spark-b-ray-worker-auth(create)",
+            "spark-b-ray-worker-unit(create)",
+            "spark-b-vllm(delete)",
+            "spark-b-vllm-secrets(delete)",
+            "spark-b-vllm-unit(delete)",
+        ],
+        diffShows: [/^\s+\+ ExecStart=.*--distributed-executor-backend ray/m],
+        restarts: ["spark-a:ray", "spark-a:vllm", "spark-b:ray", "spark-b:vllm"],
+    },
+    {
+        change: "PFC off (roce.enabled: false)",
+        edit: (c) => replaceOnce(c, "  spark-cluster:ray:\n", "  spark-cluster:roce:\n    enabled: false\n  spark-cluster:ray:\n"),
+        touches: ["spark-a-roce(delete)", "spark-a-roce-apply(delete)", "spark-b-roce(delete)", "spark-b-roce-apply(delete)"],
+        diffShows: [/^\s*- command:remote:Command: \(delete\)/m, /mlnx_qos/],
+        restarts: [],
+    },
+    {
+        change: "the API key",
+        edit: (c, session) => {
+            fs.writeFileSync(session.configFile, c);
+            pulumiWithConfig(session, "config", "set", "--secret", "spark-cluster:apiKey", NEW_API_KEY);
+            return fs.readFileSync(session.configFile, "utf8");
+        },
+        // The Ray token is derived from the API key unless rayAuthToken is set: Ray restarts too.
+        touches: [
+            "dev-model-pull-spark-b(update)",
+            "dev-model-serve(update)",
+            "spark-a-ray-head-auth(update)",
+            "spark-a-vllm-ready(replace)",
+            "spark-a-vllm-secrets(update)",
+            "spark-b-ray-worker-auth(update)",
+        ],
+        diffShows: [/\[secret\]/],
+        restarts: ["spark-a:ray", "spark-a:vllm", "spark-b:ray"],
+    },
+];
+
+function pids(): Record<Proc, string> {
+    const out = {} as Record<Proc, string>;
+    for (const node of members) {
+        out[`${node}:ray`] = mainPid(node, UNITS.ray);
+        out[`${node}:vllm`] = mainPid(node, UNITS.vllm);
+    }
+    return out;
+}
+
+describe("blast radius: each everyday change touches exactly what it must (preview, diff, PIDs)", { timeout: 3_600_000 }, () => {
+    let session: Session;
+    let apiKey = "";
+    let model = "tiny-chat";
+    const table: string[] = [];
+
+    before(() => {
+        session = newSession((c) => replaceOnce(c, "executor: ray", "executor: mp"));
+        apiKey = apiKeyOf(session);
+    });
+
+    it("converges the pair (mp executor) and answers", async () => {
+        pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+        await chat(pulumi(session, "stack", "output", "endpoint").trim(), apiKey, model);
+    });
+
+    for (const row of ROWS) {
+        it(row.change, async (t) => {
+            fs.writeFileSync(session.configFile, row.edit(fs.readFileSync(session.configFile, "utf8"), session));
+            if (row.change === "the API key") apiKey = NEW_API_KEY;
+            if (row.model) model = row.model;
+            const preview = JSON.parse(pulumiWithConfig(session, "preview", "--json")) as { steps: { op: string; urn: string }[] };
+            const touched = preview.steps
+                .filter((s) => s.op !== "same")
+                .map((s) => `${s.urn.split("::").pop()}(${s.op})`)
+                .sort();
+            const diff = pulumiWithConfig(session, "preview", "--diff", "--show-full-output");
+            assert.ok(!diff.includes(apiKey), "the preview shows no secret");
+            // What changes reads as the changed lines of what we render: no heredoc delimiter or
+            // other blob changes along with them.
+            assert.doesNotMatch(diff, /^\s+[-+] .*SPARK_CLUSTER_EOF/m, "a heredoc delimiter changed");
+            const before = pids();
+            const start = Date.now();
+            pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+            const seconds = Math.round((Date.now() - start) / 1000);
+            const after = pids();
+            const restarted = (Object.keys(before) as Proc[]).filter((p) => before[p] !== after[p]).sort();
+            await chat(pulumi(session, "stack", "output", "endpoint").trim(), apiKey, model);
+            const line = `| ${row.change} | ${touched.join(", ")} | ${restarted.join(", ") || "none"} | ${seconds} s |`;
+            table.push(line);
+            t.diagnostic(line);
+            for (const shown of row.diffShows) assert.match(diff, shown, `the diff shows ${String(shown)}:\n${diff}`);
+            assert.deepEqual(touched, [...row.touches].sort(), `preview touches exactly the expected resources`);
+            assert.deepEqual(restarted, [...row.restarts].sort(), `only the expected processes restart`);
+        });
+    }
+
+    it("prints the table", (t) => {
+        t.diagnostic(["| change | preview touches | restarted | up |", "|---|---|---|---|", ...table].join("\n"));
+    });
+
+    it("removes its scratch backend", () => removeSession(session));
+});
