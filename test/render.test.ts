@@ -636,6 +636,28 @@ describe("shellQuote", () => {
     });
 });
 
+describe("sc_wait", () => {
+    it("retries every second, says what it waits for every 10 s, and gives up at its bound", () => {
+        const r = spawnSync(
+            "bash",
+            [
+                "-c",
+                bashScript([
+                    HOST_LIB,
+                    `n=0; ready() { n=$((n + 1)); [ "$n" -ge 3 ]; }`,
+                    `sc_wait 5 "three tries" ready && echo "tries: $n"`,
+                    `sc_wait 11 "the thing" false`,
+                ]),
+            ],
+            { encoding: "utf8" },
+        );
+        assert.equal(r.status, 1);
+        assert.match(r.stdout, /^tries: 3$/m, "polls every second: three tries within the 5 s bound");
+        assert.match(r.stdout, /^\[spark-cluster\] waiting for the thing \(1[01] s of at most 11 s\)$/m);
+        assert.match(r.stdout, /^\[spark-cluster\] gave up after 11 s waiting for the thing$/m);
+    });
+});
+
 describe("heredoc", () => {
     it("feeds tricky content verbatim (no expansion) and ends it with a newline", () => {
         const content = "a $HOME `id` \\n 'q' \"d\"\nEOF\nSPARK_CLUSTER_EOF_\n$(echo no)";

@@ -43,16 +43,21 @@ sc_remove_file() {
 sc_cleanup_state() {
   [ -d "$SC_STATE" ] && find "$SC_STATE" -depth -type d -empty -delete 2>/dev/null || true
 }
-# sc_wait SECONDS DESCRIPTION COMMAND...: retries COMMAND every 2s, bounded by SECONDS.
+# sc_wait SECONDS DESCRIPTION COMMAND...: retries COMMAND every second, bounded by SECONDS, and
+# says what it waits for every 10 s (no silent wait in the pulumi up output).
 sc_wait() {
-  local limit=$1 what=$2 start
+  local limit=$1 what=$2 start now said
   shift 2
-  start=$(date +%s)
+  start=$(date +%s); said=$start
   until "$@"; do
-    if [ $(( $(date +%s) - start )) -ge "$limit" ]; then
+    now=$(date +%s)
+    if [ $(( now - start )) -ge "$limit" ]; then
       sc_log "gave up after $limit s waiting for $what"; return 1
     fi
-    sleep 2
+    if [ $(( now - said )) -ge 10 ]; then
+      sc_log "waiting for $what ($(( now - start )) s of at most $limit s)"; said=$now
+    fi
+    sleep 1
   done
 }
 `;
