@@ -3,7 +3,12 @@
 // of one), and NCCL override names.
 import { CONFIG_NAMESPACE } from "./namespace";
 
-const HF_MODEL_ID = /^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/;
+/**
+ * `org/name` as the hub client takes it (huggingface_hub's validate_repo_id, which `hf download`
+ * and vLLM run first): letters, digits, `-`, `_` and `.`, each part ending in a letter, digit or
+ * `_`, the name at most 96 characters; no `--` or `..` anywhere, no `.git` at the end.
+ */
+const HF_MODEL_ID = /^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?\/[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?$/;
 const NCCL_VARIABLE = /^NCCL_[A-Z0-9_]+$/;
 
 export function modelSourceProblem(text: string): string | undefined {
@@ -11,9 +16,21 @@ export function modelSourceProblem(text: string): string | undefined {
         if (/[\s:,\0-\x1f\x7f]/.test(text) || text.split("/").every((segment) => segment === "")) {
             return "must be an absolute path to the model's directory, without spaces, `:` or `,` (a container mounts it)";
         }
+        // The kernel's PATH_MAX (4096 with its NUL) and NAME_MAX (255 bytes a name).
+        if (Buffer.byteLength(text, "utf8") > 4095 || text.split("/").some((segment) => Buffer.byteLength(segment, "utf8") > 255)) {
+            return "must be a path Linux can open: at most 4095 bytes, each name in it at most 255";
+        }
+        // Its last directory is the served name when model.servedName is not set: vLLM would read one
+        // starting with - as a flag.
+        const names = text.split("/").filter((segment) => segment !== "");
+        if (names[names.length - 1].startsWith("-")) {
+            return "must not end in a directory whose name starts with - (the served name defaults to it, and vLLM would read it as a flag); rename the directory";
+        }
         return undefined;
     }
-    return HF_MODEL_ID.test(text) ? undefined : "must be a Hugging Face model id (org/name) or an absolute path to a local model directory";
+    return HF_MODEL_ID.test(text) && !/--|\.\./.test(text) && !text.endsWith(".git")
+        ? undefined
+        : "must be a Hugging Face model id (org/name) or an absolute path to a local model directory; an id as the hub takes it has letters, digits, -, _ and ., each part ending in a letter, digit or _, no -- or .., a name of at most 96 characters";
 }
 
 /** The vLLM flags this project renders itself, with the key to set instead and an example. */
@@ -23,6 +40,8 @@ const RENDERED_VLLM_FLAGS: Readonly<Record<string, { key: string; example: strin
     "--pipeline-parallel-size": { key: "model.pipelineParallel", example: "model: { pipelineParallel: 2 }" },
     "--distributed-executor-backend": { key: "model.executor", example: "model: { executor: mp }" },
     "--gpu-memory-utilization": { key: "model.gpuMemoryUtilization", example: "model: { gpuMemoryUtilization: 0.85 }" },
+    // vLLM's alias of --gpu-memory-utilization (vLLM 0.33's argument table).
+    "--device-memory-utilization": { key: "model.gpuMemoryUtilization", example: "model: { gpuMemoryUtilization: 0.85 }" },
     "--max-model-len": { key: "model.maxModelLen", example: "model: { maxModelLen: 32768 }" },
     "--max-num-seqs": { key: "model.maxNumSeqs", example: "model: { maxNumSeqs: 64 }" },
     "--quantization": { key: "model.quantization", example: "model: { quantization: fp8 }" },
@@ -48,7 +67,9 @@ const RENDERED_VLLM_FLAGS: Readonly<Record<string, { key: string; example: strin
 /**
  * Why one element of `model.extraArgs` is rejected, or undefined: it must be one `--flag` or
  * `--flag=value` token, and not a flag the project renders from its own key. vLLM reads `_` and
- * `-` alike, and boolean flags also come as `--no-<flag>`; both spellings are caught.
+ * `-` alike, boolean flags also come as `--no-<flag>`, and `--flag.key=value` sets a key of the
+ * flag's JSON value (FlexibleArgumentParser: the flag is what precedes the first `.`); every
+ * spelling is caught.
  */
 export function extraArgProblem(arg: string): { message: string; example: string } | undefined {
     if (!/^--[A-Za-z0-9]/.test(arg)) {
@@ -60,7 +81,12 @@ export function extraArgProblem(arg: string): { message: string; example: string
     if (/[\0-\x1f\x7f]/.test(arg)) {
         return { message: "must not contain line breaks or other control characters", example: "--max-num-batched-tokens=8192" };
     }
-    const flag = arg.split("=")[0].replace(/_/g, "-").toLowerCase();
+    // Every script that carries the unit is one argument of the SSH login shell: the kernel takes at
+    // most 128 KiB there (MAX_ARG_STRLEN); a flag stays far below.
+    if (arg.length > 4096) {
+        return { message: "must be at most 4096 characters (put a long value in a file and pass its path)", example: "--chat-template=/models/chat.jinja" };
+    }
+    const flag = arg.split("=")[0].split(".")[0].replace(/_/g, "-").toLowerCase();
     const rendered = RENDERED_VLLM_FLAGS[flag] ?? RENDERED_VLLM_FLAGS[flag.replace(/^--no-/, "--")];
     if (rendered) {
         return {

@@ -34,6 +34,7 @@ import {
     extraArgProblem,
     interfaceAddressProblem,
     isHostOrIpv4,
+    modelSourceProblem,
     parseConfig,
     renderIssue,
     resolveParallelism,
@@ -1221,7 +1222,51 @@ describe("field formats", () => {
             assert.ok(extraArgProblem(arg)?.message.includes(key), `${arg} should point to ${key}`);
         }
         assert.ok(extraArgProblem("-tp=2")?.message.includes("starting with --"));
+        // Found by test/sinks.property.test.ts with vLLM 0.33's own argument table: an alias of a
+        // rendered flag, and the `--flag.key=value` form FlexibleArgumentParser turns into --flag.
+        for (const [arg, key] of [
+            ["--device-memory-utilization=0.5", "model.gpuMemoryUtilization"],
+            ["--device_memory=0.5", "model.gpuMemoryUtilization"],
+            ["--served-model-name.x=1", "model.servedName"],
+            ["--served.x=1", "model.servedName"],
+            ["--max-model-len.a.b=2", "model.maxModelLen"],
+        ] as const) {
+            assert.ok(extraArgProblem(arg)?.message.includes(key), `${arg} should point to ${key}`);
+        }
+        assert.equal(extraArgProblem("--compilation-config.level=3"), undefined);
+        assert.equal(extraArgProblem("--max-num-batched-tokens=1.5"), undefined);
+        assert.ok(extraArgProblem(`--chat-template=${"t".repeat(5000)}`)?.message.includes("at most 4096 characters"));
     });
+
+    // Found by test/sinks.property.test.ts: ids the hub client (huggingface_hub's validate_repo_id)
+    // refuses, a served name vLLM would read as a flag, paths Linux cannot open.
+    const sources: [string, string | undefined][] = [
+        ["Qwen/Qwen2.5-7B-Instruct", undefined],
+        ["org/a_", undefined],
+        [`org/${"n".repeat(96)}`, undefined],
+        [`org/${"n".repeat(97)}`, "at most 96 characters"],
+        ["org/name-", "each part ending in a letter, digit or _"],
+        ["org./name", "each part ending in a letter, digit or _"],
+        ["org/a--b", "no -- or .."],
+        ["org/a..b", "no -- or .."],
+        ["org/name.git", "Hugging Face model id"],
+        ["/models/qwen", undefined],
+        ["/models/-qwen", "starts with -"],
+        ["/models/-qwen/", "starts with -"],
+        [`/models/${"m".repeat(255)}`, undefined],
+        [`/models/${"m".repeat(256)}`, "at most 4095 bytes, each name in it at most 255"],
+        [`/m/${"long/".repeat(820)}x`, "at most 4095 bytes"],
+    ];
+    for (const [text, problem] of sources) {
+        test(`modelSourceProblem(${text.length > 40 ? `${text.slice(0, 30)}… (${text.length})` : text})`, () => {
+            const got = modelSourceProblem(text);
+            if (problem === undefined) {
+                assert.equal(got, undefined);
+            } else {
+                assert.ok(got?.includes(problem), `${String(got)} lacks ${problem}`);
+            }
+        });
+    }
 
     test("isHostOrIpv4", () => {
         for (const good of ["10.0.0.11", "spark-a", "spark-a.lan", "SPARK-A.example.com", "0.0.0.0"]) {
