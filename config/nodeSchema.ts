@@ -89,7 +89,11 @@ export const VenvRuntimeSchema = z.strictObject({
     /** Absolute path of the venv (the directory holding bin/vllm and bin/ray). Required. */
     path: z
         .string()
-        .regex(/^\/[^\s]*$/, { error: "must be an absolute path without spaces" })
+        // systemd runs ExecStart's executable path as it is: no $ substitution, and no quotes,
+        // backslashes or control characters there; Linux limits a path (PATH_MAX) and its parts (NAME_MAX).
+        .regex(/^\/[^\s$"'\\\0-\x1f\x7f]*$/, { error: "must be an absolute path without spaces, quotes, $, \\ or control characters" })
+        .max(4000)
+        .refine((path) => path.split("/").every((part) => Buffer.byteLength(part, "utf8") <= 255), { error: "has a directory name longer than 255 bytes" })
         .meta({ example: "/opt/vllm-venv" }),
 });
 

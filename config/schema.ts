@@ -47,7 +47,7 @@ export const NcclSchema = z.strictObject({
         .array(
             z
                 .string()
-                .regex(/^[^\s,]+$/, { error: "must be one RDMA device name, without spaces or commas" })
+                .regex(/^[^\s,\0-\x1f\x7f]+$/, { error: "must be one RDMA device name, without spaces, commas or control characters" })
                 .meta({ example: "rocep1s0f1" }),
         )
         .min(1)
@@ -75,8 +75,11 @@ export const NcclSchema = z.strictObject({
             }),
             z
                 .string()
-                .max(4096)
                 .regex(/^[^\0-\x1f\x7f]*$/, { error: "must be a single line without control characters" })
+                // NCCL reads /etc/nccl.conf a line at a time into 1024-byte buffers: a longer value is cut.
+                .refine((value) => Buffer.byteLength(value, "utf8") <= 1023, {
+                    error: "must be at most 1023 bytes (NCCL's reader of nccl.conf cuts longer lines)",
+                })
                 .meta({ example: 'NCCL_IB_MERGE_NICS: "1"' }),
         )
         .default({})
@@ -329,13 +332,13 @@ export const ClusterConfigSchema = z.strictObject({
         .string()
         .min(16)
         .max(4096)
-        .regex(SECRET_TEXT, { error: "must not contain line breaks or other control characters, nor start or end with a space" })
+        .regex(SECRET_TEXT, { error: "must be printable ASCII (spaces inside are fine), without control characters or a space at either end" })
         .meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:apiKey "$(openssl rand -hex 24)"` }),
     /** SECRET. Hugging Face token for gated models. Defaults to none. */
     hfToken: z
         .string()
         .max(512)
-        .regex(SECRET_TEXT, { error: "must not be empty, contain line breaks or other control characters, nor start or end with a space" })
+        .regex(SECRET_TEXT, { error: "must be printable ASCII (spaces inside are fine), not empty, without control characters or a space at either end" })
         .optional()
         .meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:hfToken hf_...` }),
     /**
@@ -346,7 +349,9 @@ export const ClusterConfigSchema = z.strictObject({
      */
     rayAuthToken: z
         .string()
-        .regex(/^[A-Za-z0-9_-]{32,256}$/, { error: "must be 32-256 letters, digits, _ or - (e.g. 64 hex digits)" })
+        .min(32)
+        .max(256)
+        .regex(SECRET_TEXT, { error: "must be printable ASCII (spaces inside are fine), without control characters or a space at either end" })
         .optional()
         .meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:rayAuthToken "$(openssl rand -hex 32)"` }),
 });

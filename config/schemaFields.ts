@@ -13,11 +13,12 @@ export const IFNAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$/;
 export const IMAGE_REFERENCE =
     /^(?:[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?(?::[0-9]+)?\/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$/;
 /**
- * A secret's text: any printable characters, spaces included, but no control characters (an env
- * file holds one variable per line) and no space or other whitespace at either end (HTTP drops it
- * from a header, so the key a client sends would differ from the one configured).
+ * A secret's text: printable ASCII, spaces included, but no control characters (an env file holds
+ * one variable per line), nothing outside ASCII (an HTTP header carries it: clients send UTF-8,
+ * servers read latin-1) and no space at either end (HTTP drops it from a header, so the key a
+ * client sends would differ from the one configured).
  */
-export const SECRET_TEXT = /^(?=\S)(?!.*\s$)[^\0-\x1f\x7f-\x9f\u2028\u2029]+$/s;
+export const SECRET_TEXT = /^(?! )(?!.* $)[\x20-\x7e]+$/;
 /** Text that is a private key rather than a path to one. */
 export const PRIVATE_KEY_TEXT = /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----/;
 

@@ -293,9 +293,29 @@ const BAD_CONFIGS: readonly BadCase[] = [
         got: `a value of ${SHORT_API_KEY.length} characters`,
     },
     { name: "apiKey of the wrong type", edits: [["apiKey", 12345678901234567890]], path: "apiKey", message: "must be a string", got: "a number" },
-    { name: "apiKey ending in a space (HTTP drops it)", edits: [["apiKey", `${API_KEY} `]], path: "apiKey", message: "nor start or end with a space" },
-    { name: "apiKey with a line break", edits: [["apiKey", `${API_KEY}\nX=1`]], path: "apiKey", message: "must not contain line breaks" },
-    { name: "hfToken starting with a space", edits: [["hfToken", ` ${HF_TOKEN}`]], path: "hfToken", message: "nor start or end with a space" },
+    { name: "apiKey ending in a space (HTTP drops it)", edits: [["apiKey", `${API_KEY} `]], path: "apiKey", message: "or a space at either end" },
+    { name: "apiKey with a line break", edits: [["apiKey", `${API_KEY}\nX=1`]], path: "apiKey", message: "without control characters" },
+    { name: "hfToken starting with a space", edits: [["hfToken", ` ${HF_TOKEN}`]], path: "hfToken", message: "or a space at either end" },
+    { name: "apiKey outside ASCII (an HTTP header carries it)", edits: [["apiKey", `${API_KEY}é`]], path: "apiKey", message: "must be printable ASCII" },
+    {
+        name: "rayAuthToken with a line break",
+        edits: [["rayAuthToken", `${"a".repeat(40)}\nX=1`]],
+        secretKeys: [...ALL_SECRET_KEYS, "rayAuthToken"],
+        path: "rayAuthToken",
+        message: "must be printable ASCII",
+    },
+    {
+        name: "a venv path with $",
+        edits: [["nodes[1].runtime", { kind: "venv", path: "/opt/$HOME/venv" }]],
+        path: "nodes[1].runtime.path",
+        message: "without spaces, quotes, $",
+    },
+    {
+        name: "an NCCL override longer than NCCL reads",
+        edits: [["nccl", { overrides: { NCCL_IB_MERGE_NICS: "1".repeat(1024) } }]],
+        path: "nccl.overrides.NCCL_IB_MERGE_NICS",
+        message: "at most 1023 bytes",
+    },
     {
         name: "no SSH key at all",
         edits: [["sshPrivateKey", REMOVE]],
@@ -644,7 +664,7 @@ describe("parseConfig rejects bad configs with the exact path and an actionable 
 
 describe("secrets take any printable character", () => {
     test("quotes, backslashes, $, %, backticks and inner spaces are accepted as they are", () => {
-        const apiKey = `sk-lab only'"\\$HOME%n%%\`id\`$(id)#;&|<>{}=~!é`;
+        const apiKey = `sk-lab only'"\\$HOME%n%%\`id\`$(id)#;&|<>{}=~!`;
         const hfToken = `hf_lab'"\\$USER%i%% \`x\`#token`;
         const config = parse(
             edited([
