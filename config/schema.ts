@@ -349,9 +349,8 @@ export const ClusterConfigSchema = z.strictObject({
      */
     rayAuthToken: z
         .string()
-        .min(32)
-        .max(256)
-        .regex(SECRET_TEXT, { error: "must be printable ASCII (spaces inside are fine), without control characters or a space at either end" })
+        // Letters, digits, _ and - only: the head's Ray readiness step reads ray.env with bash (`. ray.env`).
+        .regex(/^[A-Za-z0-9_-]{32,256}$/, { error: "must be 32-256 letters, digits, _ or - (e.g. 64 hex digits)" })
         .optional()
         .meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:rayAuthToken "$(openssl rand -hex 32)"` }),
 });

@@ -302,7 +302,7 @@ const BAD_CONFIGS: readonly BadCase[] = [
         edits: [["rayAuthToken", `${"a".repeat(40)}\nX=1`]],
         secretKeys: [...ALL_SECRET_KEYS, "rayAuthToken"],
         path: "rayAuthToken",
-        message: "must be printable ASCII",
+        message: "must be 32-256 letters, digits, _ or -",
     },
     {
         name: "a venv path with $",

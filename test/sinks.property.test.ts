@@ -365,8 +365,8 @@ interface KnownIssue {
     fix: string;
 }
 
-// None today: the last ones (venv path, nccl.ibHca, override length, rayAuthToken, non-ASCII
-// secrets) are refused by the config now. A new one goes here with its fix, never silently.
+// None today: the last ones (venv path, nccl.ibHca, override length, non-ASCII secrets) are
+// refused by the config now. A new one goes here with its fix, never silently.
 const KNOWN_ISSUES: KnownIssue[] = [];
 
 function knownIssue(key: Key, value: string): KnownIssue | undefined {
@@ -701,7 +701,8 @@ const KEYS: Key[] = [
         lanes: [{ variant: "ray", at: ["rayAuthToken"], sentinel: "zqraytokenzq0123456789abcdefghijkl" }],
         examples: ["0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"],
         secret: true,
-        mustAccept: printableSecret(32, 256),
+        // Not any printable character: the Ray readiness step reads ray.env with bash (`. ray.env`).
+        mustAccept: (value) => /^[A-Za-z0-9_-]{32,256}$/.test(value),
         generate: (rng) => "r" + printable(rng, 60) + "0123456789abcdef0123456789abcdefr",
     },
 ];
