@@ -6,12 +6,13 @@ import { CONFIG_NAMESPACE } from "./namespace";
 export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 export const IFNAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$/;
 /**
- * A docker image reference (docker's reference grammar, simplified): lowercase path components
- * with an optional registry host:port, tag and digest. It cannot start with `-`, so it can never
- * be read as a docker option.
+ * A docker image reference (docker's reference grammar, distribution/reference): lowercase path
+ * components, an optional registry (a first component with a `.` or a `:port`, or `localhost`;
+ * its labels cannot start or end with `-`), tag and digest. It cannot start with `-`, so it can
+ * never be read as a docker option.
  */
 export const IMAGE_REFERENCE =
-    /^(?:[a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])?(?::[0-9]+)?\/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$/;
+    /^(?:(?:localhost|[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)+)(?::[0-9]+)?\/|[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?:[0-9]+\/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$/;
 /**
  * A secret's text: printable ASCII, spaces included, but no control characters (an env file holds
  * one variable per line), nothing outside ASCII (an HTTP header carries it: clients send UTF-8,

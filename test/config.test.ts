@@ -40,6 +40,7 @@ import {
     resolveParallelism,
     resolveTransport,
 } from "../config";
+import { IMAGE_REFERENCE } from "../config/schemaFields";
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures
@@ -1219,6 +1220,22 @@ describe("field formats", () => {
             }
         });
     }
+
+    test("IMAGE_REFERENCE follows docker's reference grammar (a registry host's labels cannot start or end with -)", () => {
+        for (const image of [
+            "nvcr.io/nvidia/vllm:25.09-py3",
+            "localhost:5000/a/b",
+            "my-registry.lan:443/x/y@sha256:" + "a".repeat(64),
+            "vllm/vllm-openai:latest",
+            "a__b/c-d",
+        ]) {
+            assert.match(image, IMAGE_REFERENCE, image);
+        }
+        // Found by test/sinks.property.test.ts (seed 275358056): docker refuses this one ("invalid reference format").
+        for (const image of ["nvcr.--helpio/nvidia/vllm:25.09-py3", "-nvcr.io/x", "nvcr.io-/x", "nvcr..io/x", "Upper/x", "x:tag:tag", "--help"]) {
+            assert.doesNotMatch(image, IMAGE_REFERENCE, image);
+        }
+    });
 
     test("extraArgProblem", () => {
         assert.equal(extraArgProblem("--max-num-batched-tokens=8192"), undefined);
