@@ -22,7 +22,16 @@ import { HOST_KEY_PREFIX, SSH_READY_SCRIPT, hostKeyFingerprint, recordedHostKey 
 import { installFileFromStdinScript, installFilesScript, installUnitScript, removeFilesScript, removeUnitScript } from "../components/render/host/files";
 import { HOST_LIB } from "../components/render/host/lib";
 import { execBeside } from "../components/render/host/runtime";
-import { HEREDOC_DELIMITER, bashScript, contentHash, heredoc, remoteCommand, shellJoin, shellQuote } from "../components/render/host/shell";
+import {
+    HEREDOC_DELIMITER,
+    HEREDOC_FALLBACK_PREFIX,
+    bashScript,
+    contentHash,
+    heredoc,
+    remoteCommand,
+    shellJoin,
+    shellQuote,
+} from "../components/render/host/shell";
 import { systemdJoin } from "../components/render/host/systemd";
 import { NcclSpec, ncclVariables, renderNcclConf, renderRuntimeEnv } from "../components/render/nccl";
 import { NetplanSpec, netplanApplyScript, netplanDeleteScript, renderNetplan } from "../components/render/netplan";
@@ -670,21 +679,21 @@ describe("heredoc", () => {
         assert.ok(heredoc("cat", "a\n").startsWith(`cat <<'${HEREDOC_DELIMITER}'\n`));
         assert.ok(heredoc("cat", "b\n").endsWith(`\n${HEREDOC_DELIMITER}`), "the same delimiter for any content");
         const holding = `before\n${HEREDOC_DELIMITER}\nafter\n`;
-        assert.ok(heredoc("cat", holding).startsWith(`cat <<'${HEREDOC_DELIMITER}_${contentHash(holding)}'`));
+        assert.ok(heredoc("cat", holding).startsWith(`cat <<'${HEREDOC_FALLBACK_PREFIX}${contentHash(holding)}'`));
         assert.equal(execFileSync("bash", ["-c", heredoc("cat", holding)], { encoding: "utf8" }), holding);
-        const foreign = `${HEREDOC_DELIMITER}_${contentHash("other")}`;
+        const foreign = `${HEREDOC_FALLBACK_PREFIX}${contentHash("other")}`;
         const both = `${HEREDOC_DELIMITER}\n${foreign}\nafter\n`;
         assert.equal(execFileSync("bash", ["-c", heredoc("cat", both)], { encoding: "utf8" }), both);
     });
 
     it("throws when the content holds both delimiter lines", () => {
-        // Content with the fixed delimiter line gets SPARK_CLUSTER_EOF_<sha256(content)>: real
+        // Content with the fixed delimiter line gets SPARK_CLUSTER_HEREDOC_<sha256(content)>: real
         // content holding that too needs a SHA-256 fixed point. Pin the hash (shell.ts calls
         // crypto.createHash through the module object) to reach the guard.
         const fixed = "00000000000000000000000000000000";
         const pinned = mock.method(crypto, "createHash", () => ({ update: () => ({ digest: () => fixed }) }));
         try {
-            const delimiter = `${HEREDOC_DELIMITER}_${fixed.slice(0, 16)}`;
+            const delimiter = `${HEREDOC_FALLBACK_PREFIX}${fixed.slice(0, 16)}`;
             assert.throws(() => heredoc("cat", `${HEREDOC_DELIMITER}\n${delimiter}\nafter\n`), {
                 message: `content contains its heredoc delimiter ${delimiter}`,
             });

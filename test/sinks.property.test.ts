@@ -1001,7 +1001,10 @@ async function propertyRun(): Promise<RunResult> {
                             for (const p of job.planned) {
                                 p.tried.problems.push(
                                     ...(p.key.exactChecks?.(p.tried.value, read, parsed.config) ?? []),
-                                    ...(p.key.secret ? secretsInPlaintext(p.tried.value, result) : []),
+                                    // (not when another value of the same render holds it: its text is not the secret's)
+                                    ...(p.key.secret && !job.planned.some((q) => q !== p && q.tried.value.includes(p.tried.value))
+                                        ? secretsInPlaintext(p.tried.value, result)
+                                        : []),
                                 );
                             }
                         }

@@ -37,16 +37,18 @@ export function contentHash(text: string): string {
 
 /** The heredoc delimiter: fixed, so a changed file shows in a preview diff as its changed lines only. */
 export const HEREDOC_DELIMITER = "SPARK_CLUSTER_EOF";
+/** The delimiter's prefix for content that has {@link HEREDOC_DELIMITER} as a line: the content's hash follows. */
+export const HEREDOC_FALLBACK_PREFIX = "SPARK_CLUSTER_HEREDOC_";
 
 /**
  * A heredoc that feeds `content` verbatim to `command` (no expansion inside).
  * The delimiter is {@link HEREDOC_DELIMITER}, or, for content that has that line,
- * the same name with the content's hash appended. Throws if the content contains
- * that one too (it would end the heredoc early).
+ * {@link HEREDOC_FALLBACK_PREFIX} with the content's hash. Throws if the content
+ * contains that one too (it would end the heredoc early).
  */
 export function heredoc(command: string, content: string): string {
     const lines = content.split("\n");
-    const delimiter = lines.includes(HEREDOC_DELIMITER) ? `${HEREDOC_DELIMITER}_${contentHash(content)}` : HEREDOC_DELIMITER;
+    const delimiter = lines.includes(HEREDOC_DELIMITER) ? `${HEREDOC_FALLBACK_PREFIX}${contentHash(content)}` : HEREDOC_DELIMITER;
     if (lines.includes(delimiter)) {
         throw new Error(`content contains its heredoc delimiter ${delimiter}`);
     }
