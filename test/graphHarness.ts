@@ -82,6 +82,37 @@ function mockStdout(name: string): string {
     return "";
 }
 
+/**
+ * `done`, or "stopped" when it does not come (a failed registration never resolves): `limitMs`
+ * after the start, or once `errors` has entries and none came for `quietMs` (checked every `tickMs`).
+ */
+export async function untilSettledOrStalled<T>(
+    done: Promise<T>,
+    errors: readonly unknown[],
+    bounds: { limitMs: number; quietMs: number; tickMs: number },
+): Promise<T | "stopped"> {
+    let timer: NodeJS.Timeout | undefined;
+    const stopped = new Promise<"stopped">((resolve) => {
+        const start = Date.now();
+        let quietSince = Date.now();
+        let count = 0;
+        timer = setInterval(() => {
+            if (errors.length !== count) {
+                count = errors.length;
+                quietSince = Date.now();
+            }
+            if (Date.now() - start > bounds.limitMs || (count > 0 && Date.now() - quietSince > bounds.quietMs)) {
+                resolve("stopped");
+            }
+        }, bounds.tickMs);
+    });
+    try {
+        return await Promise.race([done, stopped]);
+    } finally {
+        clearInterval(timer);
+    }
+}
+
 function namesOf(dependsOn: unknown): string[] {
     const list = dependsOn === undefined ? [] : Array.isArray(dependsOn) ? dependsOn : [dependsOn];
     return list.map((dep) => (pulumi.Resource.isInstance(dep) ? pulumi.resourceName(dep) : "<not a resource: an Output or Promise>"));
@@ -167,23 +198,7 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
         : Promise.resolve({});
     // A failed registration never resolves: stop 15 s after the start, or once errors were
     // reported and none came for half a second.
-    let timer: NodeJS.Timeout | undefined;
-    const stopped = new Promise<"stopped">((resolve) => {
-        const start = Date.now();
-        let quietSince = Date.now();
-        let count = 0;
-        timer = setInterval(() => {
-            if (errors.length !== count) {
-                count = errors.length;
-                quietSince = Date.now();
-            }
-            if (Date.now() - start > 15_000 || (count > 0 && Date.now() - quietSince > 500)) {
-                resolve("stopped");
-            }
-        }, 100);
-    });
-    const settled = await Promise.race([Promise.all([urnsKnown, outputsKnown]), stopped]);
-    clearInterval(timer);
+    const settled = await untilSettledOrStalled(Promise.all([urnsKnown, outputsKnown]), errors, { limitMs: 15_000, quietMs: 500, tickMs: 100 });
     let outputs: ScenarioResult["outputs"] = {};
     if (settled === "stopped") {
         errors.push(`not every resource registered (${inputsByName.size} of ${created.length})`);

@@ -15,7 +15,7 @@ import * as path from "node:path";
 import * as readline from "node:readline";
 import * as pulumi from "@pulumi/pulumi";
 import { parseConfig } from "../config";
-import { LAB_IBDEV2NETDEV, MOCK_HOST_KEY } from "./graphHarness";
+import { LAB_IBDEV2NETDEV, MOCK_HOST_KEY, untilSettledOrStalled } from "./graphHarness";
 
 /** One config to render. */
 export interface RenderJob {
@@ -142,22 +142,8 @@ function serve(): void {
               )
             : Promise.resolve({});
         // A failed registration never resolves: stop 20 s after the start, or once errors were
-        // reported and none came for 300 ms (as graphHarness does).
-        let timer: NodeJS.Timeout | undefined;
-        const stopped = new Promise<"stopped">((resolve) => {
-            const start = Date.now();
-            let quietSince = Date.now();
-            let count = 0;
-            timer = setInterval(() => {
-                if (errors.length !== count) {
-                    count = errors.length;
-                    quietSince = Date.now();
-                }
-                if (Date.now() - start > 20_000 || (count > 0 && Date.now() - quietSince > 300)) resolve("stopped");
-            }, 50);
-        });
-        const settled = await Promise.race([Promise.all([known, outputs]), stopped]);
-        clearInterval(timer);
+        // reported and none came for 300 ms.
+        const settled = await untilSettledOrStalled(Promise.all([known, outputs]), errors, { limitMs: 20_000, quietMs: 300, tickMs: 50 });
         if (settled === "stopped") errors.push(`not every resource registered (${recorded.size} of ${created.length})`);
         return { id: job.id, resources: [...recorded.values()], outputs: settled === "stopped" ? {} : settled[1], errors: [...new Set(errors)] };
     };
