@@ -26,6 +26,19 @@ const (
 	keyStderr                 resource.PropertyKey = "stderr"
 )
 
+// Properties of this build's own, beyond @pulumi/command@1.2.1 (the project sets `read` through a resource
+// transformation; the upstream provider has no read-back of a command).
+const (
+	// keyRead is a command that reports, one line per difference, how the host differs from what the last run of
+	// `create`/`update` made; no output means no difference. It gets that run's stdout on stdin, must change
+	// nothing, and runs on refresh only (see Provider.Read). Changing it alone is no diff.
+	keyRead resource.PropertyKey = "read"
+	// keyDrift is what a refresh found: the `read` command's lines, or why the host could not be read. Read adds
+	// it to the inputs and outputs; the program never sets it, so the next `up` diffs it away by running the
+	// command again, which repairs the host, and its outputs have no drift.
+	keyDrift resource.PropertyKey = "drift"
+)
+
 // inputKeys are the input properties of command:remote:Command, in a stable order.
 var inputKeys = []resource.PropertyKey{
 	keyAddPreviousOutputInEnv,
@@ -320,6 +333,7 @@ type commandInputs struct {
 	Update                 *string
 	Delete                 *string
 	Stdin                  *string
+	Read                   *string
 	Environment            map[string]string
 	Logging                string
 	AddPreviousOutputInEnv bool
@@ -339,6 +353,7 @@ func parseInputs(m resource.PropertyMap) (*commandInputs, error) {
 		{keyUpdate, &in.Update},
 		{keyDelete, &in.Delete},
 		{keyStdin, &in.Stdin},
+		{keyRead, &in.Read},
 	} {
 		if *f.dst, err = optString(m, f.key, string(f.key)); err != nil {
 			return nil, err

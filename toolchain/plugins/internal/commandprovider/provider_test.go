@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -1170,6 +1171,145 @@ func TestReadReturnsState(t *testing.T) {
 	if resp.GetId() != "abc" || !mustUnmarshal(t, resp.GetProperties()).DeepEquals(mustUnmarshal(t, state)) ||
 		!mustUnmarshal(t, resp.GetInputs()).DeepEquals(mustUnmarshal(t, inputs)) {
 		t.Errorf("Read = %v", resp)
+	}
+}
+
+// read runs Read like a refresh does, with the state and inputs a create recorded.
+func read(t *testing.T, p *Provider, inputs, state resource.PropertyMap) (resource.PropertyMap, resource.PropertyMap) {
+	t.Helper()
+	resp, err := p.Read(context.Background(), &pulumirpc.ReadRequest{
+		Id: "test-1234", Urn: testURN, Type: RemoteCommandToken,
+		Properties: mustMarshal(t, state), Inputs: mustMarshal(t, inputs),
+	})
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	return mustUnmarshal(t, resp.GetInputs()), mustUnmarshal(t, resp.GetProperties())
+}
+
+func TestReadReportsDrift(t *testing.T) {
+	s := newTestSSHServer(t)
+	p, logs := newTestProvider(t)
+	dir := t.TempDir()
+	marker := dir + "/drifted"
+	inputs := check(t, p, resource.PropertyMap{
+		"connection": connectionTo(s, nil),
+		"create":     str("echo made; rm -f " + marker),
+		// Reports what differs; gets the last run's stdout on stdin.
+		"read": str("in=$(cat); [ \"$in\" = made ] || echo \"stdin was $in\"; " +
+			"if [ -e " + marker + " ]; then echo \"$(cat " + marker + ")\"; fi"),
+	})
+	_, state := mustCreate(t, p, inputs)
+
+	// Clean: the state comes back as it is (a refresh of a clean host is a no-op).
+	gotIn, gotState := read(t, p, inputs, state)
+	if !gotIn.DeepEquals(inputs) || !gotState.DeepEquals(state) {
+		t.Fatalf("clean read changed the state: %v / %v", gotIn, gotState)
+	}
+	if n := len(s.stdins); n == 0 || s.stdins[n-1] != "made" {
+		t.Errorf("read's stdin = %q, want the last run's stdout", s.stdins)
+	}
+
+	// Drifted: the read's lines become `drift`, in inputs and outputs, and one warning names resource and host.
+	if err := os.WriteFile(marker, []byte("/etc/x: edited\nunit y: stopped"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs.reset()
+	gotIn, gotState = read(t, p, inputs, state)
+	if plain(t, gotIn["drift"]) != "/etc/x: edited\nunit y: stopped" || plain(t, gotState["drift"]) != plain(t, gotIn["drift"]) {
+		t.Errorf("drift = %v / %v", gotIn["drift"], gotState["drift"])
+	}
+	warns := logs.messages(pulumirpc.LogSeverity_WARNING)
+	if len(warns) != 1 || !strings.Contains(warns[0], "test on tester@127.0.0.1:") || !strings.Contains(warns[0], "/etc/x: edited") {
+		t.Errorf("warnings = %q", warns)
+	}
+	if info := logs.messages(pulumirpc.LogSeverity_INFO); len(info) != 0 {
+		t.Errorf("the read's output was streamed: %q", info)
+	}
+
+	// The next up: the program's inputs have no drift, so the diff updates the command, which runs create again.
+	d := diff(t, p, gotIn, inputs)
+	if d.GetChanges() != pulumirpc.DiffResponse_DIFF_SOME || len(d.GetDiffs()) != 1 || d.GetDiffs()[0] != "drift" ||
+		d.GetDetailedDiff()["drift"].GetKind() != pulumirpc.PropertyDiff_DELETE {
+		t.Errorf("diff after drift = %v", d)
+	}
+	repaired, err := update(t, p, "test-1234", gotState, inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := repaired["drift"]; ok {
+		t.Errorf("outputs after the repair keep drift: %v", repaired)
+	}
+	gotIn, gotState = read(t, p, inputs, repaired)
+	if !gotIn.DeepEquals(inputs) || !gotState.DeepEquals(repaired) {
+		t.Errorf("read after the repair: %v / %v", gotIn, gotState)
+	}
+
+	// A refresh of a drifted state that reads back clean drops the recorded drift.
+	drifted := inputs.Copy()
+	drifted["drift"] = str("old finding")
+	driftedState := repaired.Copy()
+	driftedState["drift"] = str("old finding")
+	gotIn, gotState = read(t, p, drifted, driftedState)
+	if _, ok := gotIn["drift"]; ok || !gotState.DeepEquals(repaired) {
+		t.Errorf("clean read kept the old drift: %v / %v", gotIn, gotState)
+	}
+
+	// A failing read is drift too, with its exit status and output.
+	failing := inputs.Copy()
+	failing["read"] = str("echo broken >&2; exit 3")
+	gotIn, _ = read(t, p, failing, state)
+	if v := plain(t, gotIn["drift"]); !strings.HasPrefix(v, "not read: remote command failed on tester@127.0.0.1:") ||
+		!strings.Contains(v, "exited with status 3") || !strings.Contains(v, "broken") {
+		t.Errorf("failing read drift = %q", v)
+	}
+}
+
+func TestReadOfAnUnreachableHostIsDrift(t *testing.T) {
+	s := newTestSSHServer(t)
+	p, logs := newTestProvider(t)
+	port := closedPort(t)
+	inputs := check(t, p, resource.PropertyMap{
+		"connection": connectionTo(s, resource.PropertyMap{"port": resource.NewNumberProperty(float64(port))}),
+		"create":     str("true"),
+		"read":       str("true"),
+	})
+	state := buildOutputs(inputs, str(""), str(""))
+	start := time.Now()
+	gotIn, gotState := read(t, p, inputs, state)
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("the read took %s", time.Since(start))
+	}
+	want := fmt.Sprintf("not read: failed to connect to host tester@127.0.0.1:%d after 2 attempt(s)", port)
+	for _, v := range []resource.PropertyValue{gotIn["drift"], gotState["drift"]} {
+		if got := plain(t, v); !strings.Contains(got, want) || !strings.Contains(got, "refused") {
+			t.Errorf("drift = %q, want it to contain %q", got, want)
+		}
+	}
+	if w := logs.messages(pulumirpc.LogSeverity_WARNING); len(w) != 1 || !strings.HasPrefix(w[0], "test on tester@127.0.0.1:") ||
+		!strings.Contains(w[0], " was not read back: failed to connect") || strings.Contains(w[0], "PRIVATE KEY") {
+		t.Errorf("warnings = %q", w)
+	}
+}
+
+func TestReadOnlyIsNoDiff(t *testing.T) {
+	s := newTestSSHServer(t)
+	p, _ := newTestProvider(t)
+	olds := check(t, p, resource.PropertyMap{"connection": connectionTo(s, nil), "create": str("true")})
+	news := olds.Copy()
+	news["read"] = str("true")
+	if d := diff(t, p, olds, news); d.GetChanges() != pulumirpc.DiffResponse_DIFF_NONE {
+		t.Errorf("adding read: %v", d)
+	}
+	if d := diff(t, p, news, olds); d.GetChanges() != pulumirpc.DiffResponse_DIFF_NONE {
+		t.Errorf("removing read: %v", d)
+	}
+	resp, err := p.Check(context.Background(), &pulumirpc.CheckRequest{
+		Urn: testURN, Type: RemoteCommandToken, Name: "test",
+		News: mustMarshal(t, resource.PropertyMap{"connection": connectionTo(s, nil), "read": resource.NewNumberProperty(1)}),
+	})
+	if err != nil || len(resp.GetFailures()) != 1 || resp.GetFailures()[0].GetProperty() != "read" {
+		t.Errorf("Check of a numeric read: %v %v", resp.GetFailures(), err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
@@ -65,7 +66,7 @@ func (p *Provider) Check(_ context.Context, req *pulumirpc.CheckRequest) (*pulum
 		news[keyConnection] = ensureSecret(checkConnection(conn, string(keyConnection), true, fail))
 	}
 
-	for _, k := range []resource.PropertyKey{keyCreate, keyUpdate, keyDelete, keyStdin} {
+	for _, k := range []resource.PropertyKey{keyCreate, keyUpdate, keyDelete, keyStdin, keyRead} {
 		if _, err := optString(news, k, string(k)); err != nil && !news[k].ContainsUnknowns() {
 			failErr(err)
 		}
@@ -186,8 +187,8 @@ func oldInputsOf(req *pulumirpc.DiffRequest) (resource.PropertyMap, error) {
 }
 
 // runSettings are the inputs that only say how the provider runs a command, not what runs on the host: how it dials
-// (connection.dialErrorLimit, connection.perDialTimeout, and the proxy's) and whether the previous output is exported
-// to the next run (addPreviousOutputInEnv). Changing them is no diff (upstream re-runs the command for it): a program
+// (connection.dialErrorLimit, connection.perDialTimeout, and the proxy's), whether the previous output is exported
+// to the next run (addPreviousOutputInEnv), and what a refresh runs to read the host back (read). Changing them is no diff (upstream re-runs the command for it): a program
 // can tighten how long a step waits for a node that is gone, or stop asking for PULUMI_COMMAND_STDOUT, without
 // running every command of a deployed stack again. The engine records the new inputs all the same, and Delete reads
 // these settings from them (see deleteSettings).
@@ -239,6 +240,7 @@ func (p *Provider) Diff(_ context.Context, req *pulumirpc.DiffRequest) (*pulumir
 	delete(keys, keyStdout)
 	delete(keys, keyStderr)
 	delete(keys, keyAddPreviousOutputInEnv)
+	delete(keys, keyRead)
 	sorted := make([]string, 0, len(keys))
 	for k := range keys {
 		sorted = append(sorted, string(k))
@@ -385,16 +387,76 @@ func (p *Provider) Create(ctx context.Context, req *pulumirpc.CreateRequest) (*p
 	return &pulumirpc.CreateResponse{Id: id, Properties: props}, nil
 }
 
-// Read returns the recorded state unchanged: a command has nothing to read back (as upstream).
-func (p *Provider) Read(_ context.Context, req *pulumirpc.ReadRequest) (*pulumirpc.ReadResponse, error) {
+// Read reads the host back when the command has a `read` input (this build's own; see keyRead); without one it
+// returns the recorded state unchanged, as upstream does. The read runs with the latest inputs' connection and gets
+// the last run's stdout on stdin. Differences it reports, a failing read, or a host that does not answer within the
+// connection's dial budget become the `drift` property of the returned inputs and outputs (and a warning naming the
+// resource and host): the refresh shows it, and the next `up` runs the command again. A host that reads back clean
+// returns the state unchanged, minus any drift an earlier refresh recorded.
+func (p *Provider) Read(ctx context.Context, req *pulumirpc.ReadRequest) (*pulumirpc.ReadResponse, error) {
 	if err := checkType(req.GetType(), req.GetUrn()); err != nil {
 		return nil, err
 	}
-	return &pulumirpc.ReadResponse{
-		Id:         req.GetId(),
-		Properties: req.GetProperties(),
-		Inputs:     req.GetInputs(),
-	}, nil
+	unchanged := &pulumirpc.ReadResponse{Id: req.GetId(), Properties: req.GetProperties(), Inputs: req.GetInputs()}
+	if req.GetInputs() == nil || len(req.GetInputs().GetFields()) == 0 {
+		return unchanged, nil
+	}
+	inputs, err := unmarshal("inputs", req.GetInputs())
+	if err != nil {
+		return nil, err
+	}
+	if v, _ := unwrapSecret(inputs[keyRead]); !v.IsString() || v.StringValue() == "" {
+		return unchanged, nil
+	}
+	state, err := unmarshal("properties", req.GetProperties())
+	if err != nil {
+		return nil, err
+	}
+	in, err := parseInputs(inputs)
+	if err != nil {
+		return nil, inputError("inputs", err)
+	}
+	spec := runSpec{conn: in.Connection, command: *in.Read, stdin: previousOutput(state, keyStdout)}
+	if spec.stdin == nil {
+		empty := ""
+		spec.stdin = &empty
+	}
+	ctx, cancel := p.operationContext(ctx, req.GetTimeout())
+	defer cancel()
+	// The read's own output is not streamed: what it found comes back as `drift`, and as one warning.
+	spec.quiet = true
+	spec.log = p.resourceLogger(ctx, req.GetUrn(), in, inputs)
+	out, _, err := p.run(ctx, spec)
+	drift := strings.TrimSpace(out)
+	if err != nil {
+		drift = fmt.Sprintf("not read: %v", err)
+	}
+	if drift == "" {
+		_, hadDrift := inputs[keyDrift]
+		if !hadDrift {
+			return unchanged, nil
+		}
+		delete(inputs, keyDrift)
+		delete(state, keyDrift)
+	} else {
+		if err != nil {
+			spec.log.warnf("%s on %s was not read back: %v", resourceName("", req.GetUrn()), in.Connection.target(), err)
+		} else {
+			spec.log.warnf("%s on %s differs from what pulumi up made:\n%s", resourceName("", req.GetUrn()),
+				in.Connection.target(), drift)
+		}
+		inputs[keyDrift] = resource.NewStringProperty(drift)
+		state[keyDrift] = resource.NewStringProperty(drift)
+	}
+	ins, err := marshal("inputs", inputs)
+	if err != nil {
+		return nil, err
+	}
+	props, err := marshal("properties", state)
+	if err != nil {
+		return nil, err
+	}
+	return &pulumirpc.ReadResponse{Id: req.GetId(), Properties: props, Inputs: ins}, nil
 }
 
 // previousOutput returns the stored stdout or stderr of a state, unwrapped.

@@ -41,6 +41,8 @@ type runSpec struct {
 	// previous outputs to export as PULUMI_COMMAND_STDOUT/STDERR; nil when they must not be set.
 	prevStdout, prevStderr *string
 	log                    *resourceLogger
+	// quiet: the output is returned only, not logged line by line (a refresh's read).
+	quiet bool
 }
 
 type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -359,10 +361,10 @@ func (p *Provider) run(ctx context.Context, spec runSpec) (string, string, error
 	var stdout, stderr, combined bytes.Buffer
 	outW := &outputWriter{mu: &mu, own: &stdout, combined: &combined}
 	errW := &outputWriter{mu: &mu, own: &stderr, combined: &combined}
-	if log.logsStdout() {
+	if log.logsStdout() && !spec.quiet {
 		outW.emit = log.output
 	}
-	if log.logsStderr() {
+	if log.logsStderr() && !spec.quiet {
 		errW.emit = log.output
 	}
 	session.Stdout = outW
