@@ -2,7 +2,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
 import { statusOf } from "./statusLine";
-import { FirewallSpec, firewallApplyScript, firewallRemoveScript } from "./render/firewall";
+import { FirewallSpec, firewallApplyScript, firewallReadScript, firewallRemoveScript } from "./render/firewall";
 
 const TYPE = typeToken("Firewall");
 
@@ -27,7 +27,11 @@ export class Firewall extends pulumi.ComponentResource {
 
     constructor(name: string, args: FirewallArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
-        const apply = args.host.command(`${name}-apply`, { create: firewallApplyScript(args.spec), delete: firewallRemoveScript() }, { parent: this });
+        const apply = args.host.command(
+            `${name}-apply`,
+            { create: firewallApplyScript(args.spec), delete: firewallRemoveScript(), read: firewallReadScript(args.spec) },
+            { parent: this },
+        );
         this.applied = apply;
         this.status = statusOf(apply.stdout, name, this);
         this.registerOutputs({ status: this.status });

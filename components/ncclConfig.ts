@@ -5,6 +5,7 @@ import type { NodeHost } from "./nodeConnection";
 import { envFileReader } from "./render/host/envFile";
 import { typeToken } from "./package";
 import { installFilesScript, removeFilesScript } from "./render/host/files";
+import { filesReadScript } from "./render/host/read";
 import { contentHash } from "./render/host/shell";
 import { NcclSpec, renderNcclConf, renderRuntimeEnv } from "./render/nccl";
 import { CONFIG_DIR, NCCL_CONF_PATH, RUNTIME_ENV_PATH } from "./render/paths";
@@ -40,15 +41,15 @@ export class NcclConfig extends pulumi.ComponentResource {
         this.ncclConf = spec.apply(renderNcclConf);
         this.runtimeEnv = spec.apply((nccl) => renderRuntimeEnv({ nccl, nodeIp: args.nodeIp, reader: envFileReader(args.runtime) }));
         this.envHash = pulumi.all([this.ncclConf, this.runtimeEnv]).apply(([a, b]) => contentHash(a + b));
+        const files = pulumi.all([this.ncclConf, this.runtimeEnv]).apply(([conf, env]) => [
+            { path: NCCL_CONF_PATH, mode: "644" as const, content: conf },
+            { path: RUNTIME_ENV_PATH, mode: "644" as const, content: env },
+        ]);
         this.installed = args.host.command(
             `${name}-files`,
             {
-                create: pulumi.all([this.ncclConf, this.runtimeEnv]).apply(([conf, env]) =>
-                    installFilesScript([
-                        { path: NCCL_CONF_PATH, mode: "644", content: conf },
-                        { path: RUNTIME_ENV_PATH, mode: "644", content: env },
-                    ]),
-                ),
+                create: files.apply(installFilesScript),
+                read: files.apply(filesReadScript),
                 delete: removeFilesScript([NCCL_CONF_PATH, RUNTIME_ENV_PATH], [CONFIG_DIR]),
             },
             { parent: this },

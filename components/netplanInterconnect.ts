@@ -2,7 +2,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type * as command from "@pulumi/command";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
-import { NetplanSpec, netplanApplyScript, netplanDeleteScript, renderNetplan } from "./render/netplan";
+import { NetplanSpec, netplanApplyScript, netplanDeleteScript, netplanReadScript, renderNetplan } from "./render/netplan";
 
 const TYPE = typeToken("NetplanInterconnect");
 
@@ -34,6 +34,7 @@ export class NetplanInterconnect extends pulumi.ComponentResource {
             {
                 create: spec.apply((s) => netplanApplyScript(s as NetplanSpec)),
                 delete: spec.apply((s) => netplanDeleteScript(s as NetplanSpec)),
+                read: spec.apply((s) => netplanReadScript(s as NetplanSpec)),
             },
             { parent: this, customTimeouts: { create: "10m", update: "10m", delete: "5m" } },
         );

@@ -27,25 +27,45 @@ export class NodeHost {
         return remoteCommand(script, this.sshUser);
     }
 
-    /** A remote command on this node whose create (and delete) scripts run as root. */
+    /**
+     * A remote command on this node whose create (and delete) scripts run as root. `read`, when
+     * given, is what a refresh runs to read the host back (see render/host/read.ts): our command
+     * provider's own input, beyond the npm SDK's, so it is added by a transformation.
+     */
     command(
         name: string,
-        args: { create: pulumi.Input<string>; delete?: pulumi.Input<string>; stdin?: pulumi.Input<string>; logging?: "none" },
+        args: {
+            create: pulumi.Input<string>;
+            delete?: pulumi.Input<string>;
+            read?: pulumi.Input<string>;
+            stdin?: pulumi.Input<string>;
+            logging?: "none";
+        },
         opts: pulumi.CustomResourceOptions,
     ): command.remote.Command {
-        const asRoot = (script: pulumi.Input<string>) => pulumi.output(script).apply((s) => this.asRoot(s));
+        const asRoot = (script: pulumi.Input<string>) =>
+            typeof script === "string" ? this.asRoot(script) : pulumi.output(script).apply((s) => this.asRoot(s));
+        const read = args.read === undefined ? undefined : asRoot(args.read);
         return new command.remote.Command(
             name,
             {
                 connection: this.connection,
-                create: typeof args.create === "string" ? this.asRoot(args.create) : asRoot(args.create),
-                ...(args.delete === undefined ? {} : { delete: typeof args.delete === "string" ? this.asRoot(args.delete) : asRoot(args.delete) }),
+                create: asRoot(args.create),
+                ...(args.delete === undefined ? {} : { delete: asRoot(args.delete) }),
                 ...(args.stdin === undefined ? {} : { stdin: args.stdin }),
                 ...(args.logging === undefined ? {} : { logging: args.logging }),
             },
-            opts,
+            read === undefined ? opts : pulumi.mergeOptions(opts, { transformations: [withRead(read)] }),
         );
     }
+}
+
+/** The input our command provider reads a host back with on refresh (toolchain/plugins: keyRead). */
+export const READ_INPUT = "read";
+
+/** A transformation that gives a remote.Command its {@link READ_INPUT}. */
+function withRead(read: pulumi.Input<string>): pulumi.ResourceTransformation {
+    return (args) => (args.type === COMMAND_TYPE ? { props: { ...args.props, [READ_INPUT]: read }, opts: args.opts } : undefined);
 }
 
 /**

@@ -6,6 +6,7 @@ import type { Runtime } from "../config";
 import type { NodeHost } from "./nodeConnection";
 import { envFileReader } from "./render/host/envFile";
 import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./render/host/files";
+import { secretFileReadScript, unitReadScript } from "./render/host/read";
 import { CONFIG_DIR, RAY_ENV_PATH, UNITS } from "./render/paths";
 import { RayStartSpec, renderRayEnv, renderRayUnit } from "./render/ray";
 
@@ -36,6 +37,7 @@ export function rayUnitCommand(name: string, unit: pulumi.Output<string>, args: 
         {
             create: installFileFromStdinScript(RAY_ENV_PATH, "600", UNITS.ray),
             delete: removeFilesScript([RAY_ENV_PATH], [CONFIG_DIR]),
+            read: secretFileReadScript(RAY_ENV_PATH, "600"),
             stdin: pulumi.secret(pulumi.output(args.authToken).apply((token) => renderRayEnv(envFileReader(args.runtime), token))),
             logging: "none",
         },
@@ -43,7 +45,11 @@ export function rayUnitCommand(name: string, unit: pulumi.Output<string>, args: 
     );
     return args.host.command(
         `${name}-unit`,
-        { create: unit.apply((content) => installUnitScript(UNITS.ray, content)), delete: removeUnitScript(UNITS.ray) },
+        {
+            create: unit.apply((content) => installUnitScript(UNITS.ray, content)),
+            delete: removeUnitScript(UNITS.ray),
+            read: unit.apply((content) => unitReadScript(UNITS.ray, content)),
+        },
         { parent, dependsOn: [auth], customTimeouts: { create: "10m", update: "10m" } },
     );
 }

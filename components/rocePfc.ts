@@ -2,7 +2,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
 import { statusOf } from "./statusLine";
-import { PfcSpec, pfcApplyScript, pfcRestoreScript, pfcVector, renderPeermemConf, renderPfcUnit } from "./render/pfc";
+import { PfcSpec, pfcApplyScript, pfcReadScript, pfcRestoreScript, pfcVector, renderPeermemConf, renderPfcUnit } from "./render/pfc";
 
 const TYPE = typeToken("RocePfc");
 
@@ -44,6 +44,7 @@ export class RocePfc extends pulumi.ComponentResource {
             {
                 create: spec.apply(pfcApplyScript),
                 delete: spec.apply(pfcRestoreScript),
+                read: spec.apply(pfcReadScript),
             },
             { parent: this },
         );

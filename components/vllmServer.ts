@@ -5,6 +5,7 @@ import { typeToken } from "./package";
 import { readinessCommand } from "./readiness";
 import { envFileReader } from "./render/host/envFile";
 import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./render/host/files";
+import { secretFileReadScript, unitReadScript } from "./render/host/read";
 import { contentHash } from "./render/host/shell";
 import { CONFIG_DIR, UNITS, VLLM_SECRETS_PATH } from "./render/paths";
 import { VllmServeSpec, chatReadyScript, renderVllmSecrets, renderVllmUnit } from "./render/vllm";
@@ -65,6 +66,7 @@ export class VllmServer extends pulumi.ComponentResource {
             {
                 create: installFileFromStdinScript(VLLM_SECRETS_PATH, "600", UNITS.vllm),
                 delete: removeFilesScript([VLLM_SECRETS_PATH], [CONFIG_DIR]),
+                read: secretFileReadScript(VLLM_SECRETS_PATH, "600"),
                 // A changed secret changes stdin: an update, which rewrites the file.
                 stdin: pulumi.secret(secretsFile),
                 logging: "none",
@@ -80,7 +82,11 @@ export class VllmServer extends pulumi.ComponentResource {
             );
         const unitCommand = args.host.command(
             `${name}-unit`,
-            { create: this.unit.apply((unit) => installUnitScript(UNITS.vllm, unit)), delete: removeUnitScript(UNITS.vllm) },
+            {
+                create: this.unit.apply((unit) => installUnitScript(UNITS.vllm, unit)),
+                delete: removeUnitScript(UNITS.vllm),
+                read: this.unit.apply((unit) => unitReadScript(UNITS.vllm, unit)),
+            },
             { parent: this, dependsOn: [secrets], customTimeouts: { create: "10m", update: "10m" } },
         );
         this.generation = pulumi.secret(pulumi.all([this.unit, secretsFile]).apply(([unit, file]) => contentHash(`${unit}\n${file}`)));

@@ -142,7 +142,9 @@ export const TEXT = "~text";
 export const SINK = "~sink";
 
 /** Hashes of rendered content (heredoc delimiters, `# input …`, `# unit …`) change with any value: code leaves drop them. */
-const code = (text: string): View => ({ [CODE]: text.replace(/(?<![0-9a-f])[0-9a-f]{16}(?![0-9a-f])/g, "<hash>") });
+const code = (text: string): View => ({
+    [CODE]: text.replace(/(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])/g, "<sha256>").replace(/(?<![0-9a-f])[0-9a-f]{16}(?![0-9a-f])/g, "<hash>"),
+});
 const sink = (name: string, view: View): View => ({ [SINK]: name, v: view });
 
 /** What was found while reading a job back, beyond its view. */
@@ -342,7 +344,8 @@ export async function readJob(result: RenderResult, config: Config, readers: Rea
         const entry: Decoded = { resource, node, scripts: {} };
         // Rendered as in the template: checked there already.
         const unchanged = template?.raw.get(resource.name)?.inputs === JSON.stringify(resource.inputs);
-        for (const field of ["create", "delete"] as const) {
+        // `read`: what a refresh runs (components/render/host/read.ts), set by a transformation.
+        for (const field of ["create", "delete", "read"] as const) {
             const text = inputs[field];
             if (typeof text !== "string" || text === "") continue;
             // sshd hands the command line to the login shell as one argument: the kernel's limit.
@@ -561,6 +564,8 @@ export async function readJob(result: RenderResult, config: Config, readers: Rea
     const itemsView = async (items: ShellItem[], node: string | undefined, where: string, reads: string[]): Promise<View> =>
         Promise.all(
             items.map(async (item): Promise<View> => {
+                // A read-back's SHA-256 of a file's content: the content itself is checked where the create script writes it.
+                if (item.kind === "word" && /^[0-9a-f]{64}$/.test(item.text) && where.endsWith(".read")) return sink("bash-word", "<sha256>");
                 if (item.kind === "word") return sink("bash-word", item.text);
                 if (item.kind === "code") return code(item.text);
                 if (item.kind === "mixed") return { mixed: item.parts.map((part) => ("code" in part ? code(part.code) : sink("bash-word", part.text))) };

@@ -5,6 +5,7 @@
 // Nobody else's rules are touched: the file replaces our table alone, and a
 // drop in our chain holds whatever other tables (ufw, docker) accept.
 import { HOST_LIB } from "./host/lib";
+import { fileDriftLine, readScript, unitDriftLine } from "./host/read";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
 import { systemdJoin } from "./host/systemd";
 import { CONFIG_DIR, FIREWALL_RULES_PATH, MANAGED_MARKER, UNITS, unitPath } from "./paths";
@@ -112,6 +113,16 @@ export function firewallApplyScript(spec: FirewallSpec): string {
         `else`,
         `  echo ${shellQuote(`status=enabled: only the cluster's nodes reach its internal ports; open to all: tcp ${spec.openTcp.join(",") || "-"}${spec.api ? `, api ${spec.api.port}${spec.api.allowFrom.length > 0 ? ` from ${spec.api.allowFrom.join(",")}` : ""}` : ""}${spec.openUdp.length > 0 ? `, udp ${spec.openUdp.join(",")}` : ""}`)}`,
         `fi`,
+    ]);
+}
+
+/** Reads back the rules file, the boot unit (file, enabled) and that our table is loaded. */
+export function firewallReadScript(spec: FirewallSpec): string {
+    return readScript([
+        fileDriftLine(FIREWALL_RULES_PATH, "600", renderFirewallRules(spec)),
+        fileDriftLine(unitPath(UNITS.firewall), "644", renderFirewallUnit()),
+        unitDriftLine(UNITS.firewall, true),
+        `${NFT} list table inet ${NFT_TABLE} >/dev/null 2>&1 || echo ${shellQuote(`nftables table inet ${NFT_TABLE}: not loaded`)}`,
     ]);
 }
 

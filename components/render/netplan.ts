@@ -2,6 +2,7 @@
 // remove it. Only the interconnect interfaces appear: the management
 // interface is never touched.
 import { HOST_LIB } from "./host/lib";
+import { fileDriftLine, readScript } from "./host/read";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
 import { MANAGED_MARKER, NETPLAN_PATH } from "./paths";
 
@@ -85,6 +86,23 @@ export function netplanApplyScript(spec: NetplanSpec, peerWaitSeconds = 120): st
         `fi`,
         `rm -f "$rollback"`,
         `sc_log "interconnect up: ${spec.interfaces.map((i) => `${i.name}=${i.address}`).join(" ")} mtu ${spec.mtu}; peers answer"`,
+    ]);
+}
+
+/** Reads back the netplan file and each interface's address and MTU (changed by hand, or by another tool). */
+export function netplanReadScript(spec: Pick<NetplanSpec, "interfaces" | "mtu" | "node">): string {
+    return readScript([
+        fileDriftLine(NETPLAN_PATH, "600", renderNetplan(spec as NetplanSpec)),
+        ...spec.interfaces.flatMap((iface) => {
+            const dev = shellQuote(iface.name);
+            return [
+                `if [ ! -e /sys/class/net/${dev} ]; then echo ${shellQuote(`${iface.name}: no such interface`)}; else`,
+                `  ip -o -4 addr show dev ${dev} | grep -F ${shellQuote(`inet ${iface.address} `)} >/dev/null || ` +
+                    `echo "${iface.name}: address ${iface.address} missing (has: $(ip -o -4 addr show dev ${dev} | awk '{print $4}' | paste -sd, -))"`,
+                `  mtu=$(cat /sys/class/net/${dev}/mtu); [ "$mtu" = ${spec.mtu} ] || echo "${iface.name}: MTU $mtu, want ${spec.mtu}"`,
+                `fi`,
+            ];
+        }),
     ]);
 }
 

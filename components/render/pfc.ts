@@ -2,6 +2,7 @@
 // that re-applies it, nvidia-peermem, and the script that puts it all back.
 import { MANAGED_MARKER, PEERMEM_CONF, PFC_STATE_DIR, STATE_DIR, UNITS, unitPath } from "./paths";
 import { HOST_LIB } from "./host/lib";
+import { fileDriftLine, readScript, unitDriftLine } from "./host/read";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
 import { systemdJoin } from "./host/systemd";
 
@@ -92,6 +93,35 @@ export function pfcApplyScript(spec: PfcSpec): string {
               ]
             : [`peermem=off`]),
         `echo "status=enabled: PFC ${spec.pfcVector} on ${spec.interfaces.join(",")}${spec.trustDscp ? ", trust dscp" : ""}; nvidia-peermem $peermem"`,
+    ]);
+}
+
+/**
+ * Reads back PFC (and trust) on each interface, the boot unit (file, enabled) and nvidia-peermem.
+ * The module only counts where the last apply loaded it: its status line, on stdin, says so
+ * (a Thor has no such module, and that is no drift).
+ */
+export function pfcReadScript(spec: PfcSpec): string {
+    if (spec.interfaces.length === 0) {
+        return readScript([]);
+    }
+    return readScript([
+        `last=$(cat)`,
+        `command -v mlnx_qos >/dev/null || exit 0`,
+        `pfc_of() { mlnx_qos -i "$1" | awk '/PFC configuration/{p=1} p && $1=="enabled"{v=$2; for(i=3;i<=9;i++) v=v","$i; print v; exit}'; }`,
+        `trust_of() { mlnx_qos -i "$1" | awk -F': ' '/Priority trust state/{print $2; exit}'; }`,
+        ...spec.interfaces.flatMap((iface) => [
+            `v=$(pfc_of ${shellQuote(iface)}); [ "$v" = ${spec.pfcVector} ] || echo "${iface}: PFC $v, want ${spec.pfcVector}"`,
+            ...(spec.trustDscp ? [`t=$(trust_of ${shellQuote(iface)}); [ "$t" = dscp ] || echo "${iface}: trust $t, want dscp"`] : []),
+        ]),
+        fileDriftLine(unitPath(UNITS.pfc), "644", spec.unitContent),
+        unitDriftLine(UNITS.pfc, true),
+        ...(spec.peermem
+            ? [
+                  fileDriftLine(PEERMEM_CONF, "644", spec.peermemConf),
+                  `case "$last" in *"nvidia-peermem loaded"*) lsmod | grep '^nvidia_peermem ' >/dev/null || echo "nvidia-peermem: not loaded" ;; esac`,
+              ]
+            : []),
     ]);
 }
 
