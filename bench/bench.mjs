@@ -296,8 +296,13 @@ async function rayUpBaseline(n) {
         `max_workers: ${n - 1}`,
         "upscaling_speed: 100",
         "setup_commands: []",
+        // Autoscaler v1: `ray up` (Ray >= 2.50) prefixes the head's start commands with
+        // RAY_enable_autoscaler_v2=1 unless RAY_UP_enable_autoscaler_v2=0 (autoscaler/_private/
+        // commands.py, get_or_create_head_node), and v2 with the local provider never launches a
+        // worker. The head's GCS decides which monitor runs (is_autoscaler_v2(fetch_from_server)),
+        // so its start says v1 too.
         "head_start_ray_commands:",
-        `  - ${JSON.stringify(`${env}; ray stop --force >/dev/null 2>&1; ${starts[0]} --autoscaling-config=~/ray_bootstrap_config.yaml`)}`,
+        `  - ${JSON.stringify(`${env}; export RAY_enable_autoscaler_v2=0; ray stop --force >/dev/null 2>&1; ${starts[0]} --autoscaling-config=~/ray_bootstrap_config.yaml`)}`,
         "worker_start_ray_commands:",
         `  - ${JSON.stringify(`${env}; ray stop --force >/dev/null 2>&1; ${starts[1].replace(/--node-ip-address=\S+/, "--node-ip-address=$(ip -4 -o addr show enp1s0f1np1 | awk '{print $4}' | cut -d/ -f1)")}`)}`,
         "",
@@ -316,16 +321,31 @@ async function rayUpBaseline(n) {
     ]);
     ssh(hosts[0], `chmod 600 /root/.ssh/bench_key; cat > /root/bench-cluster.yaml <<'YAML'\n${yaml}YAML`);
     const probe = fs.readFileSync(path.join(root, "components", "render", "ray.ts"), "utf8");
-    const py = /export const RAY_PROBE_PY = String\.raw`([\s\S]*?)`;/.exec(probe)[1];
+    // Our readiness probe, counting only nodes that started after a given time (argv 5, ms):
+    // the second `ray up` starts while the first cluster still stands.
+    const alive = "alive = list(client.get_all_node_info(timeout=5, state_filter=GcsNodeInfo.GcsNodeState.ALIVE).values())";
+    const py0 = /export const RAY_PROBE_PY = String\.raw`([\s\S]*?)`;/.exec(probe)[1];
+    if (!py0.includes(alive)) throw new Error("components/render/ray.ts: RAY_PROBE_PY no longer reads the node table as bench expects");
+    const py = py0.replace(alive, `${alive}\n        alive = [n for n in alive if n.start_time_ms >= int(sys.argv[5])]`);
     ssh(hosts[0], `cat > /root/bench-probe.py <<'PY'\n${py}PY`);
     const times = [];
     for (const round of [1, 2]) {
         const start = now();
-        const formed = timed("ssh", sshArgs(hosts[0], `${env}; python3 /root/bench-probe.py ${address} ${n} ${n} 180`)).catch((err) => ({ err }));
-        const up = await timed("ssh", sshArgs(hosts[0], "/opt/lab-venv/bin/ray up -y --no-config-cache /root/bench-cluster.yaml"));
+        const formed = timed("ssh", sshArgs(hosts[0], `${env}; python3 /root/bench-probe.py ${address} ${n} ${n} 180 ${Date.now()}`)).catch(
+            (err) => ({ err }),
+        );
+        const up = await timed(
+            "ssh",
+            sshArgs(hosts[0], `${env}; RAY_UP_enable_autoscaler_v2=0 RAY_enable_autoscaler_v2=0 ray up -y --no-config-cache /root/bench-cluster.yaml`),
+        );
         const f = await formed;
         if (f.err) {
             log(`ray up #${round}: returned after ${up.seconds.toFixed(1)} s; the cluster did not form within 180 s: ${f.err.message.slice(-300)}`);
+            try {
+                log(`the head's monitor.log:\n${ssh(hosts[0], "tail -n 40 /tmp/ray/session_latest/logs/monitor.log; tail -n 20 /tmp/ray/session_latest/logs/monitor.err")}`);
+            } catch (err) {
+                log(`no monitor.log: ${err.message.slice(0, 200)}`);
+            }
             times.push({ up: up.seconds, formed: undefined, start });
         } else {
             times.push({ up: up.seconds, formed: f.seconds, start });
@@ -333,9 +353,12 @@ async function rayUpBaseline(n) {
         }
         // The second `ray up` restarts Ray on the head (the way `ray up` applies its commands).
     }
-    await timed("ssh", sshArgs(hosts[0], "/opt/lab-venv/bin/ray down -y /root/bench-cluster.yaml")).catch((e) => log(`ray down: ${e.message.slice(0, 300)}`));
+    // No `ray down`: in the lab it hung (over 100 s, 2 nodes); `ray stop` on every node does its work.
     for (const host of hosts)
-        ssh(host, "/opt/lab-venv/bin/ray stop --force >/dev/null 2>&1 || true; rm -f /root/bench-probe.py /root/bench-cluster.yaml /root/.ssh/bench_key");
+        ssh(
+            host,
+            "/opt/lab-venv/bin/ray stop --force >/dev/null 2>&1 || true; rm -f /root/bench-probe.py /root/bench-cluster.yaml /root/.ssh/bench_key /tmp/cluster-bench.state /tmp/cluster-bench.lock",
+        );
     return times;
 }
 
