@@ -187,11 +187,15 @@ class Stack {
         const [file, args] = this.args(...a);
         return timed(file, args, this.env);
     }
-    /** `up`, with the engine's event log read as it grows: each step's start and end, by wall clock. */
-    async upWithLayers() {
+    /**
+     * An `up` (or `preview`) with the engine's event log read as it grows, by wall clock: each
+     * step's start and end, and the phases of the run (see {@link phases}).
+     */
+    async upWithLayers(...extra) {
         const events = path.join(this.work, `events-${Date.now()}.jsonl`);
         fs.writeFileSync(events, "");
         const steps = new Map(); // name -> {start, end}
+        const marks = {}; // wall clock of the first prelude, first/last step event, summary
         let offset = 0;
         let rest = "";
         const read = () => {
@@ -207,6 +211,10 @@ class Stack {
                 for (const line of lines) {
                     if (!line.trim()) continue;
                     const e = JSON.parse(line);
+                    if (e.preludeEvent) marks.prelude ??= t;
+                    if (e.resourcePreEvent) marks.firstStep ??= t;
+                    if (e.resourcePreEvent || e.resOutputsEvent) marks.lastStep = t;
+                    if (e.summaryEvent) marks.summary ??= t;
                     const pre = e.resourcePreEvent?.metadata;
                     const post = e.resOutputsEvent?.metadata;
                     const meta = pre ?? post;
@@ -220,7 +228,7 @@ class Stack {
             }
             fs.closeSync(fd);
         };
-        const [file, args] = this.args("up", "--yes", "--skip-preview", "--event-log", events);
+        const [file, args] = this.args(...(extra.length ? extra : ["up", "--yes", "--skip-preview"]), "--event-log", events);
         const start = now();
         // --event-log is one of the CLI's debug flags.
         const { seconds, out } = await timed(file, args, { ...this.env, PULUMI_DEBUG_COMMANDS: "true" }, read);
@@ -232,7 +240,26 @@ class Stack {
                 .filter((s) => s.start && s.end);
             if (mine.length) layers[layer] = Math.max(...mine.map((s) => s.end)) - Math.min(...mine.map((s) => s.start));
         }
-        return { seconds, out, layers, start };
+        // Where the time goes, by the events' arrival: before the prelude (the CLI, the backend,
+        // the stack's state and config), prelude → first step (the language host, the program's
+        // start and its first registration, the provider plugin), first → last step (the
+        // resources), last step → exit (the summary, the state written, plugins shut down).
+        const end = start + seconds;
+        const phases =
+            marks.prelude && marks.firstStep && marks.lastStep
+                ? {
+                      cli: marks.prelude - start,
+                      program: marks.firstStep - marks.prelude,
+                      steps: marks.lastStep - marks.firstStep,
+                      tail: end - marks.lastStep,
+                  }
+                : undefined;
+        // The longest single step (a wait of its own, or a step waiting on SSH or on a probe).
+        const longest = [...steps]
+            .filter(([, st]) => st.start && st.end)
+            .map(([name, st]) => ({ name, seconds: st.end - st.start }))
+            .reduce((a, b) => (b.seconds > (a?.seconds ?? -1) ? b : a), undefined);
+        return { seconds, out, layers, start, phases, longest };
     }
     output(name) {
         return sh(path.join(root, "scripts", "pulumi.sh"), ["--stack", "dev", "--non-interactive", "stack", "output", name], this.env).trim();
@@ -385,9 +412,17 @@ async function benchSize(n) {
             const chatS = await chat(endpoint, key, MODELS[0].servedName);
             record(n, rep, "cold_converge", up.seconds + chatS);
             for (const [layer] of LAYERS) if (up.layers[layer] !== undefined) record(n, rep, `layer_${layer}`, up.layers[layer]);
+            if (up.longest) {
+                record(n, rep, "longest_step", up.longest.seconds);
+                log(`longest step of the cold up: ${up.longest.name} ${up.longest.seconds.toFixed(1)} s`);
+            }
+            // What the steps said while they waited (sc_wait and the probes, every 10 s).
+            for (const line of up.out.split("\n").filter((l) => /waiting for|gave up/.test(l)).slice(0, 20)) log(`cold up said: ${line.trim().slice(0, 300)}`);
             // Where memory or CPU would stop a larger lab: the host's use with the cluster serving.
             console.log(`BENCH v1 nodes=${n} rep=${rep} mem_used_gib=${memUsedGib().toFixed(1)} load1=${os.loadavg()[0].toFixed(1)}`);
-            record(n, rep, "noop_up", (await stack.run("up", "--yes", "--skip-preview", "--expect-no-changes")).seconds);
+            const noop = await stack.upWithLayers("up", "--yes", "--skip-preview", "--expect-no-changes");
+            record(n, rep, "noop_up", noop.seconds);
+            if (noop.phases) for (const [phase, s] of Object.entries(noop.phases)) record(n, rep, `noop_${phase}`, s);
             record(n, rep, "preview", (await stack.run("preview", "--expect-no-changes")).seconds);
             stack.setModel(MODELS[1]);
             const sw = await stack.run("up", "--yes", "--skip-preview");
