@@ -309,8 +309,13 @@ async function rayUpBaseline(n) {
     const starts = hosts.map(unitRayStart);
     const nodeIp = (start) => /--node-ip-address=(\S+)/.exec(start)[1];
     const address = /--address=(\S+)/.exec(starts[1])[1];
-    for (const host of hosts)
-        ssh(host, "systemctl stop spark-cluster-vllm spark-cluster-ray 2>/dev/null || true; /opt/lab-venv/bin/ray stop --force >/dev/null 2>&1 || true");
+    // Our units stopped, vLLM first, then the workers' Ray (a worker stopped after its head waits
+    // 30 s for the GCS, then systemd kills it), then the head's; each group in parallel.
+    const stop = (group, units) =>
+        Promise.all(group.map((host) => timed("ssh", sshArgs(host, `systemctl stop ${units} 2>/dev/null || true; /opt/lab-venv/bin/ray stop --force >/dev/null 2>&1 || true`))));
+    await Promise.all(hosts.map((host) => timed("ssh", sshArgs(host, "systemctl stop spark-cluster-vllm 2>/dev/null || true"))));
+    await stop(hosts.slice(1), "spark-cluster-ray");
+    await stop(hosts.slice(0, 1), "spark-cluster-ray");
     // The token our units read, so the baseline runs with authentication like them.
     const env = "set -a; . /etc/spark-cluster/runtime.env; . /etc/spark-cluster/ray.env; set +a; export PATH=/opt/lab-venv/bin:$PATH";
     // The local provider finds a node by the address Ray registers it with: the interconnect
