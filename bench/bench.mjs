@@ -259,7 +259,7 @@ class Stack {
             .filter(([, st]) => st.start && st.end)
             .map(([name, st]) => ({ name, seconds: st.end - st.start }))
             .reduce((a, b) => (b.seconds > (a?.seconds ?? -1) ? b : a), undefined);
-        return { seconds, out, layers, start, phases, longest };
+        return { seconds, out, layers, start, phases, longest, events, marks };
     }
     output(name) {
         return sh(path.join(root, "scripts", "pulumi.sh"), ["--stack", "dev", "--non-interactive", "stack", "output", name], this.env).trim();
@@ -428,10 +428,26 @@ async function benchSize(n) {
             const noop = await stack.upWithLayers("up", "--yes", "--skip-preview", "--expect-no-changes");
             record(n, rep, "noop_up", noop.seconds);
             if (noop.phases) for (const [phase, s] of Object.entries(noop.phases)) record(n, rep, `noop_${phase}`, s);
+            // BENCH_NOOP_PROFILE=DIR keeps the no-op up's event log (with the wall clock of each
+            // phase mark) and runs one more no-op up with the engine's own log (-v=7, timestamped),
+            // to see where its time goes.
+            if (process.env.BENCH_NOOP_PROFILE) {
+                const dir = path.join(process.env.BENCH_NOOP_PROFILE, `nodes-${n}-rep-${rep}`);
+                fs.mkdirSync(dir, { recursive: true });
+                fs.copyFileSync(noop.events, path.join(dir, "noop-events.jsonl"));
+                fs.writeFileSync(path.join(dir, "noop-marks.json"), JSON.stringify({ start: noop.start, seconds: noop.seconds, ...noop.marks }, null, 1));
+                const v = await stack.upWithLayers("up", "--yes", "--skip-preview", "--expect-no-changes", "--logtostderr", "-v=7");
+                fs.writeFileSync(path.join(dir, "noop-v7.log"), v.out);
+                fs.copyFileSync(v.events, path.join(dir, "noop-v7-events.jsonl"));
+                fs.writeFileSync(path.join(dir, "noop-v7-marks.json"), JSON.stringify({ start: v.start, seconds: v.seconds, ...v.marks }, null, 1));
+                log(`no-op up with -v=7: ${v.seconds.toFixed(1)} s; kept in ${dir}`);
+            }
             record(n, rep, "preview", (await stack.run("preview", "--expect-no-changes")).seconds);
             stack.setModel(MODELS[1]);
-            const sw = await stack.run("up", "--yes", "--skip-preview");
+            const sw = await stack.upWithLayers();
+            if (sw.longest) log(`longest step of the model switch: ${sw.longest.name} ${sw.longest.seconds.toFixed(1)} s (up ${sw.seconds.toFixed(1)} s)`);
             record(n, rep, "model_switch", sw.seconds + (await chat(endpoint, key, MODELS[1].servedName)));
+            record(n, rep, "model_switch_up", sw.seconds);
             if (rep === REPS && process.env.BENCH_RAY_UP !== "0") {
                 const base = await rayUpBaseline(n);
                 if (base[0].formed !== undefined) record(n, rep, "rayup_formed", base[0].formed);
