@@ -219,7 +219,9 @@ class Stack {
                     const post = e.resOutputsEvent?.metadata;
                     const meta = pre ?? post;
                     if (!meta || meta.type !== "command:remote:Command") continue;
-                    const name = meta.urn.split("::").pop();
+                    // By resource and operation: a replacement's create and its delete are two steps.
+                    const op = meta.op === "same" || meta.op === "update" || meta.op === "create" ? "" : `:${meta.op}`;
+                    const name = meta.urn.split("::").pop() + op;
                     const step = steps.get(name) ?? {};
                     if (pre) step.start = t;
                     else step.end = t;
@@ -312,7 +314,11 @@ async function rayUpBaseline(n) {
     // Our units stopped, vLLM first, then the workers' Ray (a worker stopped after its head waits
     // 30 s for the GCS, then systemd kills it), then the head's; each group in parallel.
     const stop = (group, units) =>
-        Promise.all(group.map((host) => timed("ssh", sshArgs(host, `systemctl stop ${units} 2>/dev/null || true; /opt/lab-venv/bin/ray stop --force >/dev/null 2>&1 || true`))));
+        Promise.all(
+            group.map((host) =>
+                timed("ssh", sshArgs(host, `systemctl stop ${units} 2>/dev/null || true; /opt/lab-venv/bin/ray stop --force >/dev/null 2>&1 || true`)),
+            ),
+        );
     await Promise.all(hosts.map((host) => timed("ssh", sshArgs(host, "systemctl stop spark-cluster-vllm 2>/dev/null || true"))));
     await stop(hosts.slice(1), "spark-cluster-ray");
     await stop(hosts.slice(0, 1), "spark-cluster-ray");
@@ -363,9 +369,7 @@ async function rayUpBaseline(n) {
     const times = [];
     for (const round of [1, 2]) {
         const start = now();
-        const formed = timed("ssh", sshArgs(hosts[0], `${env}; python3 /root/bench-probe.py ${address} ${n} ${n} 180 ${Date.now()}`)).catch(
-            (err) => ({ err }),
-        );
+        const formed = timed("ssh", sshArgs(hosts[0], `${env}; python3 /root/bench-probe.py ${address} ${n} ${n} 180 ${Date.now()}`)).catch((err) => ({ err }));
         const up = await timed(
             "ssh",
             sshArgs(hosts[0], `${env}; RAY_UP_enable_autoscaler_v2=0 RAY_enable_autoscaler_v2=0 ray up -y --no-config-cache /root/bench-cluster.yaml`),
@@ -374,7 +378,9 @@ async function rayUpBaseline(n) {
         if (f.err) {
             log(`ray up #${round}: returned after ${up.seconds.toFixed(1)} s; the cluster did not form within 180 s: ${f.err.message.slice(-300)}`);
             try {
-                log(`the head's monitor.log:\n${ssh(hosts[0], "tail -n 40 /tmp/ray/session_latest/logs/monitor.log; tail -n 20 /tmp/ray/session_latest/logs/monitor.err")}`);
+                log(
+                    `the head's monitor.log:\n${ssh(hosts[0], "tail -n 40 /tmp/ray/session_latest/logs/monitor.log; tail -n 20 /tmp/ray/session_latest/logs/monitor.err")}`,
+                );
             } catch (err) {
                 log(`no monitor.log: ${err.message.slice(0, 200)}`);
             }
@@ -422,7 +428,11 @@ async function benchSize(n) {
                 log(`longest step of the cold up: ${up.longest.name} ${up.longest.seconds.toFixed(1)} s`);
             }
             // What the steps said while they waited (sc_wait and the probes, every 10 s).
-            for (const line of up.out.split("\n").filter((l) => /waiting for|gave up/.test(l)).slice(0, 20)) log(`cold up said: ${line.trim().slice(0, 300)}`);
+            for (const line of up.out
+                .split("\n")
+                .filter((l) => /waiting for|gave up/.test(l))
+                .slice(0, 20))
+                log(`cold up said: ${line.trim().slice(0, 300)}`);
             // Where memory or CPU would stop a larger lab: the host's use with the cluster serving.
             console.log(`BENCH v1 nodes=${n} rep=${rep} mem_used_gib=${memUsedGib().toFixed(1)} load1=${os.loadavg()[0].toFixed(1)}`);
             const noop = await stack.upWithLayers("up", "--yes", "--skip-preview", "--expect-no-changes");
@@ -446,6 +456,8 @@ async function benchSize(n) {
             stack.setModel(MODELS[1]);
             const sw = await stack.upWithLayers();
             if (sw.longest) log(`longest step of the model switch: ${sw.longest.name} ${sw.longest.seconds.toFixed(1)} s (up ${sw.seconds.toFixed(1)} s)`);
+            if (process.env.BENCH_NOOP_PROFILE)
+                fs.copyFileSync(sw.events, path.join(process.env.BENCH_NOOP_PROFILE, `nodes-${n}-rep-${rep}`, "switch-events.jsonl"));
             record(n, rep, "model_switch", sw.seconds + (await chat(endpoint, key, MODELS[1].servedName)));
             record(n, rep, "model_switch_up", sw.seconds);
             if (rep === REPS && process.env.BENCH_RAY_UP !== "0") {
