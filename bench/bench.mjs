@@ -415,10 +415,6 @@ async function benchSize(n) {
         sh(path.join(root, "lab", "lab.sh"), ["down"], {}, 600);
         const lab = await timed(path.join(root, "lab", "lab.sh"), ["up", "--topology", `thor-switch-${n}`]);
         log(`lab thor-switch-${n} up in ${lab.seconds.toFixed(0)} s`);
-        // BENCH_LAB_LINGER=1: root's user manager kept running on every node (an experiment: in the
-        // lab's nodes its stop, 10 s after the last SSH session, can hang for 120 s, and an SSH
-        // session that arrives meanwhile waits for it).
-        if (process.env.BENCH_LAB_LINGER === "1") for (let i = 0; i < n; i++) ssh(mgmt(i), "loginctl enable-linger root");
         const key = stack.apiKey();
         for (let rep = 1; rep <= REPS; rep++) {
             stack.setModel(MODELS[0]);
