@@ -111,8 +111,8 @@ export function pfcReadScript(spec: PfcSpec): string {
         `pfc_of() { mlnx_qos -i "$1" | awk '/PFC configuration/{p=1} p && $1=="enabled"{v=$2; for(i=3;i<=9;i++) v=v","$i; print v; exit}'; }`,
         `trust_of() { mlnx_qos -i "$1" | awk -F': ' '/Priority trust state/{print $2; exit}'; }`,
         ...spec.interfaces.flatMap((iface) => [
-            `v=$(pfc_of ${shellQuote(iface)}); [ "$v" = ${spec.pfcVector} ] || echo "${iface}: PFC $v, want ${spec.pfcVector}"`,
-            ...(spec.trustDscp ? [`t=$(trust_of ${shellQuote(iface)}); [ "$t" = dscp ] || echo "${iface}: trust $t, want dscp"`] : []),
+            `v=$(pfc_of ${shellQuote(iface)} || true); [ "$v" = ${spec.pfcVector} ] || echo "${iface}: PFC $v, want ${spec.pfcVector}"`,
+            ...(spec.trustDscp ? [`t=$(trust_of ${shellQuote(iface)} || true); [ "$t" = dscp ] || echo "${iface}: trust $t, want dscp"`] : []),
         ]),
         fileDriftLine(unitPath(UNITS.pfc), "644", spec.unitContent),
         unitDriftLine(UNITS.pfc, true),
