@@ -1,8 +1,19 @@
-// A node that is gone, on the lab's Spark pair (README, "A node that is gone"): with spark-b's
-// management link down (the host side of its veth on the lab bridge, lab/lib/net.sh), spark-b
-// still runs and its interconnect still carries traffic, but no SSH reaches it:
-//   - `up --continue-on-error` with a change on both nodes fails for spark-b only, within
-//     ssh.connectTimeoutSeconds (60 s by default), naming its step and address; spark-a converges;
+// The hosts as they are, on the lab's Spark pair.
+//
+// Drift through refresh (README, "Drift"): with one drift of each kind made by hand over SSH
+// (test/integration/drift.ts: our file edited or deleted, a unit stopped, disabled or edited, an
+// interconnect address and an MTU changed, PFC off, nvidia-peermem unloaded, our firewall table
+// deleted), `preview --refresh` reports each on its node's resource, and nothing else;
+// `up --refresh` repairs them; the next `preview --refresh` has no change. A clean cluster's
+// refresh is a no-op.
+//
+// A node that is gone (README, "A node that is gone"): with spark-b's management link down (the
+// host side of its veth on the lab bridge, lab/lib/net.sh), spark-b still runs and its
+// interconnect still carries traffic, but no SSH reaches it:
+//   - `preview --refresh` names spark-b's resources as not read, within ssh.connectTimeoutSeconds;
+//   - `up --refresh --continue-on-error` with a change on both nodes and a drift on spark-a fails
+//     for spark-b only, within the bound, naming its step and address; spark-a converges and its
+//     drift is repaired;
 //   - `destroy --continue-on-error` fails for spark-b's steps within the same bound and cleans
 //     spark-a as far as the dependency graph allows (what waits for spark-b's Ray worker and model
 //     copy stays);
@@ -17,7 +28,8 @@ import { execFileSync, spawnSync } from "node:child_process";
 import * as path from "node:path";
 import { CONFIG_DIR, NETPLAN_PATH, PEERMEM_CONF, STATE_DIR, UNITS, unitPath } from "../../components/render/paths";
 import { sshRun, withExclusiveLab } from "../lab/lab-harness";
-import { NodeName, Session, newSession, pulumi, removeSession, root, run, setConfig, ssh } from "./stackSession";
+import { DRIFTS, asLines, expectedDrift, reportedDrift } from "./drift";
+import { NodeName, Session, apiKeyOf, newSession, pulumi, removeSession, root, run, secondsUntilAnswering, setConfig, ssh } from "./stackSession";
 
 withExclusiveLab({ setUp: () => void run(undefined, path.join(root, "lab", "lab.sh"), ["up"], 1800) });
 
@@ -52,18 +64,32 @@ function pulumiOutcome(session: Session, args: string[], timeoutSeconds = 300): 
 
 /** A failed step, as the CLI lists it under Diagnostics. */
 interface Failure {
+    /** The resource type: command:remote:Command, or one of our components. */
+    type: string;
     step: string;
     message: string;
 }
 
+/** Every `error:` under a resource's header in Diagnostics (after its warnings, if any); not the stack's own `update failed`. */
 function failures(output: string): Failure[] {
     const found: Failure[] = [];
-    const re = /^ {2}command:remote:Command \(([^)]+)\):\n {4}error: (.*)$/gm;
-    for (let m = re.exec(output); m !== null; m = re.exec(output)) {
-        found.push({ step: m[1], message: m[2] });
+    const lines = output.split("\n");
+    for (let i = 0; i < lines.length; i++) {
+        const head = /^ {2}(\S+) \(([^)]+)\):$/.exec(lines[i]);
+        if (head?.[1] === "pulumi:pulumi:Stack") continue;
+        for (let j = i + 1; head && j < lines.length && lines[j].startsWith("    "); j++) {
+            const error = /^ {4}error: (.*)$/.exec(lines[j]);
+            if (error) found.push({ type: head[1], step: head[2], message: error[1] });
+        }
     }
     return found;
 }
+
+/**
+ * What Pulumi 3.246 reports under `up --refresh --continue-on-error` for a component of ours
+ * whose command was skipped because a step it waits for failed (README, "A node that is gone").
+ */
+const ENGINE_SKIPPED_COMPONENT = /^cannot complete a resource '\S+' whose registration isn't pending$/;
 
 /** The provider's "could not reach the node" error: after how many tries, and how long it took. */
 function dialFailure(f: Failure): { attempts: number; seconds: number } | undefined {
@@ -100,7 +126,7 @@ function setLink(state: "up" | "down"): void {
     execFileSync("ip", ["link", "set", "dev", SPARK_B_MGMT_LINK, state], { timeout: 10_000 });
 }
 
-describe("a node that is gone: spark-b's management link down", { timeout: 1_200_000 }, () => {
+describe("the hosts as they are: drift through refresh, and spark-b's management link down", { timeout: 1_800_000 }, () => {
     let session: Session;
     const mtu: Partial<Record<NodeName, string>> = {};
 
@@ -127,18 +153,86 @@ describe("a node that is gone: spark-b's management link down", { timeout: 1_200
         t.diagnostic(`up with both nodes: ${up.seconds} s, ${stackCommands(session).length} commands in the stack`);
     });
 
-    it("up with a change on both nodes fails for spark-b only, within the bound, naming its step and address; spark-a converges", (t) => {
+    it("a clean cluster's refresh is a no-op; no-op up with and without refresh", (t) => {
+        const plain = pulumiOutcome(session, ["up", "--yes", "--skip-preview", "--expect-no-changes"]);
+        assert.equal(plain.status, 0, plain.output);
+        const refreshed = pulumiOutcome(session, ["up", "--yes", "--skip-preview", "--refresh", "--expect-no-changes"]);
+        assert.equal(refreshed.status, 0, refreshed.output);
+        assert.deepEqual(asLines(reportedDrift(refreshed.output)), [], "no drift on a clean cluster");
+        const preview = pulumiOutcome(session, ["preview", "--refresh", "--expect-no-changes"]);
+        assert.equal(preview.status, 0, preview.output);
+        t.diagnostic(`no-op up: ${plain.seconds} s; no-op up --refresh: ${refreshed.seconds} s; preview --refresh: ${preview.seconds} s`);
+    });
+
+    it("drift made by hand: preview --refresh reports each on its resource, up --refresh repairs, the next refresh is clean", async (t) => {
+        for (const d of DRIFTS) {
+            ssh(d.node, d.script, 30);
+        }
+        const want = asLines(expectedDrift());
+        const preview = pulumiOutcome(session, ["preview", "--refresh", "--diff"]);
+        assert.equal(preview.status, 0, preview.output);
+        assert.deepEqual(asLines(reportedDrift(preview.output)), want, preview.output);
+        for (const d of DRIFTS) {
+            assert.ok(preview.output.includes(d.line), `the preview's diff shows ${d.what}: ${d.line}`);
+        }
+        t.diagnostic(`preview --refresh with ${DRIFTS.length} drifts: ${preview.seconds} s`);
+
+        const up = pulumiOutcome(session, ["up", "--yes", "--skip-preview", "--refresh"], 600);
+        assert.equal(up.status, 0, up.output);
+        assert.deepEqual(asLines(reportedDrift(up.output)), want, "up --refresh saw the same drift");
+        t.diagnostic(`up --refresh repairing them: ${up.seconds} s; ${stepTimes(up.output)}`);
+
+        // Repaired on the hosts, as each check saw it.
+        assert.equal(ssh("spark-b", "cat /sys/class/net/enp1s0f1np1/mtu").trim(), "9000");
+        assert.match(ssh("spark-a", "ip -o -4 addr show dev enP2p1s0f1np1"), /inet 192\.168\.101\.11\/24 /);
+        assert.doesNotMatch(ssh("spark-a", "cat /etc/nccl.conf"), /NCCL_DEBUG=TRACE/);
+        assert.equal(ssh("spark-b", "systemctl is-enabled spark-cluster-ray.service").trim(), "enabled");
+        assert.match(ssh("spark-a", "nft list tables"), /spark_cluster/);
+        // Ray's worker was restarted for its unit file, vLLM started again: wait until it answers.
+        const answered = await secondsUntilAnswering("http://10.77.0.11:8000/v1", apiKeyOf(session), "tiny-chat", 300);
+        t.diagnostic(`the endpoint answers ${answered.seconds} s after the repair`);
+
+        const again = pulumiOutcome(session, ["preview", "--refresh", "--expect-no-changes"]);
+        assert.equal(again.status, 0, again.output);
+        assert.deepEqual(asLines(reportedDrift(again.output)), [], "the next refresh is clean");
+    });
+
+    it("up --refresh with spark-b unreachable: spark-b's steps fail within the bound, naming step and address; spark-a converges and is repaired", async (t) => {
         setLink("down");
         // spark-b still runs (and answers on the interconnect), but SSH cannot reach it.
         assert.notEqual(sshRun("spark-b", "true", 30_000).status, 0, "spark-b is unreachable over SSH");
+        const preview = pulumiOutcome(session, ["preview", "--refresh"]);
+        assert.equal(preview.status, 0, preview.output);
+        const notRead = [
+            ...preview.output.matchAll(
+                /warning: (\S+) on root@10\.77\.0\.12:22 was not read back: failed to connect to host \S+ after \d+ attempt\(s\) in ([0-9.]+)s/g,
+            ),
+        ];
+        assert.ok(notRead.length > 0, preview.output);
+        for (const m of notRead) {
+            assert.match(m[1], /^spark-b-/, "only spark-b's resources are not read");
+            assert.ok(Number(m[2]) <= BOUND_SECONDS, `${m[1]}: read gave up after ${m[2]} s (bound ${BOUND_SECONDS} s)`);
+        }
+        assert.ok(
+            [...reportedDrift(preview.output).keys()].every((name) => !name.startsWith("spark-a-")),
+            "spark-a reads back clean",
+        );
+        t.diagnostic(`preview --refresh with spark-b gone: ${preview.seconds} s; ${notRead.length} of spark-b's resources not read`);
+
+        ssh("spark-a", DRIFTS[0].script, 30);
         setConfig(session, "spark-cluster:interconnect.mtu", "8000");
-        const up = pulumiOutcome(session, ["up", "--yes", "--skip-preview", "--continue-on-error"]);
+        const up = pulumiOutcome(session, ["up", "--yes", "--skip-preview", "--refresh", "--continue-on-error"], 600);
         assert.notEqual(up.status, 0, "up fails");
         assertNoEnvWarning("up", up.output);
         const failed = failures(up.output);
         assert.ok(failed.length > 0, up.output);
         for (const f of failed) {
             assert.match(f.step, /^spark-b-/, `only spark-b's steps fail: ${f.step}: ${f.message}`);
+            if (f.type !== "command:remote:Command") {
+                assert.match(f.message, ENGINE_SKIPPED_COMPONENT, `${f.type} ${f.step}`);
+                t.diagnostic(`up: ${f.type} ${f.step}: ${f.message}`);
+                continue;
+            }
             const dial = dialFailure(f);
             assert.ok(dial, `${f.step} failed reaching ${SPARK_B_SSH}: ${f.message}`);
             assert.ok(dial.seconds <= BOUND_SECONDS, `${f.step} gave up after ${dial.seconds} s (bound ${BOUND_SECONDS} s)`);
@@ -149,6 +243,7 @@ describe("a node that is gone: spark-b's management link down", { timeout: 1_200
             "spark-b's netplan step (the MTU change) is among them",
         );
         assert.equal(ssh("spark-a", "cat /sys/class/net/enp1s0f1np1/mtu").trim(), "8000", "spark-a converged to the new MTU");
+        assert.doesNotMatch(ssh("spark-a", "cat /etc/nccl.conf"), /NCCL_DEBUG=TRACE/, "spark-a's drift is repaired");
         t.diagnostic(`up: ${up.seconds} s in all (spark-a converged, spark-b failed); ${stepTimes(up.output)}`);
     });
 
