@@ -19,6 +19,8 @@ export const nodeAddr: Record<string, string> = {
     "spark-b": "10.77.0.12",
     "thor-a": "10.77.0.21",
     "thor-b": "10.77.0.22",
+    // thor-switch-N (N up to 8): thor-c … thor-h.
+    ...Object.fromEntries(["c", "d", "e", "f", "g", "h"].map((x, i) => [`thor-${x}`, `10.77.0.${23 + i}`])),
     "ws-a": "10.77.0.31",
     outsider: "10.77.0.99",
 };

@@ -1,0 +1,152 @@
+// Blast radius of adding and removing a worker, on the lab's thor-switch-4 topology (four Thors
+// with a venv on one switch; the Spark pair has no third node): a three-node Ray cluster serving
+// with TP=1 PP=2 gets a fourth node, then loses it again. `preview` must name exactly the
+// resources the change touches, and applying it must restart no Ray or vLLM process of the nodes
+// that stay (main PIDs compared). The rows complete blastRadius.test.ts's table (README, "What a
+// change looks like").
+import { before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { UNITS } from "../../components/render/paths";
+import { ssh, withExclusiveLab } from "../lab/lab-harness";
+import { Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession, root, run } from "./stackSession";
+
+withExclusiveLab({ setUp: () => void run(undefined, path.join(root, "lab", "lab.sh"), ["up", "--topology", "thor-switch-4"], 1800) });
+
+const THORS = ["thor-a", "thor-b", "thor-c", "thor-d"] as const;
+type Thor = (typeof THORS)[number];
+const MGMT: Record<Thor, string> = { "thor-a": "10.77.0.21", "thor-b": "10.77.0.22", "thor-c": "10.77.0.23", "thor-d": "10.77.0.24" };
+const mainPid = (node: Thor, unit: string) => ssh(node, `systemctl show -p MainPID --value ${unit}.service`).trim();
+
+/** The lab stack's secrets and settings with `count` Thors on a switch, Ray executor, TP=1 PP=2. */
+function thorsConfig(dev: string, count: number): string {
+    const keep = (pattern: RegExp) => {
+        const match = pattern.exec(dev);
+        assert.ok(match, `Pulumi.dev.yaml has ${pattern}`);
+        return match[0];
+    };
+    const nodes = THORS.slice(0, count).flatMap((name, i) => [
+        `    - name: ${name}`,
+        "      kind: thor",
+        ...(i === 0 ? ["      head: true"] : []),
+        `      ssh: {host: ${MGMT[name]}}`,
+        "      gpus: 1",
+        "      runtime: {kind: venv, path: /opt/lab-venv}",
+        "      interconnect:",
+        `        - {name: enp1s0f1np1, address: 192.168.100.${21 + i}/24}`,
+    ]);
+    return [
+        "config:",
+        "  spark-cluster:nodes:",
+        ...nodes,
+        keep(/^ {2}spark-cluster:sshPrivateKeyPath: .*$/m),
+        "  spark-cluster:interconnect: {topology: switch, mtu: 9000}",
+        keep(/^ {2}spark-cluster:ray:\n\s+objectStoreMemoryMb: .*$/m),
+        keep(/^ {2}spark-cluster:check:\n\s+enabled: false$/m),
+        "  spark-cluster:model: {source: lab/tiny-chat, servedName: tiny-chat, tensorParallel: 1, pipelineParallel: 2, executor: ray}",
+        keep(/^ {2}spark-cluster:apiKey:\n\s+secure: .*$/m),
+        keep(/^encryptionsalt: .*$/m),
+        "",
+    ].join("\n");
+}
+
+interface Row {
+    change: string;
+    nodes: number;
+    /** Exactly the resources (last URN segment, with the step's op) that preview must report. */
+    touches: string[];
+}
+
+// The new node's own steps (Thors have no RoCE device: no PFC step), created by adding it and
+// deleted by removing it; the model is copied to it (its pull step).
+const NODE_STEPS = [
+    "thor-d",
+    "thor-d-firewall",
+    "thor-d-firewall-apply",
+    "thor-d-interconnect",
+    "thor-d-interconnect-apply",
+    "thor-d-nccl",
+    "thor-d-nccl-files",
+    "thor-d-probe",
+    "thor-d-ray-probe",
+    "thor-d-ray-worker",
+    "thor-d-ray-worker-auth",
+    "thor-d-ray-worker-unit",
+    "thor-d-ssh",
+    "dev-model-pull-thor-d",
+];
+// Both ways, the nodes that stay: every node's firewall lets the cluster's members in and every
+// node's netplan step pings its peers, so each is updated (no process restarts for either); the
+// head's Ray readiness counts the nodes (it runs again); the serving step lists the copies. vLLM's
+// unit and its readiness do not depend on the node count.
+const STAYING_UPDATES = [
+    "dev-model-serve",
+    "thor-a-firewall-apply",
+    "thor-a-interconnect-apply",
+    "thor-a-ray-head-ready",
+    "thor-b-firewall-apply",
+    "thor-b-interconnect-apply",
+    "thor-c-firewall-apply",
+    "thor-c-interconnect-apply",
+].map((step) => `${step}(update)`);
+
+const ROWS: Row[] = [
+    { change: "adding a worker (thor-d)", nodes: 4, touches: [...NODE_STEPS.map((step) => `${step}(create)`), ...STAYING_UPDATES] },
+    { change: "removing a worker (thor-d)", nodes: 3, touches: [...NODE_STEPS.map((step) => `${step}(delete)`), ...STAYING_UPDATES] },
+];
+
+/** Main PIDs of Ray (every staying node) and vLLM (the head), by `node:unit`. */
+function pids(): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const node of THORS.slice(0, 3)) {
+        out[`${node}:ray`] = mainPid(node, UNITS.ray);
+    }
+    out["thor-a:vllm"] = mainPid("thor-a", UNITS.vllm);
+    return out;
+}
+
+describe("blast radius: adding and removing a worker (thor-switch-4, Ray executor)", { timeout: 2_400_000 }, () => {
+    let session: Session;
+    let apiKey = "";
+    let dev = "";
+
+    before(() => {
+        session = newSession();
+        dev = fs.readFileSync(session.configFile, "utf8");
+        fs.writeFileSync(session.configFile, thorsConfig(dev, 3));
+        apiKey = apiKeyOf(session);
+    });
+
+    it("converges three Thors and answers", async () => {
+        pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+        await chat(pulumi(session, "stack", "output", "endpoint").trim(), apiKey, "tiny-chat");
+    });
+
+    for (const row of ROWS) {
+        it(row.change, async (t) => {
+            fs.writeFileSync(session.configFile, thorsConfig(dev, row.nodes));
+            const preview = JSON.parse(pulumiWithConfig(session, "preview", "--json")) as { steps: { op: string; urn: string }[] };
+            const touched = preview.steps
+                .filter((s) => s.op !== "same")
+                .map((s) => `${s.urn.split("::").pop()}(${s.op})`)
+                .sort();
+            const before = pids();
+            const start = Date.now();
+            pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+            const seconds = Math.round((Date.now() - start) / 1000);
+            const after = pids();
+            const restarted = Object.keys(before).filter((p) => before[p] !== after[p]);
+            await chat(pulumi(session, "stack", "output", "endpoint").trim(), apiKey, "tiny-chat");
+            // The converged stack's no-op up at this size (README, "Speed"; issue: no-op flat in node count).
+            const noOpStart = Date.now();
+            pulumiWithConfig(session, "up", "--yes", "--skip-preview", "--expect-no-changes");
+            t.diagnostic(`no-op up with ${row.nodes} nodes: ${Math.round((Date.now() - noOpStart) / 100) / 10} s`);
+            t.diagnostic(`| ${row.change} | ${touched.join(", ")} | ${restarted.join(", ") || "none"} | ${seconds} s |`);
+            assert.deepEqual(touched, [...row.touches].sort(), "preview touches exactly the expected resources");
+            assert.deepEqual(restarted, [], "no Ray or vLLM process of the nodes that stay restarts");
+        });
+    }
+
+    it("removes its scratch backend", () => removeSession(session));
+});
