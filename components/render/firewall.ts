@@ -103,8 +103,14 @@ export function firewallApplyScript(spec: FirewallSpec): string {
         `if [ "\${unit%% *}" = changed ]; then systemctl daemon-reload; fi`,
         `systemctl enable --quiet ${UNITS.firewall}.service`,
         `${NFT} -c -f ${FIREWALL_RULES_PATH}`,
+        // Loading can fail for a moment while netplan applies the interconnect beside it (the two
+        // steps run in parallel): three tries, then the unit's log.
         `if [ "\${rules%% *}" = changed ] || ! ${NFT} list table inet ${NFT_TABLE} >/dev/null 2>&1; then`,
-        `  systemctl restart ${UNITS.firewall}.service`,
+        `  for try in 1 2 3; do`,
+        `    if systemctl restart ${UNITS.firewall}.service; then break; fi`,
+        `    if [ "$try" = 3 ]; then sc_log "the firewall unit failed 3 times; its last log lines:"; journalctl -u ${UNITS.firewall}.service -n 20 --no-pager || true; exit 1; fi`,
+        `    sc_log "the firewall unit failed (try $try of 3); trying again in 1 s"; sleep 1`,
+        `  done`,
         `  sc_log "firewall rules loaded"`,
         `fi`,
         `${NFT} list table inet ${NFT_TABLE} >/dev/null || { sc_log "the table inet ${NFT_TABLE} is not loaded"; exit 1; }`,
