@@ -188,9 +188,10 @@ func oldInputsOf(req *pulumirpc.DiffRequest) (resource.PropertyMap, error) {
 
 // runSettings are the inputs that only say how the provider runs a command, not what runs on the host: how it dials
 // (connection.dialErrorLimit, connection.perDialTimeout, and the proxy's), whether the previous output is exported
-// to the next run (addPreviousOutputInEnv), and what a refresh runs to read the host back (read). Changing them is no diff (upstream re-runs the command for it): a program
-// can tighten how long a step waits for a node that is gone, or stop asking for PULUMI_COMMAND_STDOUT, without
-// running every command of a deployed stack again. The engine records the new inputs all the same, and Delete reads
+// to the next run (addPreviousOutputInEnv), and what a refresh runs to read the host back (read). Changing them is
+// no diff (upstream re-runs the command for it): a program can tighten how long a step waits for a node that is
+// gone, stop asking for PULUMI_COMMAND_STDOUT, or get read-backs, without running every command of a deployed
+// stack again. The engine records the new inputs all the same, and Delete reads
 // these settings from them (see deleteSettings).
 var dialSettingKeys = []resource.PropertyKey{"dialErrorLimit", "perDialTimeout"}
 
