@@ -4,6 +4,8 @@
 // (network/broadcast address, /32, reserved ranges) in the user's words.
 
 const HOSTNAME_LABEL = /^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
+/** `address/prefix`, the prefix without leading zeros (nft refuses `10.0.0.0/08`). */
+const PREFIXED = /^([^/]*)\/(0|[1-9][0-9]?)$/;
 
 /** Parses a dotted-quad IPv4 address (no leading zeros) into a 32-bit number. */
 export function parseIpv4(text: string): number | undefined {
@@ -46,9 +48,9 @@ export interface Cidr {
  * the network nor the broadcast address of its subnet.
  */
 export function interfaceAddressProblem(text: string): string | undefined {
-    const match = /^([^/]*)\/([0-9]{1,2})$/.exec(text);
+    const match = PREFIXED.exec(text);
     if (!match) {
-        return "must be an IPv4 address with its prefix length, a.b.c.d/prefix";
+        return "must be an IPv4 address with its prefix length, a.b.c.d/prefix (the prefix without leading zeros)";
     }
     const ip = parseIpv4(match[1]);
     if (ip === undefined) {
@@ -101,9 +103,9 @@ export function subnetsOverlap(a: Cidr, b: Cidr): boolean {
 
 /** Why `text` is not an IPv4 source range `a.b.c.d/prefix` (prefix 0..32, e.g. a LAN 192.168.1.0/24), or undefined. */
 export function ipv4RangeProblem(text: string): string | undefined {
-    const match = /^([^/]*)\/([0-9]{1,2})$/.exec(text);
+    const match = PREFIXED.exec(text);
     if (!match || parseIpv4(match[1]) === undefined || Number(match[2]) > 32) {
-        return "must be an IPv4 range a.b.c.d/prefix, e.g. 192.168.1.0/24";
+        return "must be an IPv4 range a.b.c.d/prefix, e.g. 192.168.1.0/24 (no leading zeros)";
     }
     return undefined;
 }

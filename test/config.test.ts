@@ -33,6 +33,7 @@ import {
     defaultServedName,
     extraArgProblem,
     interfaceAddressProblem,
+    ipv4RangeProblem,
     isHostOrIpv4,
     modelSourceProblem,
     parseConfig,
@@ -1203,6 +1204,9 @@ describe("field formats", () => {
         ["192.168.100.11", "with its prefix length"],
         ["192.168.100.011/24", "not an IPv4 address"],
         ["192.168.100.11/33", "prefix length must be 1-31"],
+        // nft refuses a prefix with a leading zero (found by the property test: 10.0.0.0/08).
+        ["192.168.100.11/024", "without leading zeros"],
+        ["192.168.100.11/08", "without leading zeros"],
         ["192.168.100.11/0", "prefix length must be 1-31"],
         ["192.168.100.11/32", "no room for a peer"],
         ["224.0.0.5/24", "multicast"],
@@ -1210,6 +1214,13 @@ describe("field formats", () => {
         ["10.0.0.0/8", "network address of 10.0.0.0/8"],
         ["10.0.0.3/30", "broadcast address of 10.0.0.0/30"],
     ];
+    test("ipv4RangeProblem: a range as nft reads it (no leading zeros in the prefix)", () => {
+        assert.equal(ipv4RangeProblem("10.0.0.0/8"), undefined);
+        assert.equal(ipv4RangeProblem("0.0.0.0/0"), undefined);
+        for (const text of ["10.0.0.0/08", "10.0.0.0/00", "10.0.0.0/33", "10.0.0.01/8", "10.0.0.0"]) {
+            assert.match(String(ipv4RangeProblem(text)), /must be an IPv4 range/, text);
+        }
+    });
     for (const [text, problem] of addresses) {
         test(`interfaceAddressProblem(${text})`, () => {
             const got = interfaceAddressProblem(text);
