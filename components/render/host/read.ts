@@ -7,7 +7,8 @@
 // "Drift").
 import { createHash } from "node:crypto";
 import { unitPath } from "../paths";
-import { bashScript, shellQuote } from "./shell";
+import type { ManagedFile } from "./files";
+import { bashScript, heredocBody, shellQuote } from "./shell";
 
 /** Bash functions every read script starts with (kept apart from HOST_LIB: create scripts stay as they are). */
 export const READ_LIB = String.raw`
@@ -36,14 +37,9 @@ sc_unit_drift() {
 }
 `;
 
-/** What a file holds after `sc_install_file` wrote `content` from a heredoc (which ends it with a newline). */
-export function writtenContent(content: string): string {
-    return content.endsWith("\n") ? content : `${content}\n`;
-}
-
-/** The line that checks one file of ours against the content `up` wrote. */
+/** The line that checks one file of ours against what `sc_install_file` wrote from its heredoc. */
 export function fileDriftLine(path: string, mode: "600" | "644", content: string): string {
-    const sum = createHash("sha256").update(writtenContent(content)).digest("hex");
+    const sum = createHash("sha256").update(heredocBody(content)).digest("hex");
     return `sc_file_drift ${shellQuote(path)} ${mode} ${sum}`;
 }
 
@@ -58,7 +54,7 @@ export function readScript(lines: readonly string[]): string {
 }
 
 /** Reads back files written by `installFilesScript`. */
-export function filesReadScript(files: readonly { path: string; mode: "600" | "644"; content: string }[]): string {
+export function filesReadScript(files: readonly ManagedFile[]): string {
     return readScript(files.map((f) => fileDriftLine(f.path, f.mode, f.content)));
 }
 

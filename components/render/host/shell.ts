@@ -52,6 +52,10 @@ export function heredoc(command: string, content: string): string {
     if (lines.includes(delimiter)) {
         throw new Error(`content contains its heredoc delimiter ${delimiter}`);
     }
-    const body = content.endsWith("\n") ? content : `${content}\n`;
-    return `${command} <<'${delimiter}'\n${body}${delimiter}`;
+    return `${command} <<'${delimiter}'\n${heredocBody(content)}${delimiter}`;
+}
+
+/** What a {@link heredoc} feeds its command: `content`, ending with a newline. */
+export function heredocBody(content: string): string {
+    return content.endsWith("\n") ? content : `${content}\n`;
 }
