@@ -407,6 +407,17 @@ function memUsedGib() {
     return (kib("MemTotal") - kib("MemAvailable")) / 2 ** 20;
 }
 
+/**
+ * CPU time the whole host has spent busy (every core; /proc/stat's first line, all but idle and
+ * iowait), in seconds. Divided by the cores, a span's busy time is the least wall time that work
+ * could take on this machine: the lab's nodes share its cores, where N Sparks would have N CPUs.
+ */
+function cpuBusySeconds() {
+    const fields = fs.readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1).map(Number);
+    const [user, nice, system, , , irq, softirq, steal] = fields;
+    return (user + nice + system + irq + softirq + (steal ?? 0)) / 100; // USER_HZ: 100 on Linux
+}
+
 // --- one size -----------------------------------------------------------------------------------
 async function benchSize(n) {
     await takeLock();
@@ -418,10 +429,15 @@ async function benchSize(n) {
         const key = stack.apiKey();
         for (let rep = 1; rep <= REPS; rep++) {
             stack.setModel(MODELS[0]);
+            const busyBefore = cpuBusySeconds();
             const up = await stack.upWithLayers();
             const endpoint = stack.output("endpoint");
             const chatS = await chat(endpoint, key, MODELS[0].servedName);
             record(n, rep, "cold_converge", up.seconds + chatS);
+            // Not seconds of wall time: CPU seconds, and those divided by the cores (see cpuBusySeconds).
+            const busy = cpuBusySeconds() - busyBefore;
+            record(n, rep, "cold_cpu_busy", busy);
+            record(n, rep, "cold_cpu_floor", busy / os.cpus().length);
             for (const [layer] of LAYERS) if (up.layers[layer] !== undefined) record(n, rep, `layer_${layer}`, up.layers[layer]);
             if (up.longest) {
                 record(n, rep, "longest_step", up.longest.seconds);
@@ -508,10 +524,12 @@ function table() {
         ratio("Ray layer / ray up (formed)", nodes, med(nodes, "layer_ray"), med(nodes, "rayup_formed"));
         ratio("Ray layer / second ray up (formed)", nodes, med(nodes, "layer_ray"), med(nodes, "rayup_second_formed"));
         ratio("cold converge / ray up (formed)", nodes, med(nodes, "cold_converge"), med(nodes, "rayup_formed"));
+        ratio("cold converge CPU floor / cold converge", nodes, med(nodes, "cold_cpu_floor"), med(nodes, "cold_converge"));
     }
     const first = sizes[0];
     for (const nodes of sizes.slice(1)) {
-        for (const metric of ["cold_converge", "noop_up", "preview", "model_switch", "destroy", "layer_ray"]) {
+        ratio(`cold_cpu_floor at ${nodes} / cold_converge at ${first}`, nodes, med(nodes, "cold_cpu_floor"), med(first, "cold_converge"));
+        for (const metric of ["cold_converge", "cold_cpu_busy", "noop_up", "preview", "model_switch", "destroy", "layer_ray"]) {
             ratio(`${metric} at ${nodes} / at ${first}`, nodes, med(nodes, metric), med(first, metric));
         }
     }
