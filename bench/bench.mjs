@@ -232,15 +232,35 @@ class Stack {
         };
         const [file, args] = this.args(...(extra.length ? extra : ["up", "--yes", "--skip-preview"]), "--event-log", events);
         const start = now();
+        // The host's busy CPU time, sampled 4 times a second, so a layer's span can be given its
+        // share (cpuBusySeconds).
+        const samples = [[start, cpuBusySeconds()]];
+        const sampler = setInterval(() => samples.push([now(), cpuBusySeconds()]), 250);
         // --event-log is one of the CLI's debug flags.
-        const { seconds, out } = await timed(file, args, { ...this.env, PULUMI_DEBUG_COMMANDS: "true" }, read);
+        let seconds, out;
+        try {
+            ({ seconds, out } = await timed(file, args, { ...this.env, PULUMI_DEBUG_COMMANDS: "true" }, read));
+        } finally {
+            clearInterval(sampler);
+        }
+        samples.push([now(), cpuBusySeconds()]);
+        const busyAt = (t) => {
+            const i = samples.findIndex(([ts]) => ts >= t);
+            if (i <= 0) return samples[Math.max(i, 0)][1];
+            const [[t0, b0], [t1, b1]] = [samples[i - 1], samples[i]];
+            return b0 + ((b1 - b0) * (t - t0)) / Math.max(t1 - t0, 1e-9);
+        };
+        const layerCpuFloor = {};
         const layers = {};
         for (const [layer, re] of LAYERS) {
             const mine = [...steps]
                 .filter(([name]) => re.test(name))
                 .map(([, s]) => s)
                 .filter((s) => s.start && s.end);
-            if (mine.length) layers[layer] = Math.max(...mine.map((s) => s.end)) - Math.min(...mine.map((s) => s.start));
+            if (!mine.length) continue;
+            const [from, to] = [Math.min(...mine.map((s) => s.start)), Math.max(...mine.map((s) => s.end))];
+            layers[layer] = to - from;
+            layerCpuFloor[layer] = (busyAt(to) - busyAt(from)) / os.cpus().length;
         }
         // Where the time goes, by the events' arrival: before the prelude (the CLI, the backend,
         // the stack's state and config), prelude → first step (the language host, the program's
@@ -261,7 +281,7 @@ class Stack {
             .filter(([, st]) => st.start && st.end)
             .map(([name, st]) => ({ name, seconds: st.end - st.start }))
             .reduce((a, b) => (b.seconds > (a?.seconds ?? -1) ? b : a), undefined);
-        return { seconds, out, layers, start, phases, longest, events, marks };
+        return { seconds, out, layers, layerCpuFloor, start, phases, longest, events, marks };
     }
     output(name) {
         return sh(path.join(root, "scripts", "pulumi.sh"), ["--stack", "dev", "--non-interactive", "stack", "output", name], this.env).trim();
@@ -439,6 +459,8 @@ async function benchSize(n) {
             record(n, rep, "cold_cpu_busy", busy);
             record(n, rep, "cold_cpu_floor", busy / os.cpus().length);
             for (const [layer] of LAYERS) if (up.layers[layer] !== undefined) record(n, rep, `layer_${layer}`, up.layers[layer]);
+            // The CPU floor of the Ray layer's span: how much of it this machine's cores were busy.
+            if (up.layerCpuFloor.ray !== undefined) record(n, rep, "layer_ray_cpu_floor", up.layerCpuFloor.ray);
             if (up.longest) {
                 record(n, rep, "longest_step", up.longest.seconds);
                 log(`longest step of the cold up: ${up.longest.name} ${up.longest.seconds.toFixed(1)} s`);
@@ -525,6 +547,7 @@ function table() {
         ratio("Ray layer / second ray up (formed)", nodes, med(nodes, "layer_ray"), med(nodes, "rayup_second_formed"));
         ratio("cold converge / ray up (formed)", nodes, med(nodes, "cold_converge"), med(nodes, "rayup_formed"));
         ratio("cold converge CPU floor / cold converge", nodes, med(nodes, "cold_cpu_floor"), med(nodes, "cold_converge"));
+        ratio("Ray layer CPU floor / Ray layer", nodes, med(nodes, "layer_ray_cpu_floor"), med(nodes, "layer_ray"));
     }
     const first = sizes[0];
     for (const nodes of sizes.slice(1)) {
