@@ -581,6 +581,12 @@ describe("host scripts", () => {
         assert.match(worker, new RegExp(`^Environment="RAY_gcs_server_port_wait_time_s=${RAY_WORKER_GCS_WAIT_SECONDS}"$`, "m"));
         assert.doesNotMatch(UNITS[0].unit, /RAY_gcs_server_port_wait_time_s/, "the head does not change its own GCS wait");
     });
+
+    it("a stop does not wait for Ray's drain (Ray 2.60 waits up to 30 s, as long as systemd's stop timeout)", () => {
+        const [dockerHead, venvWorker] = [UNITS[0].unit, UNITS[1].unit];
+        assert.match(venvWorker, /^Environment="RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0"$/m);
+        assert.match(dockerHead, /^ExecStart=\/usr\/bin\/docker run .* -e RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0 /m, "inside the container");
+    });
 });
 
 // ---------------------------------------------------------------------------------------------

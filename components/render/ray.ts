@@ -76,6 +76,16 @@ export function rayStartArgv(spec: RayStartSpec): string[] {
  */
 export const RAY_WORKER_GCS_WAIT_SECONDS = 300;
 
+/**
+ * No drain when systemd stops Ray. Since Ray 2.60 a SIGTERM first asks the GCS to drain the node
+ * and waits until its raylet exits, up to `RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S` (30 s by
+ * default; `_drain_node_before_shutdown` in ray/_private/node.py): meant for Ray Serve's proxies,
+ * which this cluster does not run. Ours are stopped in order instead (vLLM, then the workers' Ray,
+ * then the head's), and the drain only held each stop until systemd's `TimeoutStopSec` killed it.
+ * 0 turns it off ("a value <= 0 disables draining"); older Rays ignore the variable.
+ */
+export const RAY_STOP_ENVIRONMENT = { RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S: "0" } as const;
+
 /** The Ray unit of one node: a worker starts at once and joins the head by Ray's own bounded retry. */
 export function renderRayUnit(spec: RayStartSpec, runtime: Runtime, envHash: string): string {
     return renderUnit({
@@ -89,6 +99,7 @@ export function renderRayUnit(spec: RayStartSpec, runtime: Runtime, envHash: str
         // (the model sync put the model on every node).
         environment: {
             HF_HUB_OFFLINE: "1",
+            ...RAY_STOP_ENVIRONMENT,
             ...(spec.role === "worker" ? { RAY_gcs_server_port_wait_time_s: String(RAY_WORKER_GCS_WAIT_SECONDS) } : {}),
         },
         inputs: { "runtime.env": envHash },
