@@ -80,9 +80,10 @@ export const RAY_WORKER_GCS_WAIT_SECONDS = 300;
  * No drain when systemd stops Ray. Since Ray 2.60 a SIGTERM first asks the GCS to drain the node
  * and waits until its raylet exits, up to `RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S` (30 s by
  * default; `_drain_node_before_shutdown` in ray/_private/node.py): meant for Ray Serve's proxies,
- * which this cluster does not run. Ours are stopped in order instead (vLLM, then the workers' Ray,
- * then the head's), and the drain only held each stop until systemd's `TimeoutStopSec` killed it.
- * 0 turns it off ("a value <= 0 disables draining"); older Rays ignore the variable.
+ * which this cluster does not run. With vLLM's actors on the node it does not end, so each stop
+ * waited until `docker stop` (10 s) or systemd's `TimeoutStopSec` (30 s) killed Ray; destroy
+ * stops vLLM first, then the workers' Ray, then the head's. 0 turns it off ("a value <= 0
+ * disables draining"); older Rays ignore the variable.
  */
 export const RAY_STOP_ENVIRONMENT = { RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S: "0" } as const;
 
