@@ -505,7 +505,10 @@ async function benchSize(n) {
                 if (base[1].formed !== undefined) record(n, rep, "rayup_second_formed", base[1].formed);
                 record(n, rep, "rayup_second_returned", base[1].up);
             }
-            record(n, rep, "destroy", (await stack.run("destroy", "--yes", "--skip-preview")).seconds);
+            const destroy = await stack.upWithLayers("destroy", "--yes", "--skip-preview");
+            if (destroy.longest)
+                log(`longest step of destroy: ${destroy.longest.name} ${destroy.longest.seconds.toFixed(1)} s (destroy ${destroy.seconds.toFixed(1)} s)`);
+            record(n, rep, "destroy", destroy.seconds);
         }
     } finally {
         stack.remove();
