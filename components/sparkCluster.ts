@@ -72,6 +72,7 @@ export class SparkCluster extends pulumi.ComponentResource {
         const workers = nodes.filter((n) => n !== head);
 
         let rayHead: RayHead | undefined;
+        const rayWorkers: RayWorker[] = [];
         if (config.model.executor === "ray") {
             const rayArgs = (n: ClusterNode): RayNodeArgs => ({
                 host: n.host,
@@ -102,7 +103,13 @@ export class SparkCluster extends pulumi.ComponentResource {
                 head.childOptions({ dependsOn: head.hostReady }),
             );
             for (const worker of workers) {
-                new RayWorker(`${worker.node.name}-ray-worker`, rayArgs(worker), worker.childOptions({ dependsOn: [...worker.hostReady, rayHead.started] }));
+                rayWorkers.push(
+                    new RayWorker(
+                        `${worker.node.name}-ray-worker`,
+                        rayArgs(worker),
+                        worker.childOptions({ dependsOn: [...worker.hostReady, rayHead.started] }),
+                    ),
+                );
             }
             this.dashboard = rayHead.dashboard;
         }
@@ -126,6 +133,8 @@ export class SparkCluster extends pulumi.ComponentResource {
 
         // Ray executor: vLLM on the head only. mp executor: on every node, rank 0 the head.
         // The workers' servers first: the head's vLLM restarts after them when one of them restarts.
+        // With Ray, vLLM depends on every node's Ray, so that destroy stops vLLM before any Ray it
+        // has actors on (otherwise its stop waited for them until TimeoutStopSec killed it).
         const vllmNodes = rayHead ? [head] : [head, ...workers];
         const server = (n: ClusterNode, rank: number, peers: VllmServer[]) =>
             new VllmServer(
@@ -144,7 +153,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                     publicHost: config.head.ssh.host,
                     peers,
                 },
-                n.childOptions({ dependsOn: [...(rayHead ? [rayHead] : n.hostReady), modelSync, ...peers] }),
+                n.childOptions({ dependsOn: [...(rayHead ? [rayHead, ...rayWorkers] : n.hostReady), modelSync, ...peers] }),
             );
         const workerServers = vllmNodes.slice(1).map((n, i) => server(n, i + 1, []));
         const servers = [server(vllmNodes[0], 0, workerServers), ...workerServers];

@@ -505,7 +505,8 @@ describe("a two-Spark Ray cluster", () => {
             "spark-b-ray-worker-unit": ["spark-b-ray-worker-auth"],
             "spark-a-ray-head-ready": ["spark-a-ray-head-unit"],
             "spark-b-ray-worker": ["spark-b-interconnect", "spark-b-nccl", "spark-b-firewall", "spark-a-ray-head-unit"],
-            "spark-a-vllm": ["spark-a-ray-head", "dev-model"],
+            // With Ray, vLLM waits for every node's Ray, and destroy stops it before any of them.
+            "spark-a-vllm": ["spark-a-ray-head", "spark-b-ray-worker", "dev-model"],
             "spark-a-vllm-unit": ["spark-a-vllm-secrets"],
             "spark-a-vllm-ready": ["spark-a-vllm-unit"],
             "dev-model-download": ["spark-a-interconnect", "spark-a-nccl", "spark-a-firewall"],
