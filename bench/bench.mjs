@@ -508,6 +508,17 @@ async function benchSize(n) {
             const destroy = await stack.upWithLayers("destroy", "--yes", "--skip-preview");
             if (destroy.longest)
                 log(`longest step of destroy: ${destroy.longest.name} ${destroy.longest.seconds.toFixed(1)} s (destroy ${destroy.seconds.toFixed(1)} s)`);
+            // A unit's stop that took long: what systemd said of it on that node (the journal outlives the unit).
+            const slowUnit = destroy.longest && destroy.longest.seconds >= 20 && /^thor-([a-h])-(ray|vllm)-.*unit:delete$/.exec(destroy.longest.name);
+            if (slowUnit) {
+                const host = mgmt("abcdefgh".indexOf(slowUnit[1]));
+                const unit = slowUnit[2] === "ray" ? "spark-cluster-ray" : "spark-cluster-vllm";
+                const journal = ssh(
+                    host,
+                    `journalctl -u ${unit} --since -3min --no-pager -o short-precise | grep -E 'Stopping|timed out|Kill|SIGTERM|Stopped|Failed|exited' | tail -n 30`,
+                );
+                log(`${unit} on ${host}, its stop:\n${journal}`);
+            }
             record(n, rep, "destroy", destroy.seconds);
         }
     } finally {

@@ -133,8 +133,8 @@ export class SparkCluster extends pulumi.ComponentResource {
 
         // Ray executor: vLLM on the head only. mp executor: on every node, rank 0 the head.
         // The workers' servers first: the head's vLLM restarts after them when one of them restarts.
-        // With Ray, vLLM depends on every node's Ray, so that destroy stops vLLM before any Ray it
-        // has actors on (otherwise its stop waited for them until TimeoutStopSec killed it).
+        // With Ray, vLLM depends on every node's Ray: it starts after all of them, and destroy stops
+        // it before any Ray it has actors on.
         const vllmNodes = rayHead ? [head] : [head, ...workers];
         const server = (n: ClusterNode, rank: number, peers: VllmServer[]) =>
             new VllmServer(
