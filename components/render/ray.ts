@@ -77,7 +77,7 @@ export function rayStartArgv(spec: RayStartSpec): string[] {
 export const RAY_WORKER_GCS_WAIT_SECONDS = 300;
 
 /**
- * No drain when systemd stops Ray. Since Ray 2.60 a SIGTERM first asks the GCS to drain the node
+ * No drain when systemd stops Ray. In Ray 2.60 a SIGTERM first asks the GCS to drain the node
  * and waits until its raylet exits, up to `RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S` (30 s by
  * default; `_drain_node_before_shutdown` in ray/_private/node.py): meant for Ray Serve's proxies,
  * which this cluster does not run. With vLLM's actors on the node it does not end, so each stop
