@@ -3,8 +3,8 @@
 // transpileModule.
 //
 // Why: a no-op `pulumi up` is mostly the program starting, and transpiling its modules with
-// TypeScript took about 0.6 s of it on the lab's 2 cores, idle (about 1.3 s to load the program,
-// 0.7 s with Sucrase; README, "Speed"), more while the lab's nodes run. Sucrase is plain
+// TypeScript took 0.4-0.6 s of it on the lab's 2 cores, idle (1.2-1.4 s to load the program,
+// 0.7-1.0 s with Sucrase; README, "Speed"), more while the lab's nodes run. Sucrase is plain
 // JavaScript (swc and esbuild would be faster still, but ship a native binary per platform as
 // optional packages, which the registry this project is built from does not serve, so npm ci
 // refuses the lockfile). It only strips types, as ts-node did here already (transpile-only);
