@@ -509,9 +509,9 @@ async function benchSize(n) {
             if (destroy.longest)
                 log(`longest step of destroy: ${destroy.longest.name} ${destroy.longest.seconds.toFixed(1)} s (destroy ${destroy.seconds.toFixed(1)} s)`);
             // A unit's stop that took long: what systemd said of it on that node (the journal outlives the unit).
-            const slowUnit = destroy.longest && destroy.longest.seconds >= 20 && /^thor-([a-h])-(ray|vllm)-.*unit:delete$/.exec(destroy.longest.name);
+            const slowUnit = destroy.longest && destroy.longest.seconds >= 20 && /^(thor-[a-h])-(ray|vllm)-.*unit:delete$/.exec(destroy.longest.name);
             if (slowUnit) {
-                const host = mgmt("abcdefgh".indexOf(slowUnit[1]));
+                const host = mgmt(THORS.indexOf(slowUnit[1]));
                 const unit = slowUnit[2] === "ray" ? "spark-cluster-ray" : "spark-cluster-vllm";
                 const journal = ssh(
                     host,
