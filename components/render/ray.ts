@@ -85,7 +85,7 @@ export const RAY_WORKER_GCS_WAIT_SECONDS = 300;
  * stops vLLM first, then the workers' Ray, then the head's. 0 turns it off ("a value <= 0
  * disables draining"); older Rays ignore the variable.
  */
-export const RAY_STOP_ENVIRONMENT = { RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S: "0" } as const;
+const RAY_STOP_ENVIRONMENT = { RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S: "0" } as const;
 
 /** The Ray unit of one node: a worker starts at once and joins the head by Ray's own bounded retry. */
 export function renderRayUnit(spec: RayStartSpec, runtime: Runtime, envHash: string): string {
