@@ -21,7 +21,7 @@ import v0_33_0 from "./vllmFlags/0.33.0.json";
 
 /** One argument of `vllm serve` (one `add_argument()` call in vLLM), as gen_flags.py read it. */
 export interface VllmArg {
-    /** Every spelling the parser accepts for it: `--x`, short aliases (`-tp`), and for booleans `--no-x` and `--enable-x`/`--disable-x`. Empty for the positional. */
+    /** Every spelling the parser accepts for it: `--x`, short aliases (`-tp`), and for booleans `--no-x` (and, from 0.33.0, the inverse `--enable-x`/`--disable-x`). Empty for the positional. */
     readonly options: readonly string[];
     /** The spellings among {@link options} that set a boolean to false. */
     readonly negatives?: readonly string[];

@@ -22,7 +22,7 @@ without importing vLLM (that needs torch):
   int/float -> type, a nested config dataclass -> JSON ...).
 
 The rules of _compute_kwargs/literal_to_kwargs/collection_to_kwargs and of FlexibleArgumentParser
-(EnableDisableAction pairs --enable-X with --disable-X) are mirrored below; a flag whose keywords
+(EnableDisableAction, in 0.33, pairs --enable-X with --disable-X) are mirrored below; a flag whose keywords
 cannot be worked out statically is still listed (its name is certain) with "type": "str".
 """
 
@@ -676,14 +676,15 @@ class Interpreter:
         self.args.append((names, spec))
 
 
-def option_strings(names, action):
+def option_strings(names, action, enable_disable):
     """(every spelling argparse + vLLM's FlexibleArgumentParser accept for one add_argument(),
-    the ones of them that set a boolean flag False)."""
+    the ones of them that set a boolean flag False). ENABLE_DISABLE: the release's parser registers
+    EnableDisableAction for BooleanOptionalAction (0.33.0 of the listed releases; not 0.32.0)."""
     opts = list(names)
     negatives = []
     if action == "boolean_optional":
         negatives += ["--no-" + n[2:] for n in names if n.startswith("--")]
-        for n in names:  # EnableDisableAction: --enable-X <-> --disable-X
+        for n in names if enable_disable else ():  # EnableDisableAction: --enable-X <-> --disable-X
             for prefix, inverse in (("--enable-", "--disable-"), ("--disable-", "--enable-")):
                 if n.startswith(prefix):
                     negatives.append(inverse + n[len(prefix):])
@@ -716,11 +717,14 @@ def extract(src):
     # make_arg_parser(): its own add_argument() calls, then FrontendArgs.add_cli_args() and
     # AsyncEngineArgs.add_cli_args() (-> EngineArgs.add_cli_args()), followed where they are called.
     interp.run_body(mod.functions["make_arg_parser"].body, {}, mod)
+    # FlexibleArgumentParser.__init__: self.register("action", BooleanOptionalAction, EnableDisableAction)
+    enable_disable = any("class EnableDisableAction(" in text and "EnableDisableAction)" in text
+                         for name, text in src.files.items() if name.startswith("vllm/utils/"))
     rows = []
     for names, spec in interp.args:
         positional = not names[0].startswith("-")
         action = spec.get("action", "store")
-        options, negatives = ([], []) if positional else option_strings(names, action)
+        options, negatives = ([], []) if positional else option_strings(names, action, enable_disable)
         row = {"options": options}
         if negatives:
             row["negatives"] = negatives
