@@ -7,9 +7,18 @@ node_dir() { echo "${LAB_STATE}/nodes/$1"; }
 
 # Docker engine runs in Spark nodes unless LAB_DOCKER=0 (see lab/README.md, "Docker runtime").
 node_has_docker() { [[ "${LAB_DOCKER:-1}" == 1 && "$(node_kind "$1")" == spark ]]; }
-# Container images in every Docker-running node, "TAG VARIANT" (see node-files/docker/usr/local/sbin/
-# lab-docker-image): 25.09-py3 carries Ray like NGC 25.09; 26.05-py3 has no Ray like NGC 26.05.
-LAB_DOCKER_IMAGES=("nvcr.io/nvidia/vllm:25.09-py3 ray" "nvcr.io/nvidia/vllm:26.05-py3 noray")
+# The vLLM version the stand-in in every node's /opt/lab-venv plays (a Thor's source build of the
+# newest vLLM); it needs a table in config/vllmFlags/.
+LAB_VENV_VLLM_VERSION=0.33.0
+# Container images in every Docker-running node, "TAG VARIANT VLLM_VERSION" (see node-files/docker/
+# usr/local/sbin/lab-docker-image), as NVIDIA's release notes give them (lab/README.md, "Docker
+# runtime"): 25.09-py3 vLLM 0.10.1.1 with Ray, 26.05-py3 vLLM 0.20.1 and 26.10-py3 vLLM 0.31.0
+# without Ray.
+LAB_DOCKER_IMAGES=(
+  "nvcr.io/nvidia/vllm:25.09-py3 ray 0.10.1.1"
+  "nvcr.io/nvidia/vllm:26.05-py3 noray 0.20.1"
+  "nvcr.io/nvidia/vllm:26.10-py3 noray 0.31.0"
+)
 LAB_DOCKER_IMAGE_TAGS=()
 for _img in "${LAB_DOCKER_IMAGES[@]}"; do LAB_DOCKER_IMAGE_TAGS+=("${_img%% *}"); done
 unset _img
@@ -155,6 +164,12 @@ EOF2
   local site="${root}/opt/lab-venv/lib/python3.11/site-packages"
   [[ -d "${site}" ]] || die "venv layer has no ${site}"
   cp -rT "${LAB_DIR}/vllm_standin/vllm_standin" "${site}/vllm_standin"
+  # Its flag tables (the product's own, config/vllmFlags), and the version it plays: a `vllm`
+  # dist-info (vllm_standin/set_version.py), which the images replace with theirs.
+  mkdir -p "${site}/vllm_standin/tables"
+  cp "${LAB_DIR}/../config/vllmFlags/"*.json "${site}/vllm_standin/tables/"
+  chroot "${root}" /opt/lab-venv/bin/python3 -m vllm_standin.set_version "${LAB_VENV_VLLM_VERSION}" >/dev/null \
+    || die "could not make ${node}'s vLLM stand-in play ${LAB_VENV_VLLM_VERSION}"
   cat >"${root}/opt/lab-venv/bin/vllm" <<'EOF2'
 #!/opt/lab-venv/bin/python3
 # LAB STAND-IN: `vllm` console script (lab/vllm_standin), not the real vLLM.

@@ -1,15 +1,27 @@
-"""`vllm` console script of the LAB STAND-IN (spark-cluster lab): behaves like vLLM 0.33's
-`vllm serve` at its edges (flags, executors, multi-node, failure semantics, HTTP API), without GPUs.
+"""`vllm` console script of the LAB STAND-IN (spark-cluster lab): behaves like the vLLM release it
+plays at `vllm serve`'s edges (flags, executors, multi-node, failure semantics, HTTP API), without
+GPUs. Which release: the `vllm` dist-info beside this package (set_version.py; the lab's venv
+plays 0.33.0, its images 0.10.1.1 / 0.20.1 / 0.31.0); `vllm --version` prints it.
 
-Flags: flags.py builds the parser from flags_generated.py, generated from vLLM's own argument
-definitions (lab/vllm_standin/gen_flags.py). `vllm --version` prints the version they came from.
+Flags: flags.py builds the parser from that version's table, config/vllmFlags/<version>.json,
+generated from vLLM's own argument definitions (lab/vllm_standin/gen_flags.py). Unknown flags exit
+2 (`vllm: error: unrecognized arguments: ...`): 0.10.x has no --nnodes/--node-rank/--master-addr.
 
-Executors, as vLLM 0.33 picks them (vllm/config/parallel.py ParallelConfig.__post_init__):
-  * no --distributed-executor-backend, TP x PP x DP > 1: "mp"; with --nnodes 1 and fewer local GPUs
-    than TP x PP it fails ("World size (2) is larger than the number of available GPUs (1) in this
-    node. If this is intentional and you are using:\n- ray, set '--distributed-executor-backend
-    ray'.\n- multiprocessing, set '--nnodes' appropriately."): Ray is never chosen by default;
-    world size 1: "uni". --nnodes > 1 is only allowed with mp/uni/external_launcher.
+Executors, as ParallelConfig.__post_init__ picks them (CUDA platform) in each release
+(vllm/config/parallel.py; EXECUTOR_RULES below; the releases in between are not known here):
+  * 0.10.x: no --distributed-executor-backend, TP x PP > 1: "ray" when this node has fewer GPUs
+    than TP x PP (without Ray: "Unable to load Ray: No module named 'ray'. Ray is required for
+    multi-node inference, please install Ray with `pip install ray`."), else "mp". No multi-node
+    mp at all (no --nnodes).
+  * 0.11.x: "mp" when --nnodes > 1; fewer local GPUs than TP x PP fails ("Tensor parallel size (2)
+    cannot be larger than the number of available GPUs (1)."); --nnodes > 1 only with mp ("nnodes >
+    1 can only be set when distributed exectuor backend is mp.", vLLM's spelling).
+  * 0.17 and later (0.20.1, 0.31.0, 0.33.0 checked): "mp" when --nnodes > 1; with --nnodes 1 and fewer
+    local GPUs than TP x PP it fails ("World size (2) is larger than the number of available GPUs
+    (1) in this node. If this is intentional and you are using:\n- ray, set
+    '--distributed-executor-backend ray'.\n- multiprocessing, set '--nnodes' appropriately."): Ray is
+    never chosen by default; --nnodes > 1 is only allowed with mp/uni/external_launcher.
+  In every release: world size 1 means "uni"; `--data-parallel-backend ray` means "ray".
   * ray: `import ray` happens only here (vllm/v1/executor/ray_utils.py imports it in a try; without
     Ray: "Failed to import Ray: ...Please install Ray with `pip install ray`."), so mp/uni run in an
     image without Ray. ray.init(address="auto") (real vLLM calls ray.init() with no address, which
@@ -18,7 +30,7 @@ Executors, as vLLM 0.33 picks them (vllm/config/parallel.py ParallelConfig.__pos
     initialize_ray_cluster(), waits LAB_VLLM_PG_WAIT_S (default 60; vLLM: PG_WAIT_TIMEOUT = 1800)
     and fails like _wait_until_pg_ready() ("Cannot provide a placement group requiring 3 GPUs
     (placement_group_specs=...) within 60 seconds."). One ShardWorker actor per bundle.
-  * mp multi-node (vllm/entrypoints/cli/serve.py run_headless): the head runs
+  * mp multi-node (0.11 and later; vllm/entrypoints/cli/serve.py run_headless): the head runs
     `vllm serve M --nnodes N --node-rank 0 --master-addr A [--master-port P (default 29501)]`, every
     other node `... --node-rank K --headless`; the head waits (LAB_VLLM_MP_WAIT_S, default 300) for
     the peers on A:P (a TCP stand-in for the torch.distributed store).
@@ -54,7 +66,7 @@ import threading
 import time
 
 from . import __version__
-from .flags import build_parser
+from .flags import build_parser, release
 
 logger = logging.getLogger("vllm")
 
@@ -486,6 +498,9 @@ def main(argv=None):
     _setup_logging()
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    for name in ("nnodes", "node_rank", "master_addr", "master_port"):   # no such flags before 0.11
+        if not hasattr(args, name):
+            setattr(args, name, None)
     if args.version:
         print(__version__)
         return 0
@@ -500,15 +515,45 @@ def main(argv=None):
         return 1
 
 
+def _ray_import_error():
+    """None when `import ray` works, else why not (vLLM's ray_utils keeps the ImportError's text)."""
+    try:
+        import ray  # noqa: F401
+    except ImportError as exc:
+        return str(exc)
+    return None
+
+
+# ParallelConfig.__post_init__'s default-executor rules, by the first release (of those with a
+# flag table) that has them: 0.10.1.1, 0.11.1, 0.17.1 (unchanged through 0.33.0).
+EXECUTOR_RULES = ((0, 17), (0, 11), (0, 10))
+
+
+def executor_rules():
+    v = release(__version__)
+    return next((r for r in EXECUTOR_RULES if v >= r), EXECUTOR_RULES[-1])
+
+
 def _choose_backend(args, world, dp, nnodes):
-    """vllm/config/parallel.py ParallelConfig.__post_init__ (CUDA platform)."""
+    """vllm/config/parallel.py ParallelConfig.__post_init__ (CUDA platform) of the release played."""
+    rules = executor_rules()
     backend = args.distributed_executor_backend
+    gpus = local_gpu_count()
     if backend is None and world * dp > 1:
-        if nnodes > 1:
+        if rules >= (0, 11) and nnodes > 1:
             backend = "mp"
-        elif local_gpu_count() < world:
+        elif gpus < world and rules == (0, 10):
+            err = _ray_import_error()
+            if err is not None:
+                raise EngineError(f"Unable to load Ray: {err}. Ray is required for multi-node inference, please "
+                                  f"install Ray with `pip install ray`.")
+            backend = "ray"
+        elif gpus < world and rules == (0, 11):
+            raise EngineError(f"Tensor parallel size ({world}) cannot be larger than the number of available "
+                              f"GPUs ({gpus}).")
+        elif gpus < world:
             raise EngineError(f"World size ({world}) is larger than the number of available GPUs "
-                              f"({local_gpu_count()}) in this node. If this is intentional and you are using:\n"
+                              f"({gpus}) in this node. If this is intentional and you are using:\n"
                               f"- ray, set '--distributed-executor-backend ray'.\n"
                               f"- multiprocessing, set '--nnodes' appropriately.")
         elif (args.data_parallel_backend or "mp") == "ray":
@@ -517,7 +562,9 @@ def _choose_backend(args, world, dp, nnodes):
             backend = "mp"
     if backend is None and world == 1:
         backend = "uni"
-    if backend not in ("mp", "uni", "external_launcher") and nnodes > 1:
+    if nnodes > 1 and rules == (0, 11) and backend != "mp":
+        raise EngineError("nnodes > 1 can only be set when distributed exectuor backend is mp.")
+    if nnodes > 1 and backend not in ("mp", "uni", "external_launcher"):
         raise EngineError("nnodes > 1 can only be set when distributed executor backend is mp, uni or "
                           "external_launcher.")
     return backend
