@@ -9,7 +9,21 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { UNITS } from "../../components/render/paths";
 import { withExclusiveLab } from "../lab/lab-harness";
-import { NodeName, Session, apiKeyOf, chat, mainPid, newSession, pulumi, pulumiWithConfig, removeSession, root, run } from "./stackSession";
+import {
+    LAB_IMAGES,
+    NodeName,
+    Session,
+    apiKeyOf,
+    chat,
+    mainPid,
+    newSession,
+    pulumi,
+    pulumiWithConfig,
+    removeSession,
+    root,
+    run,
+    withImage,
+} from "./stackSession";
 
 const members: NodeName[] = ["spark-a", "spark-b"];
 
@@ -93,14 +107,14 @@ const ROWS: Row[] = [
     },
     {
         change: "the image tag",
-        edit: (c) => c.replace(/runtime: \{kind: docker, /g, "runtime: {kind: docker, image: nvcr.io/nvidia/vllm:26.05-py3, "),
+        edit: (c) => withImage(c, LAB_IMAGES.v2605),
         touches: ["dev-model-download(update)", "spark-a-vllm-ready(replace)", "spark-a-vllm-unit(update)", "spark-b-vllm-unit(update)"],
         diffShows: [/^\s+\+ ExecStart=.* nvcr\.io\/nvidia\/vllm:26\.05-py3 /m],
         restarts: ["spark-a:vllm", "spark-b:vllm"],
     },
     {
         change: "the executor, mp -> ray (and the image back to one with Ray)",
-        edit: (c) => replaceOnce(replaceOnce(c, /image: nvcr\.io\/nvidia\/vllm:26\.05-py3, /g, ""), "executor: mp", "executor: ray"),
+        edit: (c) => replaceOnce(withImage(c, LAB_IMAGES.ray), "executor: mp", "executor: ray"),
         touches: [
             "dev-model-download(update)",
             "spark-a-ray-head(create)",
@@ -165,7 +179,8 @@ describe("blast radius: each everyday change touches exactly what it must (previ
     const table: string[] = [];
 
     before(() => {
-        session = newSession((c) => replaceOnce(c, "executor: ray", "executor: mp"));
+        // mp's multi-node flags need vLLM >= 0.11.1: the 26.10 image (vLLM 0.31.0), not the stack's 25.09 (0.10.1.1).
+        session = newSession((c) => withImage(replaceOnce(c, "executor: ray", "executor: mp"), LAB_IMAGES.v2610));
         apiKey = apiKeyOf(session);
     });
 

@@ -25,7 +25,8 @@ function hetero4Config(dev: string): string {
         "      kind: spark",
         ...(name === "spark-a" ? ["      head: true"] : []),
         `      ssh: {host: ${host}}`,
-        "      runtime: {kind: docker, privileged: false, memlockUnlimited: false, infiniband: false}",
+        // mp's multi-node flags need vLLM >= 0.11.1: the lab's 26.10 image (vLLM 0.31.0).
+        "      runtime: {kind: docker, image: nvcr.io/nvidia/vllm:26.10-py3, privileged: false, memlockUnlimited: false, infiniband: false}",
         "      interconnect:",
         `        - {name: enp1s0f1np1, address: 192.168.100.${last}/24}`,
         `        - {name: enP2p1s0f1np1, address: 192.168.101.${last}/24}`,

@@ -10,7 +10,22 @@ import * as path from "node:path";
 import { CONFIG_DIR, STATE_DIR, UNITS, unitPath } from "../../components/render/paths";
 import { HF_HUB_DIR, MODEL_SYNC_PORT, hubRepoDirName } from "../../components/render/modelSync";
 import { withExclusiveLab } from "../lab/lab-harness";
-import { NodeName, Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession, root, run, setConfig, ssh } from "./stackSession";
+import {
+    LAB_IMAGES,
+    NodeName,
+    Session,
+    apiKeyOf,
+    chat,
+    newSession,
+    pulumi,
+    pulumiWithConfig,
+    removeSession,
+    root,
+    run,
+    setConfig,
+    ssh,
+    withImage,
+} from "./stackSession";
 
 const members: NodeName[] = ["spark-a", "spark-b"];
 const HF_TOKEN = "hf_labModelSyncToken0123456789abcdef";
@@ -53,7 +68,8 @@ describe("model sync on the lab's Spark pair: downloaded once on the head, copie
     let apiKey = "";
 
     before(() => {
-        session = newSession();
+        // mp's multi-node flags need vLLM >= 0.11.1: the 26.10 image (vLLM 0.31.0), not the stack's 25.09 (0.10.1.1).
+        session = newSession((c) => withImage(c, LAB_IMAGES.v2610));
         setConfig(session, "spark-cluster:model.executor", "mp");
         pulumiWithConfig(session, "config", "set", "--secret", "spark-cluster:hfToken", HF_TOKEN);
         apiKey = apiKeyOf(session);

@@ -23,6 +23,7 @@ import {
 } from "../../components/render/paths";
 import { lab, withExclusiveLab } from "../lab/lab-harness";
 import {
+    LAB_IMAGES,
     NodeName,
     Session,
     apiKeyOf,
@@ -39,6 +40,7 @@ import {
     secondsUntilAnswering,
     setConfig,
     ssh,
+    withImage,
 } from "./stackSession";
 import { shellQuote } from "../../components/render/host/shell";
 
@@ -321,7 +323,8 @@ for (const executor of ["ray", "mp"] as const) {
         const usersTable: Partial<Record<NodeName, string>> = {};
 
         before(() => {
-            session = newSession(executor === "mp" ? withCheck : undefined);
+            // mp's multi-node flags need vLLM >= 0.11.1: the 26.10 image (vLLM 0.31.0, no Ray), not the stack's 25.09 (0.10.1.1).
+            session = newSession(executor === "mp" ? (c) => withImage(withCheck(c), LAB_IMAGES.v2610) : undefined);
             setConfig(session, "spark-cluster:model.executor", executor);
             apiKey = apiKeyOf(session);
             for (const node of members) {
@@ -504,7 +507,7 @@ for (const executor of ["ray", "mp"] as const) {
 
 describe("today's stack: the Ray executor on an image without Ray fails at the probe, before anything changes", { timeout: 1_200_000 }, () => {
     it("names model.executor and the fix, and leaves the nodes bare", () => {
-        const session = newSession((config) => config.replace(/runtime: \{kind: docker, /g, "runtime: {kind: docker, image: nvcr.io/nvidia/vllm:26.05-py3, "));
+        const session = newSession((config) => withImage(config, LAB_IMAGES.v2605));
         try {
             setConfig(session, "spark-cluster:model.executor", "ray");
             assert.throws(

@@ -38,6 +38,24 @@ export function newSession(adapt: (config: string) => string = (c) => c): Sessio
     return session;
 }
 
+/**
+ * The lab's container images (lab/lib/nodes.sh LAB_DOCKER_IMAGES): Pulumi.dev.yaml names 25.09-py3
+ * (vLLM 0.10.1.1 with Ray) for its Ray executor; the mp executor's multi-node flags (--nnodes ...)
+ * need vLLM 0.11.1 or later, so an mp stack names 26.10-py3 (vLLM 0.31.0, no Ray) or 26.05-py3.
+ */
+export const LAB_IMAGES = {
+    ray: "nvcr.io/nvidia/vllm:25.09-py3",
+    v2605: "nvcr.io/nvidia/vllm:26.05-py3",
+    v2610: "nvcr.io/nvidia/vllm:26.10-py3",
+} as const;
+
+/** The config with every docker runtime's image set to `image` (the lab stack names one on each node). */
+export function withImage(config: string, image: string): string {
+    const out = config.replace(/(runtime: \{kind: docker, image: )[^,}\s]+/g, `$1${image}`);
+    assert.match(config, /runtime: \{kind: docker, image: /, "the stack names an image on its docker runtimes");
+    return out;
+}
+
 /** Runs a program of the project (or ssh); throws with its output when it fails. */
 export function run(session: Session | undefined, file: string, args: string[], timeoutSeconds = 900): string {
     try {

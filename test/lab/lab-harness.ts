@@ -31,19 +31,38 @@ export const outsiderNode = "outsider";
 /** Ray in every node's /opt/lab-venv and in the Ray-carrying image (lab/lib/common.sh LAB_RAY_VERSION). */
 export const labRayVersion = "2.60.0";
 
-/** Container images present in every Docker-running (Spark) node (lab/lib/nodes.sh LAB_DOCKER_IMAGES). */
+/** Container images present in every Docker-running (Spark) node (lab/lib/nodes.sh LAB_DOCKER_IMAGES; {@link labImageVllmVersion} reads their versions there). */
 export const labImages = {
-    /** Ray + the vLLM stand-in, like NGC 25.09-py3. */
+    /** Ray + the vLLM stand-in playing vLLM 0.10.1.1, like NGC 25.09-py3. */
     withRay: "nvcr.io/nvidia/vllm:25.09-py3",
-    /** The vLLM stand-in without Ray (no `import ray`, no `ray` binary), like NGC 26.05-py3. */
+    /** The stand-in playing vLLM 0.20.1, without Ray (no `import ray`, no `ray` binary), like NGC 26.05-py3. */
     withoutRay: "nvcr.io/nvidia/vllm:26.05-py3",
+    /** The stand-in playing vLLM 0.31.0, without Ray, like NGC 26.10-py3 (the product's default image to be). */
+    newest: "nvcr.io/nvidia/vllm:26.10-py3",
 } as const;
 
-/** The vLLM version whose flags the stand-in accepts (VLLM_VERSION in flags_generated.py). */
+function nodesSh(): string {
+    return fs.readFileSync(path.join(repoRoot, "lab", "lib", "nodes.sh"), "utf8");
+}
+
+/** Every lab image as lab/lib/nodes.sh lists it: tag, variant (ray | noray), the vLLM version its stand-in plays. */
+export function labImageList(): { tag: string; variant: string; vllm: string }[] {
+    const m = /^LAB_DOCKER_IMAGES=\(\n?([\s\S]*?)\)$/m.exec(nodesSh());
+    if (!m) throw new Error("lab/lib/nodes.sh has no LAB_DOCKER_IMAGES=(...)");
+    return [...m[1].matchAll(/"(\S+) (\S+) (\S+)"/g)].map((x) => ({ tag: x[1], variant: x[2], vllm: x[3] }));
+}
+
+/** The vLLM version the stand-in in image TAG plays (lab/lib/nodes.sh). */
+export function labImageVllmVersion(tag: string): string {
+    const image = labImageList().find((i) => i.tag === tag);
+    if (!image) throw new Error(`${tag} is not in lab/lib/nodes.sh LAB_DOCKER_IMAGES`);
+    return image.vllm;
+}
+
+/** The vLLM version the stand-in in every node's /opt/lab-venv plays (lab/lib/nodes.sh LAB_VENV_VLLM_VERSION). */
 export function standinVllmVersion(): string {
-    const text = fs.readFileSync(path.join(repoRoot, "lab", "vllm_standin", "vllm_standin", "flags_generated.py"), "utf8");
-    const m = /^VLLM_VERSION = '([^']+)'$/m.exec(text);
-    if (!m) throw new Error("flags_generated.py names no VLLM_VERSION");
+    const m = /^LAB_VENV_VLLM_VERSION=(\S+)$/m.exec(nodesSh());
+    if (!m) throw new Error("lab/lib/nodes.sh names no LAB_VENV_VLLM_VERSION");
     return m[1];
 }
 

@@ -1,8 +1,10 @@
 /**
  * Lab self-test of today's serving stack on the spark-pair topology (plus the outsider):
- * Ray 2.60.0 everywhere, the two container images (25.09-py3 with Ray, 26.05-py3 without), the
- * vLLM stand-in's flag table (vLLM 0.33: a removed flag is rejected, an added one accepted, the
- * default executor is mp), vLLM's mp executor by hand (head + --headless peer), Ray token auth,
+ * Ray 2.60.0 everywhere, the three container images and the vLLM each one plays (25.09-py3: 0.10.1.1
+ * with Ray, which refuses the multi-node mp flags and picks Ray by itself; 26.05-py3: 0.20.1 and
+ * 26.10-py3: 0.31.0, both without Ray), the venv stand-in's flag table (vLLM 0.33: a removed flag
+ * is rejected, an added one accepted, the default executor is mp), vLLM's mp executor by hand
+ * (head + --headless peer), Ray token auth,
  * what happens when a shard or a peer is lost (the engine dies: /health stops answering 200 and
  * the API server exits non-zero; a headless peer exits when its head goes away), and a node
  * reboot that keeps its disk. Needs root; ~3 min on a warm cache.
@@ -11,9 +13,13 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, test } from "node:test";
 
+import { vllmServeArgv, type VllmServeSpec } from "../../components/render/vllm";
+import { flagAccepted } from "../../config/vllmFlags";
 import {
     lab,
+    labImageList,
     labImages,
+    labImageVllmVersion,
     labKill,
     labLeftovers,
     labRayVersion,
@@ -84,10 +90,33 @@ async function waitExit(node: string, unit: string, timeoutMs: number): Promise<
 }
 
 const serve = "--served-model-name tiny-chat --host 0.0.0.0 --port 8000";
+
+/** What the dev stack (Pulumi.dev.yaml: TP=2, Ray executor, config defaults) renders, by the product's own renderer. */
+const devStackSpec: VllmServeSpec = {
+    source: "lab/tiny-chat",
+    servedName: "tiny-chat",
+    tensorParallel: 2,
+    pipelineParallel: 1,
+    executor: "ray",
+    apiHost: "0.0.0.0",
+    apiPort: 8000,
+    gpuMemoryUtilization: 0.9,
+    enforceEager: false,
+    trustRemoteCode: false,
+    extraArgs: [],
+};
+/** The same stack with the mp executor: rank 0 of two. */
+const devStackMpRank0: VllmServeSpec = { ...devStackSpec, executor: "mp", multiNode: { nnodes: 2, rank: 0, masterAddr: "10.77.0.11", masterPort: 29501 } };
+/** `vllm serve` argv without the leading `vllm serve`, quoted for sh. */
+const serveArgs = (spec: VllmServeSpec) =>
+    vllmServeArgv(spec)
+        .slice(2)
+        .map((a) => `'${a}'`)
+        .join(" ");
 const mpHead = `${venv}/vllm serve lab/tiny-chat -tp 2 --nnodes 2 --node-rank 0 --master-addr 10.77.0.11 --master-port 29501 ${serve}`;
 const mpPeer = `${venv}/vllm serve lab/tiny-chat -tp 2 --nnodes 2 --node-rank 1 --master-addr 10.77.0.11 --master-port 29501 --headless`;
 
-describe("lab serving stack (Ray 2.60, vLLM 0.33 stand-in)", { timeout: 60 * 60_000 }, () => {
+describe("lab serving stack (Ray 2.60, vLLM stand-ins 0.33 in the venv, 0.10.1.1 / 0.20.1 / 0.31.0 in the images)", { timeout: 60 * 60_000 }, () => {
     withExclusiveLab({
         tearDown: () => {
             for (const n of sparks) sshRun(n, "systemctl stop 'lab-st-*' 2>/dev/null; systemctl reset-failed 'lab-st-*' 2>/dev/null; true");
@@ -120,21 +149,63 @@ describe("lab serving stack (Ray 2.60, vLLM 0.33 stand-in)", { timeout: 60 * 60_
         }
     });
 
-    test(`${labImages.withoutRay} has the vLLM stand-in and no Ray, like the NGC image`, () => {
+    test("every image plays the vLLM of its NGC tag: vllm --version and importlib.metadata agree", () => {
+        assert.deepEqual(
+            labImageList().map((i) => i.tag),
+            Object.values(labImages),
+        );
         for (const n of sparks) {
-            ssh(n, `docker image inspect ${labImages.withRay} ${labImages.withoutRay} >/dev/null`);
-            const imp = sshRun(n, `docker run --rm ${labImages.withoutRay} python3 -c 'import ray'`);
-            assert.notEqual(imp.status, 0, "import ray must fail");
-            assert.match(imp.stderr, /ModuleNotFoundError: No module named 'ray'/);
-            assert.notEqual(sshRun(n, `docker run --rm ${labImages.withoutRay} ray --version`).status, 0, "no ray binary");
-            assert.notEqual(sshRun(n, `docker run --rm ${labImages.withoutRay} sh -c 'command -v ray'`).status, 0, "no ray on PATH");
+            for (const { tag, vllm } of labImageList()) {
+                const out = ssh(n, `docker run --rm ${tag} sh -c 'vllm --version; python3 -c "import importlib.metadata as m; print(m.version(\\"vllm\\"))"'`);
+                assert.deepEqual(out.trim().split("\n"), [`${vllm}+lab.standin`, `${vllm}+lab.standin`], `${tag} on ${n}`);
+            }
         }
-        const v = ssh("spark-a", `docker run --rm ${labImages.withoutRay} vllm --version 2>/dev/null`).trim();
-        assert.equal(v, `${standinVllmVersion()}+lab.standin`);
-        // Ray is imported only by the Ray executor: asking for it fails like vLLM without Ray.
-        const r = sshRun("spark-a", `docker run --rm --gpus all ${labImages.withoutRay} vllm serve lab/tiny-chat -tp 2 --distributed-executor-backend ray`);
-        assert.equal(r.status, 1);
-        assert.match(r.stderr, /Failed to import Ray: No module named 'ray'\.Please install Ray with `pip install ray`\./);
+        assert.equal(labImageVllmVersion(labImages.withRay), "0.10.1.1");
+        assert.equal(labImageVllmVersion(labImages.withoutRay), "0.20.1");
+        assert.equal(labImageVllmVersion(labImages.newest), "0.31.0");
+    });
+
+    for (const image of [labImages.withoutRay, labImages.newest]) {
+        test(`${image} has the vLLM stand-in and no Ray, like the NGC image`, () => {
+            for (const n of sparks) {
+                const imp = sshRun(n, `docker run --rm ${image} python3 -c 'import ray'`);
+                assert.notEqual(imp.status, 0, "import ray must fail");
+                assert.match(imp.stderr, /ModuleNotFoundError: No module named 'ray'/);
+                assert.notEqual(sshRun(n, `docker run --rm ${image} ray --version`).status, 0, "no ray binary");
+                assert.notEqual(sshRun(n, `docker run --rm ${image} sh -c 'command -v ray'`).status, 0, "no ray on PATH");
+            }
+            // Ray is imported only by the Ray executor: asking for it fails like vLLM without Ray.
+            const r = sshRun("spark-a", `docker run --rm --gpus all ${image} vllm serve lab/tiny-chat -tp 2 --distributed-executor-backend ray`);
+            assert.equal(r.status, 1);
+            assert.match(r.stderr, /Failed to import Ray: No module named 'ray'\.Please install Ray with `pip install ray`\./);
+            // The mp executor's multi-node flags parse (0.20.1 and 0.31.0 have them): rank 0 then waits for its peer.
+            const mp = sshRun(
+                "spark-a",
+                `timeout 120 docker run --rm --gpus all --network host -e LAB_VLLM_MP_WAIT_S=1 ${image} vllm serve ${serveArgs(devStackMpRank0)}`,
+            );
+            assert.doesNotMatch(mp.stderr, /unrecognized arguments/);
+            assert.match(mp.stderr, /Timed out after \d+s waiting for 1 headless node/);
+        });
+    }
+
+    test(`${labImages.withRay} plays vLLM 0.10.1.1: no multi-node mp flags, the dev stack's Ray argv parses, TP=2 picks Ray by itself`, () => {
+        // The product's own mp rank-0 argv: 0.10.1.1 has no --nnodes/--node-rank/--master-addr/--master-port.
+        const mp = sshRun("spark-a", `docker run --rm --gpus all ${labImages.withRay} vllm serve ${serveArgs(devStackMpRank0)}`);
+        assert.equal(mp.status, 2, mp.stderr);
+        assert.match(mp.stderr, /^vllm: error: unrecognized arguments: --nnodes 2 --node-rank 0 --master-addr 10\.77\.0\.11 --master-port 29501$/m);
+        for (const f of ["--nnodes", "--node-rank", "--master-addr", "--master-port"]) assert.equal(flagAccepted("0.10.1.1", f), false, f);
+        // The dev stack's argv (Ray executor) parses: with no Ray cluster running, it gets as far as ray.init().
+        const ray = sshRun("spark-a", `docker run --rm --gpus all ${labImages.withRay} vllm serve ${serveArgs(devStackSpec)}`);
+        assert.doesNotMatch(ray.stderr, /unrecognized arguments|invalid choice/);
+        assert.equal(ray.status, 1, ray.stderr);
+        assert.match(ray.stderr, /Using the ray distributed executor backend \(world size 2, 1 node\(s\)\)/);
+        // vLLM 0.10 picks Ray itself when this node has fewer GPUs than TP x PP (0.33 fails instead: see below).
+        const auto = sshRun("spark-a", `docker run --rm --gpus all ${labImages.withRay} vllm serve lab/tiny-chat -tp 2`);
+        assert.equal(auto.status, 1, auto.stderr);
+        assert.match(auto.stderr, /Using the ray distributed executor backend \(world size 2, 1 node\(s\)\)/);
+        // Flags of its time that 0.33 dropped are still there.
+        const old = sshRun("spark-a", `docker run --rm --gpus all ${labImages.withRay} vllm serve lab/tiny-chat --swap-space 4 --task generate -tp 3`);
+        assert.doesNotMatch(old.stderr, /unrecognized arguments/);
     });
 
     test(`the stand-in takes vLLM ${standinVllmVersion()}'s flags: rejects ${removedFlag[0]}, accepts ${addedFlag[0]}`, () => {
@@ -246,7 +317,7 @@ describe("lab serving stack (Ray 2.60, vLLM 0.33 stand-in)", { timeout: 60 * 60_
         assert.notEqual(bootAfter, bootBefore, "a new boot");
         assert.equal(ssh(node, "cat /root/lab-reboot-marker").trim(), "kept");
         assert.deepEqual(ssh(node, "cat /var/lib/lab-st-boot-ids").trim().split("\n"), [bootBefore, bootAfter], "the enabled unit ran at boot");
-        ssh(node, `docker image inspect ${labImages.withRay} ${labImages.withoutRay} >/dev/null`);
+        ssh(node, `docker image inspect ${Object.values(labImages).join(" ")} >/dev/null`);
         // A power cycle resets the NIC: no address, default MTU (netplan/networkd would configure it again).
         assert.equal(ssh(node, "ip -o -4 addr show dev enp1s0f1np1 | wc -l; cat /sys/class/net/enp1s0f1np1/mtu").trim(), "0\n1500");
     });
