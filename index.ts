@@ -38,6 +38,8 @@ export const hostKeys = sparkCluster.hostKeys;
 export const firewall = sparkCluster.firewall;
 /** Ray per node: version and token authentication (ray executor), or why Ray is not used. */
 export const ray = sparkCluster.ray;
+/** vLLM per node: the version in its runtime (and the image's ID), checked against what we render before anything changes. */
+export const vllm = sparkCluster.vllm;
 /** How to reach the Ray dashboard (bound to the head's loopback by default). */
 export const rayDashboard = sparkCluster.dashboard;
 /** Try it: the API key stays in config (`pulumi config get spark-cluster:apiKey`). */

@@ -9,7 +9,8 @@ import { Connection, NodeHost, nodeConnection } from "./nodeConnection";
 import { hcasFor, parseIbdev2netdev, parseRayVersion, resolveInterfaceNames } from "./nodeFacts";
 import { typeToken } from "./package";
 import { FirewallSpec } from "./render/firewall";
-import { probeScript, rayProbeScript } from "./render/probe";
+import { probeScript, rayProbeScript, vllmProbeScript } from "./render/probe";
+import { VllmProbeResult, parseVllmProbe } from "./render/vllmCompat";
 import { RocePfc } from "./rocePfc";
 
 const TYPE = typeToken("ClusterNode");
@@ -19,6 +20,12 @@ export interface ClusterNodeArgs {
     node: NodeConfig;
     /** The whole cluster: transport, MTU, NCCL and RoCE settings. */
     cluster: Config;
+    /**
+     * The cluster's vLLM check (every node's vLLM against what we render, and the nodes against
+     * each other; components/sparkCluster.ts). It needs every node's vLLM probe, so it comes after
+     * the nodes are built: every host layer here waits for it.
+     */
+    vllmCheck: Promise<pulumi.Resource>;
 }
 
 /**
@@ -47,6 +54,10 @@ export class ClusterNode extends pulumi.ComponentResource {
     public readonly firewallStatus: pulumi.Output<string>;
     /** The Ray version the Ray probe found in the node's runtime (ray executor only; that probe fails without Ray). */
     public readonly rayVersion: pulumi.Output<string | undefined>;
+    /** What the vLLM probe found in the node's runtime: its vLLM version and, for docker, the image's ID. */
+    public readonly vllm: pulumi.Output<VllmProbeResult>;
+    /** The node's read-only probes (hardware, vLLM, Ray): the cluster's vLLM check waits for them. */
+    public readonly probes: pulumi.Resource[];
     /** PFC result (`enabled: …` / `lossy: …` / `skipped: …`). */
     public readonly roceStatus: pulumi.Output<string>;
     readonly #cluster: pulumi.Resource;
@@ -73,9 +84,18 @@ export class ClusterNode extends pulumi.ComponentResource {
                   )
                 : undefined;
         this.rayVersion = rayProbe ? rayProbe.stdout.apply(parseRayVersion) : pulumi.output(undefined);
+        const vllmProbe = this.host.command(
+            `${node.name}-vllm-probe`,
+            { create: vllmProbeScript({ node: node.name, runtime: node.runtime }) },
+            this.childOptions({ dependsOn: [ssh] }),
+        );
+        this.vllm = vllmProbe.stdout.apply(parseVllmProbe);
         const devices = hardware.stdout.apply(parseIbdev2netdev);
-        // The host layers start after both probes: a runtime that cannot run the executor stops the node before anything changes.
-        const probe = [hardware, ...(rayProbe ? [rayProbe] : [])];
+        this.probes = [hardware, vllmProbe, ...(rayProbe ? [rayProbe] : [])];
+        // The host layers start after the probes of this node and the cluster's vLLM check, which
+        // waits for every node's probes: a runtime that cannot run what we render, on any node,
+        // stops the cluster before anything changes anywhere.
+        const probe: pulumi.Input<pulumi.Resource>[] = [...this.probes, args.vllmCheck];
         const names = devices.apply((d) =>
             resolveInterfaceNames(
                 node.name,

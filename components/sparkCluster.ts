@@ -10,6 +10,8 @@ import { RayHead } from "./rayHead";
 import { RayNodeArgs } from "./rayNode";
 import { RayWorker } from "./rayWorker";
 import { VllmServer } from "./vllmServer";
+import { VllmServeSpec, vllmServeArgv } from "./render/vllm";
+import { SHIPPED_FLAG_TABLES, vllmCheckScript, vllmVerdict } from "./render/vllmCompat";
 
 const TYPE = typeToken("SparkCluster");
 
@@ -46,12 +48,22 @@ export class SparkCluster extends pulumi.ComponentResource {
     public readonly firewall: pulumi.Output<Record<string, string>>;
     /** Ray per node: its version and whether token authentication is on (or why Ray is not used). */
     public readonly ray: pulumi.Output<Record<string, string>>;
+    /** vLLM per node: the version its runtime has, and the image's ID (docker). */
+    public readonly vllm: pulumi.Output<Record<string, string>>;
 
     constructor(name: string, args: SparkClusterArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
         const config = args.config;
+        // Every node's host layers wait for the vLLM check, which needs every node's vLLM probe.
+        let vllmCheckCreated!: (check: pulumi.Resource) => void;
+        const vllmCheck = new Promise<pulumi.Resource>((resolve) => (vllmCheckCreated = resolve));
         const nodes = config.nodes.map(
-            (node) => new ClusterNode(node.name, { node, cluster: config }, { parent: this, ...(node.retired ? { transformations: [retiredCommand] } : {}) }),
+            (node) =>
+                new ClusterNode(
+                    node.name,
+                    { node, cluster: config, vllmCheck },
+                    { parent: this, ...(node.retired ? { transformations: [retiredCommand] } : {}) },
+                ),
         );
         const retired = nodes.filter((n) => n.node.retired);
         for (const n of retired) {
@@ -70,6 +82,31 @@ export class SparkCluster extends pulumi.ComponentResource {
         };
         const head = nodes[config.nodes.indexOf(config.head)];
         const workers = nodes.filter((n) => n !== head);
+        // Ray executor: vLLM on the head only. mp executor: on every node, rank 0 the head.
+        const vllmNodes = config.model.executor === "ray" ? [head] : [head, ...workers];
+        const serveSpec = (n: ClusterNode): VllmServeSpec => {
+            const rank = Math.max(0, vllmNodes.indexOf(n));
+            return {
+                ...config.model,
+                multiNode:
+                    config.model.executor === "ray"
+                        ? undefined
+                        : { nnodes: config.nodes.length, rank, masterAddr: config.head.ip, masterPort: config.model.masterPort },
+            };
+        };
+
+        // Can every node's vLLM run what we render for it, and do the nodes agree? Checked on a
+        // node that is not retired, from the probes' output, before anything changes anywhere.
+        // (With the ray executor only the head serves; the workers run the same vLLM in its workers.)
+        const live = nodes.filter((n) => !n.node.retired);
+        const checkOn = live[0] ?? head;
+        const checked = live.map((n) => n.vllm.apply((probe) => ({ node: n.node.name, runtime: n.node.runtime, probe, argv: vllmServeArgv(serveSpec(n)) })));
+        const vllmCheckStep = checkOn.host.command(
+            `${name}-vllm-check`,
+            { create: pulumi.all(checked).apply((all) => vllmCheckScript(vllmVerdict(all, SHIPPED_FLAG_TABLES))) },
+            { parent: this, dependsOn: nodes.flatMap((n) => n.probes), ...(checkOn.node.retired ? { transformations: [retiredCommand] } : {}) },
+        );
+        vllmCheckCreated(vllmCheckStep);
 
         let rayHead: RayHead | undefined;
         const rayWorkers: RayWorker[] = [];
@@ -131,21 +168,16 @@ export class SparkCluster extends pulumi.ComponentResource {
             },
         );
 
-        // Ray executor: vLLM on the head only. mp executor: on every node, rank 0 the head.
         // The workers' servers first: the head's vLLM restarts after them when one of them restarts.
         // With Ray, vLLM depends on every node's Ray: it starts after all of them, and destroy stops
         // it before any Ray it has actors on.
-        const vllmNodes = rayHead ? [head] : [head, ...workers];
-        const server = (n: ClusterNode, rank: number, peers: VllmServer[]) =>
+        const server = (n: ClusterNode, peers: VllmServer[]) =>
             new VllmServer(
                 `${n.node.name}-vllm`,
                 {
                     host: n.host,
                     runtime: n.node.runtime,
-                    serve: {
-                        ...config.model,
-                        multiNode: rayHead ? undefined : { nnodes: config.nodes.length, rank, masterAddr: config.head.ip, masterPort: config.model.masterPort },
-                    },
+                    serve: serveSpec(n),
                     apiKey: pulumi.secret(config.apiKey.reveal()),
                     hfToken: config.hfToken ? pulumi.secret(config.hfToken.reveal()) : undefined,
                     rayAddress: rayHead?.address,
@@ -155,8 +187,8 @@ export class SparkCluster extends pulumi.ComponentResource {
                 },
                 n.childOptions({ dependsOn: [...(rayHead ? [rayHead, ...rayWorkers] : n.hostReady), modelSync, ...peers] }),
             );
-        const workerServers = vllmNodes.slice(1).map((n, i) => server(n, i + 1, []));
-        const servers = [server(vllmNodes[0], 0, workerServers), ...workerServers];
+        const workerServers = vllmNodes.slice(1).map((n) => server(n, []));
+        const servers = [server(vllmNodes[0], workerServers), ...workerServers];
         this.endpoint = servers[0].baseUrl;
         this.servedModel = servers[0].servedModel;
         this.transport = config.transport;
@@ -165,8 +197,27 @@ export class SparkCluster extends pulumi.ComponentResource {
         this.hostKeys = perNode(nodes, (n) => n.hostKey.apply((key) => (key ? `${hostKeyFingerprint(key)} (${key.split(" ")[0]})` : "not recorded yet")));
         this.firewall = perNode(nodes, (n) => n.firewallStatus);
         this.ray = perNode(nodes, (n) => (rayHead ? n.rayVersion.apply(rayAuthStatus) : "not used: model.executor is mp"));
-        this.registerOutputs({ endpoint: this.endpoint, servedModel: this.servedModel, transport: this.transport, roce: this.roce, ray: this.ray });
+        this.vllm = vllmCheckStep.stdout.apply((out) => vllmVersionsOf(out, nodes));
+        this.registerOutputs({
+            endpoint: this.endpoint,
+            servedModel: this.servedModel,
+            transport: this.transport,
+            roce: this.roce,
+            ray: this.ray,
+            vllm: this.vllm,
+        });
     }
+}
+
+/** The check's `node: vLLM …` lines, per node (a retired node: not checked). */
+function vllmVersionsOf(stdout: string, nodes: readonly ClusterNode[]): Record<string, string> {
+    const lines = stdout.split("\n");
+    return Object.fromEntries(
+        nodes.map((n) => {
+            const line = lines.find((l) => l.startsWith(`${n.node.name}: `));
+            return [n.node.name, line ? line.slice(n.node.name.length + 2) : n.node.retired ? "not checked: the node is retired" : "not checked yet"];
+        }),
+    );
 }
 
 /** One value per node, keyed by the node's name: the per-node stack outputs. */

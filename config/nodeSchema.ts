@@ -61,7 +61,11 @@ export const SshSchema = z.strictObject({
 export const DockerRuntimeSchema = z.strictObject({
     /** Selects this runtime. Required when `runtime` is given. */
     kind: z.literal("docker").meta({ example: "docker (or venv)" }),
-    /** Image with vLLM and Ray; the same multi-arch tag serves Spark and workstation. Defaults to "nvcr.io/nvidia/vllm:25.09-py3". */
+    /**
+     * Image with vLLM (and Ray, for the ray executor); the same multi-arch tag serves Spark and
+     * workstation. Its vLLM must accept what we render: the vLLM check refuses it otherwise, before
+     * anything changes. Defaults to "nvcr.io/nvidia/vllm:26.10-py3" (vLLM 0.31.0, no Ray).
+     */
     image: z
         .string()
         .max(255)

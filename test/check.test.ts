@@ -302,7 +302,7 @@ describe("NCCL check renderer", () => {
         const command = ncclCheckCommand(base);
         assert.match(command, /^\/usr\/bin\/docker run -i --rm --name spark-cluster-check --network host --ipc host --pid host --gpus all /);
         assert.match(command, / --privileged --ulimit memlock=-1 -v \/dev\/infiniband:\/dev\/infiniband /);
-        assert.ok(command.includes(`--env-file ${RUNTIME_ENV_PATH} --entrypoint python3 -- nvcr.io/nvidia/vllm:25.09-py3 - --rank 1 `), command);
+        assert.ok(command.includes(`--env-file ${RUNTIME_ENV_PATH} --entrypoint python3 -- nvcr.io/nvidia/vllm:26.10-py3 - --rank 1 `), command);
         assert.ok(command.endsWith(`< ${NCCL_CHECK_PATH}`), command);
     });
 
@@ -450,7 +450,7 @@ describe("benchmark renderer and scripts/bench-serve.sh", () => {
         assert.equal(target.spec.servedName, "tiny-chat");
         assert.equal(target.spec.numPrompts, 20);
         assert.equal(target.spec.randomInputLen, 1024);
-        assert.deepEqual(parseRuntimeLabel("docker nvcr.io/nvidia/vllm:25.09-py3"), dockerRuntime);
+        assert.deepEqual(parseRuntimeLabel("docker nvcr.io/nvidia/vllm:26.10-py3"), dockerRuntime);
         assert.throws(() => parseRuntimeLabel("podman x"), /not a runtime/);
         assert.throws(() => parseSshLabel("10.0.0.1"), /not an ssh target/);
         assert.throws(() => benchTargetFromCluster({ ...cluster, head: "nope", nodes: cluster.nodes.map((n) => ({ ...n, head: false })) }), /no such node/);

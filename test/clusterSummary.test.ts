@@ -49,7 +49,7 @@ describe("clusterSummary", () => {
                     head: true,
                     ssh: "root@10.0.0.11:22",
                     gpus: 1,
-                    runtime: "docker nvcr.io/nvidia/vllm:25.09-py3",
+                    runtime: "docker nvcr.io/nvidia/vllm:26.10-py3",
                     interconnect: ["enp1s0f1np1 192.168.100.11/24"],
                 },
                 {

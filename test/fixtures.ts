@@ -1,11 +1,11 @@
 // Fixtures the renderer tests share: the runtimes as the config defaults them.
-import type { DockerRuntime, VenvRuntime } from "../config";
+import { DEFAULT_VLLM_IMAGE, type DockerRuntime, type VenvRuntime } from "../config";
 import type { VllmServeSpec } from "../components/render/vllm";
 
 /** A node's docker runtime with the seeds' defaults (privileged, memlock, /dev/infiniband, 16g shm). */
 export const DOCKER_DEFAULT: DockerRuntime = {
     kind: "docker",
-    image: "nvcr.io/nvidia/vllm:25.09-py3",
+    image: DEFAULT_VLLM_IMAGE,
     privileged: true,
     memlockUnlimited: true,
     infiniband: true,

@@ -366,6 +366,7 @@ const RAY_PAIR: Readonly<Record<string, string>> = {
         ["spark-a", "spark-b"].flatMap((node) => [
             [`${node}-ssh`, COMMAND],
             [`${node}-probe`, COMMAND],
+            [`${node}-vllm-probe`, COMMAND],
             [`${node}-ray-probe`, COMMAND],
             [`${node}-interconnect`, COMPONENT("NetplanInterconnect")],
             [`${node}-interconnect-apply`, COMMAND],
@@ -379,6 +380,7 @@ const RAY_PAIR: Readonly<Record<string, string>> = {
     ),
     "spark-a": COMPONENT("ClusterNode"),
     "spark-b": COMPONENT("ClusterNode"),
+    "dev-vllm-check": COMMAND,
     "spark-a-ray-head": COMPONENT("RayHead"),
     "spark-a-ray-head-auth": COMMAND,
     "spark-a-ray-head-unit": COMMAND,
@@ -427,6 +429,7 @@ describe("a two-Spark Ray cluster", () => {
             "spark-a": "dev",
             "spark-a-ssh": "spark-a",
             "spark-a-probe": "spark-a",
+            "spark-a-vllm-probe": "spark-a",
             "spark-a-ray-probe": "spark-a",
             "spark-a-interconnect": "spark-a",
             "spark-a-interconnect-apply": "spark-a-interconnect",
@@ -439,6 +442,7 @@ describe("a two-Spark Ray cluster", () => {
             "spark-b": "dev",
             "spark-b-ssh": "spark-b",
             "spark-b-probe": "spark-b",
+            "spark-b-vllm-probe": "spark-b",
             "spark-b-ray-probe": "spark-b",
             "spark-b-interconnect": "spark-b",
             "spark-b-interconnect-apply": "spark-b-interconnect",
@@ -459,6 +463,7 @@ describe("a two-Spark Ray cluster", () => {
             "spark-a-vllm-secrets": "spark-a-vllm",
             "spark-a-vllm-unit": "spark-a-vllm",
             "spark-a-vllm-ready": "spark-a-vllm",
+            "dev-vllm-check": "dev",
             "dev-model": "dev",
             "dev-model-download": "dev-model",
             "dev-model-serve": "dev-model",
@@ -479,7 +484,7 @@ describe("a two-Spark Ray cluster", () => {
     it("names each node after itself and every other child `${parent}-<step>`", async () => {
         const result = await scenario("base");
         for (const r of result.resources.filter((r) => r.parent !== undefined)) {
-            const prefix = r.parent === "dev" ? /^(spark-[ab]|dev-model)$/ : new RegExp(`^${r.parent}-[a-z-]+$`);
+            const prefix = r.parent === "dev" ? /^(spark-[ab]|dev-model|dev-vllm-check)$/ : new RegExp(`^${r.parent}-[a-z-]+$`);
             assert.match(r.name, prefix, `${r.name} (parent ${r.parent})`);
         }
     });
@@ -489,17 +494,22 @@ describe("a two-Spark Ray cluster", () => {
         const dependsOn = Object.fromEntries(result.resources.filter((r) => r.dependsOn.length > 0).map((r) => [r.name, r.dependsOn]));
         assert.deepEqual(dependsOn, {
             "spark-a-probe": ["spark-a-ssh"],
+            "spark-a-vllm-probe": ["spark-a-ssh"],
             "spark-a-ray-probe": ["spark-a-ssh"],
-            "spark-a-firewall": ["spark-a-probe", "spark-a-ray-probe"],
-            "spark-a-interconnect": ["spark-a-probe", "spark-a-ray-probe"],
+            // Every node's host layers wait for the cluster's vLLM check, which waits for every node's probes.
+            "spark-a-firewall": ["spark-a-probe", "spark-a-vllm-probe", "spark-a-ray-probe", "dev-vllm-check"],
+            "spark-a-interconnect": ["spark-a-probe", "spark-a-vllm-probe", "spark-a-ray-probe", "dev-vllm-check"],
             "spark-a-roce": ["spark-a-interconnect"],
             "spark-a-nccl": ["spark-a-interconnect", "spark-a-roce"],
             "spark-b-probe": ["spark-b-ssh"],
+            "spark-b-vllm-probe": ["spark-b-ssh"],
             "spark-b-ray-probe": ["spark-b-ssh"],
-            "spark-b-firewall": ["spark-b-probe", "spark-b-ray-probe"],
-            "spark-b-interconnect": ["spark-b-probe", "spark-b-ray-probe"],
+            // Every node's host layers wait for the cluster's vLLM check, which waits for every node's probes.
+            "spark-b-firewall": ["spark-b-probe", "spark-b-vllm-probe", "spark-b-ray-probe", "dev-vllm-check"],
+            "spark-b-interconnect": ["spark-b-probe", "spark-b-vllm-probe", "spark-b-ray-probe", "dev-vllm-check"],
             "spark-b-roce": ["spark-b-interconnect"],
             "spark-b-nccl": ["spark-b-interconnect", "spark-b-roce"],
+            "dev-vllm-check": ["spark-a-probe", "spark-a-vllm-probe", "spark-a-ray-probe", "spark-b-probe", "spark-b-vllm-probe", "spark-b-ray-probe"],
             "spark-a-ray-head": ["spark-a-interconnect", "spark-a-nccl", "spark-a-firewall"],
             "spark-a-ray-head-unit": ["spark-a-ray-head-auth"],
             "spark-b-ray-worker-unit": ["spark-b-ray-worker-auth"],
@@ -526,7 +536,18 @@ describe("a two-Spark Ray cluster", () => {
         const notAfter = (name: string, other: string) => assert.ok(!waitsFor(result, name).has(other), `${name} must not wait for ${other}`);
         for (const node of ["spark-a", "spark-b"]) {
             after(`${node}-probe`, `${node}-ssh`);
-            after(`${node}-interconnect-apply`, `${node}-probe`, `${node}-ray-probe`, `${node}-ssh`);
+            after(`${node}-vllm-probe`, `${node}-ssh`);
+            // Nothing changes on any node before every node's vLLM was checked.
+            after(
+                `${node}-interconnect-apply`,
+                `${node}-probe`,
+                `${node}-ray-probe`,
+                `${node}-ssh`,
+                "dev-vllm-check",
+                "spark-a-vllm-probe",
+                "spark-b-vllm-probe",
+            );
+            after(`${node}-firewall-apply`, "dev-vllm-check");
             after(`${node}-roce-apply`, `${node}-interconnect-apply`);
             after(`${node}-nccl-files`, `${node}-interconnect-apply`, `${node}-roce-apply`);
         }
@@ -546,10 +567,12 @@ describe("a two-Spark Ray cluster", () => {
         // The head serves while the workers pull: neither waits for the other.
         notAfter("dev-model-serve", "dev-model-pull-spark-b");
         notAfter("dev-model-pull-spark-b", "dev-model-serve");
-        // Nodes converge their host layers in parallel.
+        // Nodes converge their host layers in parallel: each waits for the other's read-only probes (the vLLM check), nothing else of it.
+        const probeSteps = /-(ssh|probe|vllm-probe|ray-probe)$/;
         for (const step of ["interconnect-apply", "roce-apply", "nccl-files"]) {
-            assert.ok(![...waitsFor(result, `spark-a-${step}`)].some((n) => n.startsWith("spark-b-")), `spark-a-${step} waits for spark-b`);
-            assert.ok(![...waitsFor(result, `spark-b-${step}`)].some((n) => n.startsWith("spark-a-")), `spark-b-${step} waits for spark-a`);
+            const other = (n: string, prefix: string) => n.startsWith(prefix) && !probeSteps.test(n);
+            assert.ok(![...waitsFor(result, `spark-a-${step}`)].some((n) => other(n, "spark-b-")), `spark-a-${step} waits for spark-b`);
+            assert.ok(![...waitsFor(result, `spark-b-${step}`)].some((n) => other(n, "spark-a-")), `spark-b-${step} waits for spark-a`);
         }
     });
 
@@ -576,14 +599,17 @@ describe("a two-Spark Ray cluster", () => {
                 .map((r) => r.name)
                 .sort(),
             [
+                "dev-vllm-check",
                 "spark-a-probe",
                 "spark-a-ray-head-ready",
                 "spark-a-ray-probe",
                 "spark-a-ssh",
+                "spark-a-vllm-probe",
                 "spark-a-vllm-ready",
                 "spark-b-probe",
                 "spark-b-ray-probe",
                 "spark-b-ssh",
+                "spark-b-vllm-probe",
             ],
             "every step that changes a host has a delete that undoes it",
         );
@@ -857,7 +883,7 @@ describe("the mp executor", () => {
             ["spark-a-vllm", "spark-b-vllm"],
         );
         const vllmSteps = result.resources
-            .filter((r) => /-vllm-/.test(r.name))
+            .filter((r) => /-vllm-/.test(r.name) && !/-vllm-(probe|check)$/.test(r.name))
             .map((r) => r.name)
             .sort();
         assert.deepEqual(vllmSteps, ["spark-a-vllm-ready", "spark-a-vllm-secrets", "spark-a-vllm-unit", "spark-b-vllm-secrets", "spark-b-vllm-unit"]);

@@ -73,6 +73,10 @@ function mockStdout(name: string): string {
     if (name.endsWith("-ssh")) {
         return `ssh ok: ${name.replace(/-ssh$/, "")}\nhost-key=${MOCK_HOST_KEY}\n`;
     }
+    if (name.endsWith("-vllm-probe")) {
+        // What the default image (and a venv of the same vLLM) reports: every node agrees.
+        return `vllm-version=0.31.0\n${name.startsWith("thor-") ? "" : "image-id=sha256:mock\n"}`;
+    }
     if (name.endsWith("-probe")) {
         return name.startsWith("thor-") ? "" : LAB_IBDEV2NETDEV;
     }
@@ -113,9 +117,14 @@ export async function untilSettledOrStalled<T>(
     }
 }
 
-function namesOf(dependsOn: unknown): string[] {
-    const list = dependsOn === undefined ? [] : Array.isArray(dependsOn) ? dependsOn : [dependsOn];
-    return list.map((dep) => (pulumi.Resource.isInstance(dep) ? pulumi.resourceName(dep) : "<not a resource: an Output or Promise>"));
+/**
+ * The names of a dependsOn list. A Promise of a resource (a step made after its dependents, such
+ * as the cluster's vLLM check) is named once it resolved; an Output is not a dependency we write.
+ */
+async function namesOf(dependsOn: unknown): Promise<string[]> {
+    const list: unknown[] = dependsOn === undefined ? [] : Array.isArray(dependsOn) ? dependsOn : [dependsOn];
+    const resolved = await Promise.all(list.map((dep) => (dep instanceof Promise ? dep : Promise.resolve(dep))));
+    return resolved.map((dep) => (pulumi.Resource.isInstance(dep) ? pulumi.resourceName(dep) : "<not a resource: an Output>"));
 }
 
 function message(err: unknown): string {
@@ -127,7 +136,8 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     const unexpectedTypes: string[] = [];
     const errors: string[] = [];
     const inputsByName = new Map<string, { type: string; custom: boolean; inputs: Record<string, unknown> }>();
-    const optionsByName = new Map<string, Pick<RecordedResource, "parent" | "dependsOn" | "replaceOnChanges" | "deleteBeforeReplace" | "aliasParents">>();
+    const optionsByName = new Map<string, Pick<RecordedResource, "parent" | "replaceOnChanges" | "deleteBeforeReplace" | "aliasParents">>();
+    const dependsOnByName = new Map<string, Promise<string[]>>();
     const created: pulumi.Resource[] = [];
     process.on("unhandledRejection", (err) => errors.push(message(err)));
 
@@ -167,9 +177,9 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
                 transformations: [
                     (args) => {
                         created.push(args.resource);
+                        dependsOnByName.set(args.name, namesOf(args.opts.dependsOn));
                         optionsByName.set(args.name, {
                             parent: args.opts.parent ? pulumi.resourceName(args.opts.parent) : undefined,
-                            dependsOn: namesOf(args.opts.dependsOn),
                             replaceOnChanges: args.opts.replaceOnChanges ?? [],
                             deleteBeforeReplace: (args.opts as pulumi.CustomResourceOptions).deleteBeforeReplace ?? false,
                             aliasParents: (args.opts.aliases ?? []).map((alias) => {
@@ -206,9 +216,12 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
         outputs = settled[1];
     }
 
+    // Bounded too: a promised dependency whose step was never made stays unnamed.
+    const unresolved = new Promise<string[]>((resolve) => setTimeout(() => resolve(["<a Promise that never resolved>"]), 1000).unref());
+    const dependsOn = new Map(await Promise.all([...dependsOnByName].map(async ([name, names]) => [name, await Promise.race([names, unresolved])] as const)));
     const resources: RecordedResource[] = [...optionsByName.entries()].flatMap(([name, options]) => {
         const registered = inputsByName.get(name);
-        return registered ? [{ name, ...registered, ...options }] : [];
+        return registered ? [{ name, ...registered, ...options, dependsOn: dependsOn.get(name) ?? [] }] : [];
     });
     return { resources, unexpectedTypes, errors: [...new Set(errors)], outputs };
 }

@@ -19,7 +19,7 @@ function rayVersionCommand(runtime: Runtime): string {
 }
 
 /** Where the runtime is, in the user's words, for messages. */
-function runtimeLabel(runtime: Runtime): string {
+export function runtimeLabel(runtime: Runtime): string {
     return runtime.kind === "docker" ? `the image ${runtime.image}` : `the venv ${runtime.path}`;
 }
 
@@ -51,5 +51,58 @@ export function rayProbeScript(spec: RayProbeSpec): string {
         `  echo ${shellQuote(message)} >&2`,
         `  exit 1`,
         `fi`,
+    ]);
+}
+
+/** The line the vLLM probe prints with the runtime's vLLM version (`none` when it has none). */
+export const VLLM_VERSION_PREFIX = "vllm-version=";
+/** The line the vLLM probe prints with the image's ID on the node (docker runtime only). */
+export const IMAGE_ID_PREFIX = "image-id=";
+
+/**
+ * Python that prints vLLM's version without starting it: the installed distribution's metadata,
+ * else `vllm/version.py` (a source checkout run in place has no metadata). Nothing else is imported.
+ */
+const VLLM_VERSION_CODE = [
+    "import importlib.metadata as m",
+    "try:",
+    "    print(m.version('vllm'))",
+    "except m.PackageNotFoundError:",
+    "    from vllm.version import __version__",
+    "    print(__version__)",
+].join("\n");
+
+/** How to ask the runtime for its vLLM version: inside the image (a throwaway container) or the venv. */
+function vllmVersionCommand(runtime: Runtime): string {
+    if (runtime.kind === "docker") {
+        return shellJoin(["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", "--", runtime.image, "-c", VLLM_VERSION_CODE]);
+    }
+    return shellJoin([`${runtime.path}/bin/python`, "-c", VLLM_VERSION_CODE]);
+}
+
+/**
+ * The vLLM probe (every node, every executor): prints `vllm-version=…` and, for a docker runtime,
+ * `image-id=…` (the ID of the image the tag names on this node; `docker run` pulls it when it is
+ * missing). Read only; fails naming the runtime when it has no vLLM. Whether that version can run
+ * what we render, and whether the nodes agree, is decided from these lines (render/vllmCompat.ts)
+ * before anything changes on any node.
+ */
+export function vllmProbeScript(spec: { node: string; runtime: Runtime }): string {
+    const message =
+        `${runtimeLabel(spec.runtime)} on ${spec.node} has no vLLM (its python3 finds neither the vllm distribution nor vllm.version). ` +
+        `Fix: give this node a runtime with vLLM (nodes[].runtime).`;
+    const imageId =
+        spec.runtime.kind === "docker"
+            ? [`echo "${IMAGE_ID_PREFIX}$(${shellJoin(["docker", "image", "inspect", "--format", "{{.Id}}", "--", spec.runtime.image])})"`]
+            : [];
+    return bashScript([
+        `if version=$(${vllmVersionCommand(spec.runtime)} 2>/dev/null) && [ -n "$version" ]; then`,
+        `  echo "${VLLM_VERSION_PREFIX}$version"`,
+        `else`,
+        `  echo "${VLLM_VERSION_PREFIX}none"`,
+        `  echo ${shellQuote(message)} >&2`,
+        `  exit 1`,
+        `fi`,
+        ...imageId,
     ]);
 }
