@@ -523,6 +523,92 @@ describe("today's stack: the Ray executor on an image without Ray fails at the p
     });
 });
 
+describe("the vLLM check refuses what a node's vLLM cannot run, before anything changes on any node", { timeout: 1_200_000 }, () => {
+    /** `up` fails with `pattern` in its output, and no file or unit of ours is on any node. */
+    function refusedBeforeAnything(session: Session, pattern: RegExp, t: { diagnostic(message: string): void }): void {
+        let out = "";
+        assert.throws(
+            () => pulumiWithConfig(session, "up", "--yes", "--skip-preview"),
+            (err: Error) => ((out = err.message), pattern.test(err.message)),
+        );
+        t.diagnostic(out.split("\n").find((l) => pattern.test(l)) ?? "");
+        for (const node of members) {
+            assert.equal(ssh(node, `ls ${OUR_PATHS.join(" ")} 2>/dev/null || true`).trim(), "", `${node} was not changed`);
+        }
+    }
+
+    it("the mp executor on the 25.09 image (vLLM 0.10.1.1, no multi-node mp): names model.executor, the image, the version and the fix", (t) => {
+        const session = newSession();
+        try {
+            setConfig(session, "spark-cluster:model.executor", "mp");
+            refusedBeforeAnything(
+                session,
+                /spark-cluster:model\.executor is mp across 2 nodes, but the image nvcr\.io\/nvidia\/vllm:25\.09-py3 on spark-a has vLLM 0\.10\.1\.1\S*, whose vllm serve has no multi-node mp \(--nnodes.*Fix: /,
+                t,
+            );
+        } finally {
+            removeSession(session);
+        }
+    });
+
+    it("docker nodes whose one tag names different images: refused, naming both image IDs", (t) => {
+        const tag = LAB_IMAGES.v2610;
+        const imageId = (node: NodeName) => ssh(node, `docker image inspect --format '{{.Id}}' ${tag}`).trim();
+        const original = imageId("spark-b");
+        // The same vLLM under the same tag, but another image: one more layer, committed on spark-b only.
+        ssh(
+            "spark-b",
+            `docker run --network none --name sc-test-retag ${tag} true && docker commit sc-test-retag ${tag} >/dev/null && docker rm sc-test-retag >/dev/null`,
+        );
+        const other = imageId("spark-b");
+        const session = newSession((config) => replaceExecutor(withImage(config, tag), "mp"));
+        try {
+            assert.notEqual(other, original);
+            assert.equal(imageId("spark-a"), original);
+            refusedBeforeAnything(
+                session,
+                new RegExp(
+                    `the tag ${tag.replace(/[.:/]/g, "\\$&")} names different images on the nodes: (${original} on spark-a; ${other} on spark-b|${other} on spark-b; ${original} on spark-a)`,
+                ),
+                t,
+            );
+        } finally {
+            removeSession(session);
+            ssh("spark-b", `docker tag ${original} ${tag} && docker rmi ${other} >/dev/null`);
+        }
+        assert.equal(imageId("spark-b"), original, "spark-b's tag is back on its image");
+    });
+
+    it("venv nodes with different vLLM versions: refused, naming each node's version", (t) => {
+        const version = (node: NodeName) => ssh(node, `/opt/lab-venv/bin/python3 -c 'import importlib.metadata as m; print(m.version("vllm"))'`).trim();
+        const original = version("spark-b");
+        ssh("spark-b", "/opt/lab-venv/bin/python3 -m vllm_standin.set_version 0.32.0");
+        const session = newSession((config) =>
+            replaceExecutor(config.replace(/^(\s*)runtime: \{kind: docker[^}]*\}$/gm, "$1runtime: {kind: venv, path: /opt/lab-venv}"), "mp"),
+        );
+        try {
+            assert.match(version("spark-b"), /^0\.32\.0/);
+            refusedBeforeAnything(
+                session,
+                new RegExp(
+                    `the nodes' vLLM versions differ: ${version("spark-a").split("+")[0].replace(/\./g, "\\.")} on spark-a \\(the venv /opt/lab-venv\\); 0\\.32\\.0 on spark-b`,
+                ),
+                t,
+            );
+        } finally {
+            removeSession(session);
+            ssh("spark-b", `/opt/lab-venv/bin/python3 -m vllm_standin.set_version ${shellQuote(original.split("+")[0])}`);
+        }
+        assert.equal(version("spark-b"), original, "spark-b's venv plays its version again");
+    });
+});
+
+/** The config with model.executor set (the lab stack says `executor: ray`). */
+function replaceExecutor(config: string, executor: "mp" | "ray"): string {
+    assert.match(config, /executor: ray/);
+    return config.replace("executor: ray", `executor: ${executor}`);
+}
+
 describe("refactors keep URNs: a stack deployed before the ClusterNode refactor sees no change after it", { timeout: 1_800_000 }, () => {
     // a8393a2: the last commit before the refactor; 804ec1b: the refactor done (config/, renderers by
     // layer, ClusterNode), before the next issue changed what is rendered. The venv runtime: those
