@@ -576,6 +576,15 @@ describe("a two-Spark Ray cluster", () => {
         }
     });
 
+    it("checks every node's vLLM on the head before anything changes, and shows each node's version", async () => {
+        const result = await scenario("base");
+        const check = scriptOf(commandText(get(result, "dev-vllm-check"), "create") ?? "").script;
+        assert.match(check, /^echo 'spark-a: vLLM 0\.31\.0 \(the image nvcr\.io\/nvidia\/vllm:26\.10-py3, sha256:mock\)'$/m);
+        assert.match(check, /^echo 'spark-b: vLLM 0\.31\.0 /m);
+        assert.doesNotMatch(check, /exit 1/, "the mocked nodes agree and run what is rendered");
+        assert.deepEqual(get(result, "dev-vllm-check").inputs.connection, get(result, "spark-a-probe").inputs.connection);
+    });
+
     it("every command line runs a script that passes bash -n, through sudo -n for a non-root user", async () => {
         const result = await scenario("base");
         const commands = result.resources.filter((r) => r.type === COMMAND);

@@ -4,6 +4,9 @@
 //   - pulumi up / destroy with the Ray executor, for both runtimes (docker, venv);
 //   - today's stack: Ray token authentication (an outsider cannot join), the cluster healing
 //     itself after faults, for both executors, and the mp executor with no Ray at all;
+//   - the probes: a runtime without Ray for the Ray executor, and the vLLM check (mp on a vLLM
+//     without multi-node mp, one tag naming two images, two vLLM versions) stop up before
+//     anything changes on any node;
 //   - a stack deployed before the ClusterNode refactor sees no change after it.
 import { before, describe, it } from "node:test";
 import assert from "node:assert/strict";
