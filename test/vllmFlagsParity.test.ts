@@ -1,0 +1,141 @@
+/**
+ * Every flag the product's renderer can emit (components/render/vllm.ts `vllmServeArgv`), checked
+ * for every vLLM version with a flag table (config/vllmFlags/<version>.json) against that
+ * release's own source, by a method independent of the generator:
+ *
+ * - the table's verdict: `flagAccepted(version, flag)` (gen_flags.py interprets vLLM's argument
+ *   definitions, following get_kwargs() into the config dataclasses);
+ * - the source's verdict: the wheel the table names (fetched and sha256-checked by
+ *   scripts/vllm-wheels.sh, cached) is read with plain text matching: a flag is vLLM's when its
+ *   exact string literal (`"--nnodes"`) appears in vllm/engine/arg_utils.py,
+ *   vllm/entrypoints/{cli/serve,<any>/cli_args}.py, or it is a field of the FrontendArgs
+ *   dataclasses there (vLLM turns `host: str` into `--host`).
+ *
+ * Not vLLM's real parser: importing vLLM needs that release's torch (0.10.1.1 pins torch 2.6 +
+ * IPEX, 0.20.1 torch 2.11, 0.31.0 torch 2.13) and ~60 pinned packages per release, which this
+ * suite does not install (lab/README.md, "vLLM stand-in", says what was tried).
+ *
+ * The flags are enumerated by rendering specs with every optional turned on, for rank 0 and a
+ * headless rank of the mp executor and for the Ray executor; a guard fails when the renderer
+ * emits a flag literal the specs do not reach.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { vllmServeArgv, type VllmServeSpec } from "../components/render/vllm";
+import { VLLM_FLAG_VERSIONS, findVllmFlag, flagAccepted } from "../config/vllmFlags";
+
+const ROOT = path.resolve(__dirname, "..", "..");
+
+const EVERY_OPTIONAL: VllmServeSpec = {
+    source: "/models/m",
+    servedName: "m",
+    tensorParallel: 2,
+    pipelineParallel: 2,
+    executor: "ray",
+    apiHost: "0.0.0.0",
+    apiPort: 8000,
+    gpuMemoryUtilization: 0.8,
+    maxModelLen: 4096,
+    maxNumSeqs: 8,
+    quantization: "fp8",
+    kvCacheDtype: "fp8",
+    enforceEager: true,
+    attentionBackend: "FLASHINFER",
+    trustRemoteCode: true,
+    extraArgs: [],
+};
+const SPECS: Record<string, VllmServeSpec> = {
+    "ray, rank 0": EVERY_OPTIONAL,
+    "mp, rank 0": { ...EVERY_OPTIONAL, executor: "mp", multiNode: { nnodes: 2, rank: 0, masterAddr: "10.0.0.1", masterPort: 29501 } },
+    "mp, headless rank 1": { ...EVERY_OPTIONAL, executor: "mp", multiNode: { nnodes: 2, rank: 1, masterAddr: "10.0.0.1", masterPort: 29501 } },
+};
+
+/** The options among `vllm serve <model> …` (values never start with "-" in these specs). */
+function optionsOf(argv: string[]): string[] {
+    assert.deepEqual(argv.slice(0, 2), ["vllm", "serve"]);
+    return argv.slice(3).filter((w) => w.startsWith("-"));
+}
+
+const RENDERED: string[] = [...new Set(Object.values(SPECS).flatMap((s) => optionsOf(vllmServeArgv(s))))].sort();
+
+/** Reads the wheels with plain text matching (see the file's comment). Input: JSON {version: wheel}; output: JSON {version: [options]}. */
+const SOURCE_FLAGS_PY = String.raw`
+import json, re, sys, zipfile
+wheels = json.load(sys.stdin)
+out = {}
+for version, wheel in wheels.items():
+    with zipfile.ZipFile(wheel) as zf:
+        names = [n for n in zf.namelist() if n == "vllm/engine/arg_utils.py" or n == "vllm/entrypoints/cli/serve.py"
+                 or re.fullmatch(r"vllm/entrypoints/[a-z_]+/cli_args\.py", n)]
+        texts = {n: zf.read(n).decode("utf-8") for n in names}
+    flags = set()
+    for name, text in texts.items():
+        flags.update(re.findall(r"""["'](--?[A-Za-z][A-Za-z0-9_-]*)["']""", text))
+        if name.endswith("cli_args.py"):
+            for body in re.findall(r"^class (?:Base)?FrontendArgs\b[^\n]*\n((?:(?:    [^\n]*)?\n)+)", text, re.M):
+                flags.update("--" + f.replace("_", "-") for f in re.findall(r"^    ([a-z][a-z0-9_]*)\s*:", body, re.M))
+    out[version] = sorted(flags)
+json.dump(out, sys.stdout)
+`;
+
+function sourceFlags(): Record<string, Set<string>> {
+    const listing = execFileSync(path.join(ROOT, "scripts", "vllm-wheels.sh"), { cwd: ROOT, encoding: "utf8", timeout: 30 * 60_000 });
+    const wheels = Object.fromEntries(
+        listing
+            .trim()
+            .split("\n")
+            .map((l) => l.split("\t")),
+    );
+    assert.deepEqual(Object.keys(wheels).sort(), [...VLLM_FLAG_VERSIONS].sort(), "a wheel per table");
+    const out = JSON.parse(
+        execFileSync("python3", ["-c", SOURCE_FLAGS_PY], { input: JSON.stringify(wheels), encoding: "utf8", maxBuffer: 64 << 20 }),
+    ) as Record<string, string[]>;
+    return Object.fromEntries(Object.entries(out).map(([v, flags]) => [v, new Set(flags)]));
+}
+
+test("the specs reach every flag the renderer can emit", () => {
+    const source = fs.readFileSync(path.join(ROOT, "components", "render", "vllm.ts"), "utf8");
+    const body = source.slice(source.indexOf("export function vllmServeArgv"), source.indexOf("export function renderVllmUnit"));
+    const literals = [...new Set([...body.matchAll(/"(--?[a-z][a-z0-9-]*)"/g)].map((m) => m[1]))].sort();
+    assert.deepEqual(RENDERED, literals);
+    assert.equal(RENDERED.length, 19, RENDERED.join(" "));
+});
+
+test("every rendered flag x every version: the table agrees with the release's source", () => {
+    const source = sourceFlags();
+    let accepted = 0;
+    let refused = 0;
+    const rows: string[] = [];
+    const disagreements: string[] = [];
+    for (const version of VLLM_FLAG_VERSIONS) {
+        const missing: string[] = [];
+        for (const flag of RENDERED) {
+            const table = flagAccepted(version, flag);
+            const real = source[version].has(flag);
+            if (table !== real)
+                disagreements.push(`${version} ${flag}: table ${table ? "accepts" : "refuses"}, source ${real ? "has it" : "has no such literal"}`);
+            if (table) accepted++;
+            else {
+                refused++;
+                missing.push(flag);
+            }
+        }
+        rows.push(`# ${version}: ${RENDERED.length - missing.length}/${RENDERED.length} accepted${missing.length ? `; refused: ${missing.join(" ")}` : ""}`);
+    }
+    console.log(rows.join("\n"));
+    console.log(
+        `# checked ${VLLM_FLAG_VERSIONS.length} versions x ${RENDERED.length} flags = ${accepted + refused}: ${accepted} accepted, ${refused} refused (table and source agree on ${accepted + refused - disagreements.length})`,
+    );
+    assert.deepEqual(disagreements, []);
+});
+
+test("the executors the product renders are among --distributed-executor-backend's values in every version (enforced in 0.10.1.1, listed in help since)", () => {
+    for (const version of VLLM_FLAG_VERSIONS) {
+        const flag = findVllmFlag(version, "--distributed-executor-backend");
+        const choices = flag?.choices ?? flag?.metavar_choices ?? [];
+        for (const executor of ["ray", "mp"]) assert.ok(choices.includes(executor), `${version}: ${executor} in ${choices.join(",")}`);
+    }
+});
