@@ -1,7 +1,8 @@
 // Wrapper module that builds the Pulumi CLI from the Go module proxy.
 // pkg/v3 has a local `replace` for sdk/v3, so `go install pkg@version` refuses it;
 // requiring it from here (and repeating its non-local replace) builds it.
-// The version must match @pulumi/pulumi in package.json (see toolchain/versions.env).
+// The version is PULUMI_VERSION in toolchain/versions.env (the Go SDK of
+// toolchain/plugins has it too; @pulumi/pulumi on npm may lag it).
 module spark-cluster.local/toolchain/pulumi-cli
 
 go 1.25.11
