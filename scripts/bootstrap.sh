@@ -51,10 +51,11 @@ with_progress() { # label logfile cmd...
 }
 
 # --- prerequisites -----------------------------------------------------------
-command -v go >/dev/null || die "Go is not installed (needs >= 1.25): it builds the Pulumi CLI"
+command -v go >/dev/null || die "Go is not installed (needs >= 1.26.6): it builds the Pulumi CLI"
 command -v node >/dev/null || die "Node.js is not installed (needs >= 20)"
 command -v npm >/dev/null || die "npm is not installed"
-need_version go "$(go env GOVERSION | sed 's/^go//')" 1.25
+# Go: the `go` line of pkg/v3 and sdk/v3 (toolchain/*/go.mod) at PULUMI_VERSION.
+need_version go "$(go env GOVERSION | sed 's/^go//')" 1.26.6
 need_version node "$(node --version | sed 's/^v//')" 20
 mkdir -p "$CACHE" "$TOOLS"
 
