@@ -4,7 +4,7 @@
 #   1. Node.js dependencies (npm ci, lockfile pinned; install scripts off, so no
 #      package tries to download a plugin);
 #   2. the Pulumi CLI, built from its Go module at PULUMI_VERSION (toolchain/versions.env;
-#      @pulumi/pulumi, PULUMI_NODEJS_SDK_VERSION, may be older while npm lags the Go module proxy);
+#      newer than @pulumi/pulumi, PULUMI_NODEJS_SDK_VERSION, while npm lags the Go module proxy);
 #   3. the project-built Node.js language host and command provider plugins
 #      (toolchain/plugins, see toolchain/README.md);
 #   5. actionlint, which checks .github/workflows (built from its Go module).
@@ -68,8 +68,8 @@ if [ "$(cat node_modules/.spark-cluster-lock 2>/dev/null)" != "$lock_hash" ]; th
 else
   say "Node.js dependencies up to date"
 fi
-# The Node.js SDK has its own pin: npm can lag the Go module proxy the CLI is built from, so
-# @pulumi/pulumi may be older than PULUMI_VERSION.
+# The Node.js SDK has its own pin: npm's newest @pulumi/pulumi (3.270.0 on 2026-11-25) is older
+# than the CLI the Go module proxy serves, so it cannot equal PULUMI_VERSION.
 have_sdk=$(node -p 'require("./node_modules/@pulumi/pulumi/package.json").version')
 [ "$have_sdk" = "$PULUMI_NODEJS_SDK_VERSION" ] || die "node_modules has @pulumi/pulumi $have_sdk, expected $PULUMI_NODEJS_SDK_VERSION"
 
