@@ -98,12 +98,22 @@ export class SparkCluster extends pulumi.ComponentResource {
         // Can every node's vLLM run what we render for it, and do the nodes agree? Checked on a
         // node that is not retired, from the probes' output, before anything changes anywhere.
         // (With the ray executor only the head serves; the workers run the same vLLM in its workers.)
-        const live = nodes.filter((n) => !n.node.retired);
-        const checkOn = live[0] ?? head;
-        const checked = live.map((n) => n.vllm.apply((probe) => ({ node: n.node.name, runtime: n.node.runtime, probe, argv: vllmServeArgv(serveSpec(n)) })));
+        // A retired node keeps the probe output it had (its commands ignore every change), so retiring
+        // a node changes nothing here; one that was never probed is left out.
+        const checkOn = nodes.find((n) => !n.node.retired) ?? head;
+        const checked = nodes.map((n) => n.vllm.apply((probe) => ({ node: n.node.name, runtime: n.node.runtime, probe, argv: vllmServeArgv(serveSpec(n)) })));
         const vllmCheckStep = checkOn.host.command(
             `${name}-vllm-check`,
-            { create: pulumi.all(checked).apply((all) => vllmCheckScript(vllmVerdict(all, SHIPPED_FLAG_TABLES))) },
+            {
+                create: pulumi.all(checked).apply((all) =>
+                    vllmCheckScript(
+                        vllmVerdict(
+                            all.filter((c, i) => !(nodes[i].node.retired && c.probe.version === "none")),
+                            SHIPPED_FLAG_TABLES,
+                        ),
+                    ),
+                ),
+            },
             { parent: this, dependsOn: nodes.flatMap((n) => n.probes), ...(checkOn.node.retired ? { transformations: [retiredCommand] } : {}) },
         );
         vllmCheckCreated(vllmCheckStep);

@@ -97,7 +97,7 @@ describe("secrets stay out of scripts, argv and output", () => {
         const docker = modelDownloadScript({ repoId: REPO, node: "spark-a", runtime: DOCKER_DEFAULT, withToken: true });
         assert.match(docker, /^token=\$\(cat\)$/m);
         // `-e HF_TOKEN` without a value: docker takes it from its own environment.
-        assert.match(docker, / -e HF_TOKEN -- nvcr\.io\/nvidia\/vllm:25\.09-py3 hf download Qwen\/Qwen2\.5-7B-Instruct /);
+        assert.match(docker, / -e HF_TOKEN -- nvcr\.io\/nvidia\/vllm:26\.10-py3 hf download Qwen\/Qwen2\.5-7B-Instruct /);
         assert.match(docker, /^HF_TOKEN="\$token" docker run --rm --name spark-cluster-model-download /m);
         assert.doesNotMatch(docker, /--token|HF_TOKEN=[^"]/);
         const venv = modelDownloadScript({ repoId: REPO, node: "thor-1", runtime: VENV, withToken: true });
@@ -215,7 +215,7 @@ describe("vLLM runs offline", () => {
     test("every vLLM unit carries HF_HUB_OFFLINE=1, in both runtimes", () => {
         const spec = { ...VLLM_MP_BASE, source: REPO, servedName: "qwen", tensorParallel: 2, pipelineParallel: 1 };
         const docker = renderVllmUnit(spec, DOCKER_DEFAULT, "0123456789abcdef");
-        assert.match(docker, / -e HF_HUB_OFFLINE=1 -- nvcr\.io\/nvidia\/vllm:25\.09-py3 vllm serve /);
+        assert.match(docker, / -e HF_HUB_OFFLINE=1 -- nvcr\.io\/nvidia\/vllm:26\.10-py3 vllm serve /);
         const venv = renderVllmUnit(spec, VENV, "0123456789abcdef", "192.168.100.11:6379");
         assert.match(venv, /^Environment="HF_HUB_OFFLINE=1"$/m);
         assert.match(venv, /^Environment="RAY_ADDRESS=192\.168\.100\.11:6379"$/m);

@@ -62,8 +62,15 @@ function unsecret(value: unknown): Record<string, unknown> {
     return (wrapped && SECRET_SIG_KEY in wrapped ? wrapped.value : wrapped) as Record<string, unknown>;
 }
 
-/** The mocked steps answer like the lab's Sparks (both twins Up). */
+/**
+ * The mocked steps answer like the lab's Sparks (both twins Up, the 25.09 image's vLLM). A retired
+ * node's steps answer the same: its commands ignore every change, so they keep the output the node
+ * gave before it was retired.
+ */
 function mockStdout(name: string): string {
+    if (name.endsWith("-vllm-probe")) {
+        return "vllm-version=0.10.1.1+lab.standin\nimage-id=sha256:mock\n";
+    }
     if (name.endsWith("-probe")) {
         return "rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)\nroceP2p1s0f1 port 1 ==> enP2p1s0f1np1 (Up)\n";
     }

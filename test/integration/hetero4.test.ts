@@ -64,6 +64,9 @@ describe("the mp executor on Sparks + Thors: pipeline parallel over four nodes, 
     before(() => {
         session = newSession(hetero4Config);
         apiKey = apiKeyOf(session);
+        // Every rank must run the same vLLM (the vLLM check refuses mixed versions): the Thors'
+        // source builds are of the Sparks' image's vLLM, 0.31.0 (the lab's venv plays 0.33.0 by default).
+        for (const thor of ["thor-a", "thor-b"] as const) ssh(thor, "/opt/lab-venv/bin/python3 -m vllm_standin.set_version 0.31.0");
     });
     after(() => removeSession(session));
 
@@ -73,6 +76,9 @@ describe("the mp executor on Sparks + Thors: pipeline parallel over four nodes, 
         const text = await chat(endpoint, apiKey, "tiny-chat");
         assert.match(text, /served by spark-a,spark-b,thor-a,thor-b \(tp=1 pp=4 executor=mp\)/);
         assert.equal(pulumi(session, "stack", "output", "transport").trim(), "socket");
+        const vllm = JSON.parse(pulumi(session, "stack", "output", "vllm", "--json")) as Record<string, string>;
+        assert.match(vllm["spark-a"], /^vLLM 0\.31\.0\+lab\.standin \(the image nvcr\.io\/nvidia\/vllm:26\.10-py3, sha256:[0-9a-f]{64}\)$/);
+        assert.match(vllm["thor-a"], /^vLLM 0\.31\.0\+lab\.standin \(the venv \/opt\/lab-venv\)$/);
     });
 
     it("runs no Ray on any node; the Thors run vLLM from their venv, headless", () => {

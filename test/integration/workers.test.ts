@@ -74,14 +74,16 @@ const NODE_STEPS = [
     "thor-d-ray-worker-auth",
     "thor-d-ray-worker-unit",
     "thor-d-ssh",
+    "thor-d-vllm-probe",
     "dev-model-pull-thor-d",
 ];
 // Both ways, the nodes that stay: every node's firewall lets the cluster's members in and every
 // node's netplan step pings its peers, so each is updated (no process restarts for either); the
 // head's Ray readiness counts the nodes (it runs again); the serving step lists the copies. vLLM's
-// unit and its readiness do not depend on the node count.
+// unit and its readiness do not depend on the node count. The vLLM check lists every node's vLLM.
 const STAYING_UPDATES = [
     "dev-model-serve",
+    "dev-vllm-check",
     "thor-a-firewall-apply",
     "thor-a-interconnect-apply",
     "thor-a-ray-head-ready",
