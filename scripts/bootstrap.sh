@@ -3,7 +3,8 @@
 # reach, and caches it so the next run takes seconds:
 #   1. Node.js dependencies (npm ci, lockfile pinned; install scripts off, so no
 #      package tries to download a plugin);
-#   2. the Pulumi CLI, built from its Go module at the version of @pulumi/pulumi;
+#   2. the Pulumi CLI, built from its Go module at PULUMI_VERSION (toolchain/versions.env;
+#      newer than @pulumi/pulumi, PULUMI_NODEJS_SDK_VERSION, while npm lags the Go module proxy);
 #   3. the project-built Node.js language host and command provider plugins
 #      (toolchain/plugins, see toolchain/README.md);
 #   5. actionlint, which checks .github/workflows (built from its Go module).
@@ -50,10 +51,11 @@ with_progress() { # label logfile cmd...
 }
 
 # --- prerequisites -----------------------------------------------------------
-command -v go >/dev/null || die "Go is not installed (needs >= 1.25): it builds the Pulumi CLI"
+command -v go >/dev/null || die "Go is not installed (needs >= 1.26.6): it builds the Pulumi CLI"
 command -v node >/dev/null || die "Node.js is not installed (needs >= 20)"
 command -v npm >/dev/null || die "npm is not installed"
-need_version go "$(go env GOVERSION | sed 's/^go//')" 1.25
+# Go: the `go` line of pkg/v3 and sdk/v3 (toolchain/*/go.mod) at PULUMI_VERSION.
+need_version go "$(go env GOVERSION | sed 's/^go//')" 1.26.6
 need_version node "$(node --version | sed 's/^v//')" 20
 mkdir -p "$CACHE" "$TOOLS"
 
@@ -66,6 +68,10 @@ if [ "$(cat node_modules/.spark-cluster-lock 2>/dev/null)" != "$lock_hash" ]; th
 else
   say "Node.js dependencies up to date"
 fi
+# The Node.js SDK has its own pin: npm's newest @pulumi/pulumi (3.270.0 on 2026-11-25) is older
+# than the CLI the Go module proxy serves, so it cannot equal PULUMI_VERSION.
+have_sdk=$(node -p 'require("./node_modules/@pulumi/pulumi/package.json").version')
+[ "$have_sdk" = "$PULUMI_NODEJS_SDK_VERSION" ] || die "node_modules has @pulumi/pulumi $have_sdk, expected $PULUMI_NODEJS_SDK_VERSION"
 
 # --- 2. Pulumi CLI -------------------------------------------------------------
 cli_dir="$CACHE/pulumi-v$PULUMI_VERSION"

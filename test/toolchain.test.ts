@@ -24,8 +24,30 @@ describe("toolchain versions", () => {
     const versions = versionsEnv();
     const pkg = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8"));
 
-    it("@pulumi/pulumi in package.json matches the CLI version", () => {
-        assert.equal(pkg.dependencies["@pulumi/pulumi"], versions.PULUMI_VERSION);
+    // The Node.js SDK (npm) and the CLI + Go SDK (Go module proxy) are pinned separately: npm's
+    // newest @pulumi/pulumi (3.270.0 on 2026-11-25) was older than the proxy's newest CLI.
+    it("@pulumi/pulumi in package.json and package-lock.json matches the Node.js SDK version", () => {
+        assert.equal(pkg.dependencies["@pulumi/pulumi"], versions.PULUMI_NODEJS_SDK_VERSION);
+        const lock = JSON.parse(fs.readFileSync(path.join(root, "package-lock.json"), "utf8"));
+        assert.equal(lock.packages[""].dependencies["@pulumi/pulumi"], versions.PULUMI_NODEJS_SDK_VERSION);
+        // One copy of the SDK (@pulumi/command's shares it), at the pinned version.
+        const copies = Object.entries(lock.packages as Record<string, { version: string }>).filter(([key]) => key.endsWith("node_modules/@pulumi/pulumi"));
+        assert.deepEqual(
+            copies.map(([key, entry]) => [key, entry.version]),
+            [["node_modules/@pulumi/pulumi", versions.PULUMI_NODEJS_SDK_VERSION]],
+        );
+    });
+
+    it("the Node.js SDK is the CLI's major version and no newer than the CLI", () => {
+        const parse = (v: string | undefined): number[] => {
+            assert.match(v ?? "", /^\d+\.\d+\.\d+$/);
+            return (v as string).split(".").map(Number);
+        };
+        const sdk = parse(versions.PULUMI_NODEJS_SDK_VERSION);
+        const cli = parse(versions.PULUMI_VERSION);
+        assert.equal(sdk[0], cli[0]);
+        const order = sdk[1] - cli[1] || sdk[2] - cli[2];
+        assert.ok(order <= 0, `@pulumi/pulumi ${versions.PULUMI_NODEJS_SDK_VERSION} is newer than the CLI ${versions.PULUMI_VERSION}`);
     });
 
     it("@pulumi/command in package.json matches the command provider version", () => {

@@ -96,7 +96,7 @@ func TestFindResourcePackages(t *testing.T) {
 		}
 	}
 	write("@pulumi/command", `{"name":"@pulumi/command","version":"1.2.1","pulumi":{"resource":true,"name":"command","version":"1.2.1"}}`)
-	write("@pulumi/pulumi", `{"name":"@pulumi/pulumi","version":"3.246.0"}`)
+	write("@pulumi/pulumi", `{"name":"@pulumi/pulumi","version":"3.270.0"}`)
 	write("zod", `{"name":"zod","version":"4.6.7"}`)
 	write("other/node_modules/@pulumi/command", `{"name":"@pulumi/command","version":"1.2.1","pulumi":{"resource":true}}`)
 
