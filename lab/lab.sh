@@ -6,6 +6,8 @@
 #   lab/lab.sh reboot NODE [--halt-timeout S]   power-cycle one node, keeping its disk
 #   lab/lab.sh kill NODE UNIT [--signal SIG]    systemctl kill --signal=SIG (default SIGKILL) UNIT on NODE
 #   lab/lab.sh kill NODE --container NAME       docker kill NAME on NODE (SIGKILL)
+#   lab/lab.sh vllm-layer                       build the real-vLLM layer alone; prints its directory
+#   (LAB_REAL_VLLM=1 lab/lab.sh up ... gives every node the real vLLM in /opt/lab-vllm)
 # See lab/README.md for how it works, what it costs and what is simulated.
 set -euo pipefail
 
@@ -19,7 +21,7 @@ source "${LAB_DIR}/lib/net.sh"
 source "${LAB_DIR}/lib/nodes.sh"
 
 usage() {
-  sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -57,9 +59,13 @@ cmd_up() {
   t0="$(date +%s)"
   ensure_host_tools
   mkdir -p "${LAB_CACHE}" "${LAB_STATE}/nodes"
+  if [[ -n "${current}" && "$(cat "${LAB_STATE}/real-vllm" 2>/dev/null || echo 0)" != "${LAB_REAL_VLLM:-0}" ]]; then
+    die "the lab is up with LAB_REAL_VLLM=$(cat "${LAB_STATE}/real-vllm" 2>/dev/null || echo 0); run 'lab/lab.sh down' first"
+  fi
   build_layers
   ensure_key
   echo "${topology}" >"${LAB_STATE}/topology"
+  echo "${LAB_REAL_VLLM:-0}" >"${LAB_STATE}/real-vllm"
   ensure_mgmt_bridge
   for n in ${nodes}; do
     ensure_ns "$(ns_of "${n}")"
@@ -87,7 +93,7 @@ cmd_down() {
     stop_node "${n}"
   done
   teardown_network
-  rm -f "${LAB_STATE}/topology"
+  rm -f "${LAB_STATE}/topology" "${LAB_STATE}/real-vllm"
   rmdir "${LAB_STATE}/nodes" 2>/dev/null || true
   log "lab is down"
 }
@@ -167,6 +173,19 @@ cmd_status_inner() {
   return "${rc}"
 }
 
+# Build (or find) the real-vLLM layer without touching any lab; prints its directory.
+cmd_vllm_layer() {
+  need_root
+  ensure_host_tools
+  mkdir -p "${LAB_CACHE}/layers"
+  exec 8>"${LAB_CACHE}/build.lock"
+  flock -w 3600 8 || die "could not lock ${LAB_CACHE}/build.lock"
+  build_base_layer
+  build_vllm_layer
+  flock -u 8
+  vllm_layer_dir
+}
+
 main() {
   [[ $# -ge 1 ]] || usage
   local cmd="$1"; shift
@@ -176,6 +195,7 @@ main() {
     status) [[ $# -eq 0 ]] || usage; cmd_status_inner ;;
     reboot) cmd_reboot "$@" ;;
     kill) cmd_kill "$@" ;;
+    vllm-layer) [[ $# -eq 0 ]] || usage; cmd_vllm_layer ;;
     -h|--help|help) usage ;;
     *) usage ;;
   esac

