@@ -289,6 +289,22 @@ describe("the real vLLM 0.31.0 in the lab, through pulumi up (venv runtime, mp e
         figures["outsider: other listening ports refused"] = `${scan.tried} (${scan.ports.join(" ")})`;
     });
 
+    it("POST /scale_elastic_ep without the key, the one state-changing route vLLM leaves open, changes nothing here: vLLM refuses it without data parallelism", async () => {
+        // vLLM 0.31: the route calls the engine client's prepare_elastic_ep, which only the
+        // data-parallel client implements (AsyncMPClient inherits NotImplementedError): 500 "Scale failed".
+        const res = await fetch(`http://${HEAD}:${API_PORT}/scale_elastic_ep`, {
+            method: "POST",
+            headers: { "Content-Type": "application/json" },
+            body: JSON.stringify({ new_data_parallel_size: 2 }),
+            signal: AbortSignal.timeout(60_000),
+        });
+        const body = await res.text();
+        figures["POST /scale_elastic_ep without the key"] = `${res.status} ${body.slice(0, 80)}`;
+        assert.equal(res.status, 500, body);
+        assert.match(body, /Scale failed/);
+        await chat(endpoint, apiKey, MODEL);
+    });
+
     it("firewall.apiAllowFrom without the outsider: no route answers it, the allowed range still gets the API", async () => {
         fs.writeFileSync(session.configFile, realVllmStack([ALLOWED_RANGE])(fs.readFileSync(path.join(root, "Pulumi.dev.yaml"), "utf8")));
         pulumiWithConfig(session, "up", "--yes", "--skip-preview");
