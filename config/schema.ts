@@ -137,7 +137,7 @@ export const FirewallSchema = z.strictObject({
      * nodes' firewall as it is (the internal ports then listen to the world). Defaults to true.
      */
     enabled: z.boolean().default(true).meta({ example: "true" }),
-    /** Source ranges allowed to reach the API port, e.g. your LAN. Defaults to [] (anyone; the API key guards /v1). */
+    /** Source ranges allowed to reach the API port, e.g. your LAN. Defaults to [] (anyone: the API key guards only /v1 and a few other prefixes; README, "Ports", lists what answers without it). */
     apiAllowFrom: z
         .array(
             z
