@@ -78,6 +78,8 @@ cmd_up() {
   for n in ${nodes}; do
     wait_node_ssh "${n}"
   done
+  # shellcheck disable=SC2086
+  sync_node_images ${nodes}
   log "lab '${topology}' is up in $(( $(date +%s) - t0 ))s: ${nodes}"
   cmd_status_inner
 }

@@ -312,6 +312,35 @@ wait_node_ssh() {
   fi
 }
 
+# The image ID each lab tag has on NODE, one "TAG ID" line per tag.
+node_image_ids() {
+  local t cmd="true"
+  for t in "${LAB_DOCKER_IMAGE_TAGS[@]}"; do cmd+="; echo ${t} \$(docker image inspect --format '{{.Id}}' ${t})"; done
+  ssh_node "$1" "${cmd}"
+}
+
+# One tag, one image, on every Docker node, as when each node pulls the same tag from a registry.
+# Each node makes its images itself at boot (lab-docker-image: docker import, then commits), and
+# every import or commit gets its own creation time, hence its own image ID; the product refuses a
+# tag naming different images on two nodes. So the first Docker node's images are copied to the
+# others (docker save | docker load through this host; layers already there are not stored twice)
+# when their IDs differ, and the IDs are checked afterwards.
+sync_node_images() {
+  local first="" n want
+  for n in "$@"; do
+    node_has_docker "${n}" || continue
+    if [[ -z "${first}" ]]; then first="${n}"; want="$(node_image_ids "${n}")"; continue; fi
+    [[ "$(node_image_ids "${n}")" == "${want}" ]] && continue
+    log "copying the docker images of ${first} to ${n} (one image per tag on every node)"
+    # shellcheck disable=SC2029
+    ssh_node "${first}" "docker save ${LAB_DOCKER_IMAGE_TAGS[*]}" | ssh_node "${n}" "docker load >/dev/null" \
+      || die "${n}: could not load ${first}'s docker images"
+    [[ "$(node_image_ids "${n}")" == "${want}" ]] || die "${n}: its image IDs still differ from ${first}'s"
+    # The images the node made itself are now untagged: remove them (ignoring those still in use).
+    ssh_node "${n}" 'docker image prune -f >/dev/null' || true
+  done
+}
+
 # Ask a running node to halt (SIGTERM to its recorded nspawn) without waiting: `down` asks all
 # nodes first, then waits for each, so halts run in parallel.
 request_halt() {
