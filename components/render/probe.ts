@@ -43,15 +43,20 @@ export function rayProbeScript(spec: RayProbeSpec): string {
         `spark-cluster:model.executor is ray, but ${runtimeLabel(spec.runtime)} on ${spec.node} has no Ray ` +
         "(NGC vLLM images ship without Ray from 26.05 on). Fix: set model.executor: mp (vLLM's own multi-node mode, no Ray), " +
         "or give this node a runtime with Ray.";
-    return bashScript([
-        `if version=$(${rayVersionCommand(spec.runtime)} 2>/dev/null) && [ -n "$version" ]; then`,
-        `  echo "${RAY_VERSION_PREFIX}$version"`,
+    return bashScript(versionProbeLines(RAY_VERSION_PREFIX, rayVersionCommand(spec.runtime), message));
+}
+
+/** Prints `<prefix><version>` from `command`'s output, or `<prefix>none` and fails with `message`. */
+function versionProbeLines(prefix: string, command: string, message: string): string[] {
+    return [
+        `if version=$(${command} 2>/dev/null) && [ -n "$version" ]; then`,
+        `  echo "${prefix}$version"`,
         `else`,
-        `  echo "${RAY_VERSION_PREFIX}none"`,
+        `  echo "${prefix}none"`,
         `  echo ${shellQuote(message)} >&2`,
         `  exit 1`,
         `fi`,
-    ]);
+    ];
 }
 
 /** The line the vLLM probe prints with the runtime's vLLM version (`none` when it has none). */
@@ -95,14 +100,5 @@ export function vllmProbeScript(spec: { node: string; runtime: Runtime }): strin
         spec.runtime.kind === "docker"
             ? [`echo "${IMAGE_ID_PREFIX}$(${shellJoin(["docker", "image", "inspect", "--format", "{{.Id}}", "--", spec.runtime.image])})"`]
             : [];
-    return bashScript([
-        `if version=$(${vllmVersionCommand(spec.runtime)} 2>/dev/null) && [ -n "$version" ]; then`,
-        `  echo "${VLLM_VERSION_PREFIX}$version"`,
-        `else`,
-        `  echo "${VLLM_VERSION_PREFIX}none"`,
-        `  echo ${shellQuote(message)} >&2`,
-        `  exit 1`,
-        `fi`,
-        ...imageId,
-    ]);
+    return bashScript([...versionProbeLines(VLLM_VERSION_PREFIX, vllmVersionCommand(spec.runtime), message), ...imageId]);
 }
