@@ -1,6 +1,7 @@
 // Fixtures the renderer tests share: the runtimes as the config defaults them.
 import { DEFAULT_VLLM_IMAGE, type DockerRuntime, type VenvRuntime } from "../config";
-import type { VllmServeSpec } from "../components/render/vllm";
+import assert from "node:assert/strict";
+import { type VllmServeSpec, vllmServeArgv } from "../components/render/vllm";
 
 /** A node's docker runtime with the seeds' defaults (privileged, memlock, /dev/infiniband, 16g shm). */
 export const DOCKER_DEFAULT: DockerRuntime = {
@@ -29,3 +30,37 @@ export const VLLM_MP_BASE: Omit<VllmServeSpec, "multiNode"> = {
     trustRemoteCode: false,
     extraArgs: [],
 };
+
+/** `vllm serve` settings with every optional flag on. */
+const EVERY_OPTIONAL: VllmServeSpec = {
+    source: "/models/m",
+    servedName: "m",
+    tensorParallel: 2,
+    pipelineParallel: 2,
+    executor: "ray",
+    apiHost: "0.0.0.0",
+    apiPort: 8000,
+    gpuMemoryUtilization: 0.8,
+    maxModelLen: 4096,
+    maxNumSeqs: 8,
+    quantization: "fp8",
+    kvCacheDtype: "fp8",
+    enforceEager: true,
+    attentionBackend: "FLASHINFER",
+    trustRemoteCode: true,
+    extraArgs: [],
+};
+const SPECS: Record<string, VllmServeSpec> = {
+    "ray, rank 0": EVERY_OPTIONAL,
+    "mp, rank 0": { ...EVERY_OPTIONAL, executor: "mp", multiNode: { nnodes: 2, rank: 0, masterAddr: "10.0.0.1", masterPort: 29501 } },
+    "mp, headless rank 1": { ...EVERY_OPTIONAL, executor: "mp", multiNode: { nnodes: 2, rank: 1, masterAddr: "10.0.0.1", masterPort: 29501 } },
+};
+
+/** The options among `vllm serve <model> …` (values never start with "-" in these specs). */
+function optionsOf(argv: string[]): string[] {
+    assert.deepEqual(argv.slice(0, 2), ["vllm", "serve"]);
+    return argv.slice(3).filter((w) => w.startsWith("-"));
+}
+
+/** Every flag the renderer can emit (vllmServeArgv), sorted: the Ray executor, and rank 0 and a headless rank of the mp executor. */
+export const RENDERABLE_VLLM_FLAGS: string[] = [...new Set(Object.values(SPECS).flatMap((s) => optionsOf(vllmServeArgv(s))))].sort();

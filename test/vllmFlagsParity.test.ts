@@ -24,42 +24,12 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { vllmServeArgv, type VllmServeSpec } from "../components/render/vllm";
 import { VLLM_FLAG_VERSIONS, findVllmFlag, flagAccepted } from "../config/vllmFlags";
+import { RENDERABLE_VLLM_FLAGS } from "./fixtures";
 
 const ROOT = path.resolve(__dirname, "..", "..");
 
-const EVERY_OPTIONAL: VllmServeSpec = {
-    source: "/models/m",
-    servedName: "m",
-    tensorParallel: 2,
-    pipelineParallel: 2,
-    executor: "ray",
-    apiHost: "0.0.0.0",
-    apiPort: 8000,
-    gpuMemoryUtilization: 0.8,
-    maxModelLen: 4096,
-    maxNumSeqs: 8,
-    quantization: "fp8",
-    kvCacheDtype: "fp8",
-    enforceEager: true,
-    attentionBackend: "FLASHINFER",
-    trustRemoteCode: true,
-    extraArgs: [],
-};
-const SPECS: Record<string, VllmServeSpec> = {
-    "ray, rank 0": EVERY_OPTIONAL,
-    "mp, rank 0": { ...EVERY_OPTIONAL, executor: "mp", multiNode: { nnodes: 2, rank: 0, masterAddr: "10.0.0.1", masterPort: 29501 } },
-    "mp, headless rank 1": { ...EVERY_OPTIONAL, executor: "mp", multiNode: { nnodes: 2, rank: 1, masterAddr: "10.0.0.1", masterPort: 29501 } },
-};
-
-/** The options among `vllm serve <model> …` (values never start with "-" in these specs). */
-function optionsOf(argv: string[]): string[] {
-    assert.deepEqual(argv.slice(0, 2), ["vllm", "serve"]);
-    return argv.slice(3).filter((w) => w.startsWith("-"));
-}
-
-const RENDERED: string[] = [...new Set(Object.values(SPECS).flatMap((s) => optionsOf(vllmServeArgv(s))))].sort();
+const RENDERED = RENDERABLE_VLLM_FLAGS;
 
 /** Reads the wheels with plain text matching (see the file's comment). Input: JSON {version: wheel}; output: JSON {version: [options]}. */
 const SOURCE_FLAGS_PY = String.raw`

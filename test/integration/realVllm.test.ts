@@ -26,7 +26,10 @@ import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as yaml from "js-yaml";
+import { shellQuote } from "../../components/render/host/shell";
 import { UNITS, unitPath } from "../../components/render/paths";
+import { vllmFlagTable } from "../../config/vllmFlags";
+import { RENDERABLE_VLLM_FLAGS } from "../fixtures";
 import { sleep, withExclusiveLab } from "../lab/lab-harness";
 import {
     NodeName,
@@ -318,6 +321,33 @@ describe("the real vLLM 0.31.0 in the lab, through pulumi up (venv runtime, mp e
         const inRange = await secondsUntilAnswering(endpoint, apiKey, MODEL, 120);
         figures[`this machine with firewall.apiAllowFrom [${ALLOWED_RANGE}]`] = `chat answered after ${inRange.seconds} s`;
         assert.equal(await status(`http://${HEAD}:${API_PORT}/health`), 200, "this machine (10.77.0.1) is in the range");
+    });
+
+    it("vLLM 0.31.0's own argument parser agrees with the shipped 0.31.0 flag table, on every flag the renderer can emit and on every spelling", (t) => {
+        // The parser `vllm serve` builds (vllm/entrypoints/cli/serve.py: make_arg_parser from
+        // vllm/entrypoints/launchers/cli_args.py on a FlexibleArgumentParser), in the node's real vLLM.
+        const code = [
+            "import json",
+            "from vllm.utils.argparse_utils import FlexibleArgumentParser",
+            "from vllm.entrypoints.launchers.cli_args import make_arg_parser",
+            "p = make_arg_parser(FlexibleArgumentParser())",
+            "print(json.dumps(sorted({o for a in p._actions for o in a.option_strings})))",
+        ].join("\n");
+        const out = ssh("spark-a", `${VENV}/bin/python -c ${shellQuote(code)} 2>/dev/null | tail -n 1`, 300);
+        const real = new Set((JSON.parse(out) as string[]).filter((o) => o !== "-h" && o !== "--help"));
+        const table = vllmFlagTable(VLLM_VERSION);
+        assert.ok(table, "a 0.31.0 table");
+        const spellings = new Set(table.args.flatMap((a) => a.options));
+        const rendered = RENDERABLE_VLLM_FLAGS.map(
+            (flag) => `${flag}: ${real.has(flag) ? "parser has it" : "parser lacks it"}, table ${spellings.has(flag) ? "has it" : "lacks it"}`,
+        );
+        const disagree = RENDERABLE_VLLM_FLAGS.filter((flag) => real.has(flag) !== spellings.has(flag));
+        figures["real parser vs table (0.31.0)"] =
+            `${RENDERABLE_VLLM_FLAGS.length} rendered flags, ${disagree.length} disagreements; all spellings: parser ${real.size}, table ${spellings.size}`;
+        t.diagnostic(rendered.join("; "));
+        assert.deepEqual(disagree, []);
+        assert.deepEqual([...spellings].filter((o) => !real.has(o)).sort(), [], "every spelling in the table is the parser's");
+        assert.deepEqual([...real].filter((o) => !spellings.has(o)).sort(), [], "every spelling of the parser is in the table");
     });
 
     it("a second pulumi up changes nothing", () => {
