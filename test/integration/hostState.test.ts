@@ -266,7 +266,8 @@ describe("the hosts as they are: drift through refresh, and spark-b's management
         t.diagnostic(`destroy: ${destroy.seconds} s in all; ${before.length - left.length} of ${before.length} commands removed`);
         t.diagnostic(`left in the stack on spark-a (they wait for spark-b's Ray worker or model copy): ${leftOnA.join(", ")}`);
         t.diagnostic(`left on spark-a's disk: ${ours("spark-a").join(", ")}`);
-        assert.ok(!left.some((name) => name.startsWith("spark-a-vllm")), "spark-a's vLLM is gone (nothing waits on it)");
+        // (spark-a-vllm-probe, a read-only probe, stays with the host layers it comes before.)
+        assert.ok(!left.some((name) => /^spark-a-vllm(-(secrets|unit|ready))?$/.test(name)), "spark-a's vLLM is gone (nothing waits on it)");
         assert.equal(ssh("spark-a", `ls ${unitPath(UNITS.vllm)} 2>/dev/null || true`).trim(), "", "spark-a's vLLM unit is removed");
         assert.ok(
             left.some((name) => name.startsWith("spark-b-")),

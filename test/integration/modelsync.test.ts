@@ -95,7 +95,7 @@ describe("model sync on the lab's Spark pair: downloaded once on the head, copie
         }
         assert.equal(repoListing("spark-b", TINY), repoListing("spark-a", TINY), "spark-b holds exactly the head's copy (sizes, links, revision)");
         // Progress reached the up output; the pull went to the head's interconnect address; no token anywhere in it.
-        assert.match(out, /downloading lab\/tiny-chat from the Hugging Face hub on spark-a with a throwaway container of nvcr\.io\/nvidia\/vllm:25\.09-py3/);
+        assert.match(out, /downloading lab\/tiny-chat from the Hugging Face hub on spark-a with a throwaway container of nvcr\.io\/nvidia\/vllm:26\.10-py3/);
         assert.match(out, /pulling lab\/tiny-chat from spark-a \(192\.168\.100\.11\)/);
         assert.match(out, /every other node holds lab\/tiny-chat; stopped serving it/);
         assert.ok(!out.includes(HF_TOKEN), "the HF token is not in the up output");
