@@ -1,6 +1,10 @@
 // Fixtures the renderer tests share: the runtimes as the config defaults them.
 import { DEFAULT_VLLM_IMAGE, type DockerRuntime, type VenvRuntime } from "../config";
 import assert from "node:assert/strict";
+import { type SpawnSyncReturns, spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
 import { type VllmServeSpec, vllmServeArgv } from "../components/render/vllm";
 
 /** A node's docker runtime with the seeds' defaults (privileged, memlock, /dev/infiniband, 16g shm). */
@@ -64,3 +68,18 @@ function optionsOf(argv: string[]): string[] {
 
 /** Every flag the renderer can emit (vllmServeArgv), sorted: the Ray executor, and rank 0 and a headless rank of the mp executor. */
 export const RENDERABLE_VLLM_FLAGS: string[] = [...new Set(Object.values(SPECS).flatMap((s) => optionsOf(vllmServeArgv(s))))].sort();
+
+/**
+ * Runs a probe script (made from the venv's path) against a throwaway venv whose `bin/python` is
+ * `python` (a shell script), then removes the venv.
+ */
+export function runProbeInFakeVenv(python: string, script: (venv: VenvRuntime) => string): SpawnSyncReturns<string> {
+    const venv = fs.mkdtempSync(path.join(os.tmpdir(), "probe-venv-"));
+    try {
+        fs.mkdirSync(path.join(venv, "bin"));
+        fs.writeFileSync(path.join(venv, "bin", "python"), python, { mode: 0o755 });
+        return spawnSync("bash", ["-c", script({ kind: "venv", path: venv })], { encoding: "utf8" });
+    } finally {
+        fs.rmSync(venv, { recursive: true, force: true });
+    }
+}

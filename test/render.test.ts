@@ -59,7 +59,7 @@ import {
     renderRayUnit,
 } from "../components/render/ray";
 import { VllmServeSpec, chatReadyScript, renderVllmUnit, vllmServeArgv } from "../components/render/vllm";
-import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE } from "./fixtures";
+import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE, runProbeInFakeVenv } from "./fixtures";
 import { argvText, matchSnapshot, unusedSnapshots } from "./snapshot";
 
 // ---------------------------------------------------------------------------------------------
@@ -928,16 +928,8 @@ describe("the API key", () => {
 describe("the node probes", () => {
     /** Runs the Ray probe against a fake venv whose python prints `version` (or fails when undefined). */
     function rayProbeWith(version: string | undefined) {
-        const venv = fs.mkdtempSync(path.join(os.tmpdir(), "probe-venv-"));
-        try {
-            fs.mkdirSync(path.join(venv, "bin"));
-            const python =
-                version === undefined ? "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'ray'\" >&2\nexit 1\n" : `#!/bin/sh\necho ${version}\n`;
-            fs.writeFileSync(path.join(venv, "bin", "python"), python, { mode: 0o755 });
-            return spawnSync("bash", ["-c", rayProbeScript({ node: "thor-1", runtime: { kind: "venv", path: venv } })], { encoding: "utf8" });
-        } finally {
-            fs.rmSync(venv, { recursive: true, force: true });
-        }
+        const python = version === undefined ? "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'ray'\" >&2\nexit 1\n" : `#!/bin/sh\necho ${version}\n`;
+        return runProbeInFakeVenv(python, (runtime) => rayProbeScript({ node: "thor-1", runtime }));
     }
 
     it("the Ray probe reports the runtime's Ray version", () => {

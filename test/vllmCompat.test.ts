@@ -3,9 +3,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import * as fs from "node:fs";
-import * as os from "node:os";
-import * as path from "node:path";
 import { vllmServeArgv } from "../components/render/vllm";
 import { vllmProbeScript } from "../components/render/probe";
 import {
@@ -18,7 +15,7 @@ import {
     vllmCheckScript,
     vllmVerdict,
 } from "../components/render/vllmCompat";
-import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE } from "./fixtures";
+import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE, runProbeInFakeVenv } from "./fixtures";
 
 /** Two made-up tables: --old goes away after 1.0, --new arrives in 2.0. */
 const FAKE: FlagTables = {
@@ -154,15 +151,8 @@ describe("the vLLM check", () => {
 describe("the vLLM probe", () => {
     /** Runs the probe against a fake venv whose python prints `version` (or fails when undefined). */
     function probeWith(version: string | undefined) {
-        const venv = fs.mkdtempSync(path.join(os.tmpdir(), "probe-venv-"));
-        try {
-            fs.mkdirSync(path.join(venv, "bin"));
-            const python = version === undefined ? "#!/bin/sh\necho 'No module named vllm' >&2\nexit 1\n" : `#!/bin/sh\necho ${version}\n`;
-            fs.writeFileSync(path.join(venv, "bin", "python"), python, { mode: 0o755 });
-            return spawnSync("bash", ["-c", vllmProbeScript({ node: "thor-1", runtime: { kind: "venv", path: venv } })], { encoding: "utf8" });
-        } finally {
-            fs.rmSync(venv, { recursive: true, force: true });
-        }
+        const python = version === undefined ? "#!/bin/sh\necho 'No module named vllm' >&2\nexit 1\n" : `#!/bin/sh\necho ${version}\n`;
+        return runProbeInFakeVenv(python, (runtime) => vllmProbeScript({ node: "thor-1", runtime }));
     }
 
     it("reports the venv's vLLM version (no image ID for a venv)", () => {
