@@ -1,6 +1,7 @@
 // The interconnect's netplan file and the scripts that apply, verify and
 // remove it. Only the interconnect interfaces appear: the management
 // interface is never touched.
+import * as yaml from "js-yaml";
 import { HOST_LIB } from "./host/lib";
 import { fileDriftLine, readScript } from "./host/read";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
@@ -14,29 +15,31 @@ export interface NetplanSpec {
     peers: { node: string; ip: string; via: string }[];
 }
 
+/**
+ * How the YAML is written: two-space indent, sequences indented under their key, block style
+ * throughout, no folding, no anchors. A string that would read back as another type (`'123'`,
+ * `'true'`) is quoted; addresses and kernel interface names come out plain.
+ */
+const NETPLAN_DUMP_OPTIONS: yaml.DumpOptions = {
+    // Maps keep insertion order (a plain object would move an all-digit interface name first).
+    schema: yaml.DUMP_SCHEMA.withTags(yaml.realMapTag),
+    indent: 2,
+    seqNoIndent: false,
+    flowLevel: -1,
+    lineWidth: -1,
+    noRefs: true,
+};
+
 /** netplan YAML for the interconnect: static addresses, MTU, no DHCP, no link-local. */
 export function renderNetplan(spec: NetplanSpec): string {
-    const lines = [
-        `# ${MANAGED_MARKER}`,
-        `# Interconnect of ${spec.node}; removed by \`pulumi destroy\`.`,
-        "network:",
-        "  version: 2",
-        "  renderer: networkd",
-        "  ethernets:",
-    ];
-    for (const iface of spec.interfaces) {
-        lines.push(
-            `    ${iface.name}:`,
-            "      dhcp4: false",
-            "      dhcp6: false",
-            "      link-local: []",
-            "      addresses:",
-            `        - ${iface.address}`,
-            `      mtu: ${spec.mtu}`,
-            "      optional: true",
-        );
-    }
-    return lines.join("\n") + "\n";
+    const ethernets = new Map(
+        spec.interfaces.map((iface) => [
+            iface.name,
+            { dhcp4: false, dhcp6: false, "link-local": [], addresses: [iface.address], mtu: spec.mtu, optional: true },
+        ]),
+    );
+    const header = [`# ${MANAGED_MARKER}`, `# Interconnect of ${spec.node}; removed by \`pulumi destroy\`.`];
+    return header.join("\n") + "\n" + yaml.dump({ network: { version: 2, renderer: "networkd", ethernets } }, NETPLAN_DUMP_OPTIONS);
 }
 
 /**
