@@ -7,9 +7,12 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ./scripts/bootstrap.sh
 source scripts/env.sh
 
-echo "== host tools the tests run (Debian packages): nft checks the rendered firewall rules"
+echo "== host tools the tests run (Debian packages): nft checks the rendered firewall rules, netplan reads the rendered netplan files"
 if ! command -v nft >/dev/null; then
   apt-get install -y -q nftables >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q nftables >/dev/null; }
+fi
+if ! command -v netplan >/dev/null; then
+  apt-get install -y -q netplan.io >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q netplan.io >/dev/null; }
 fi
 
 echo "== typecheck (tsc, strict), lint (eslint + @pulumi/eslint-plugin) and format (prettier)"
