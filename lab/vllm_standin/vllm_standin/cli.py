@@ -52,7 +52,9 @@ Failure semantics (vLLM 0.33):
   LAB_VLLM_ENGINE_DEAD_EXIT (default 1, so systemd's Restart=on-failure restarts it). NOTE: in
   vLLM 0.33's source that path returns normally from run_server() (no explicit exit status), so a
   real server may well exit 0 here: set LAB_VLLM_ENGINE_DEAD_EXIT=0 to test a unit against that.
-  A --headless peer exits 1 as soon as its head goes away; the head's engine dies when a peer does.
+  A --headless peer does NOT exit when its head goes away (real vLLM 0.31 does not either: its
+  workers wait on the dead head's queue); it closes the connection and waits to be stopped. The
+  head's engine dies when a peer does.
 """
 
 import json
@@ -484,10 +486,20 @@ def _mp_headless(args):
     signal.signal(signal.SIGINT, on_signal)
     while not stop.is_set():
         if gone.wait(0.5):
-            logger.error("lost the head node (%s); the distributed group is broken, exiting", link.lost)
-            link.close()
-            return 1
+            break
     link.close()
+    if stop.is_set():
+        return 0
+    # Real vLLM (0.31, checked on the lab's real-vLLM runtime): the headless rank does not notice.
+    # run_headless() watches only its local workers, which wait on the head's broadcast queue
+    # (vllm/distributed/device_communicators/shm_broadcast.py) and log this every
+    # VLLM_RINGBUFFER_WARNING_INTERVAL (60 s) until they are stopped. The stand-in closes its end
+    # of the connection (real workers leave theirs in CLOSE_WAIT: neither is "established") and waits.
+    interval = _env_float("VLLM_RINGBUFFER_WARNING_INTERVAL", 60)
+    while not stop.wait(interval):
+        logger.info("No available shared memory broadcast block found in %d seconds. This typically happens "
+                    "when some processes are hanging or doing some time-consuming work (e.g. compilation, "
+                    "weight/kv cache quantization).", int(interval))
     return 0
 
 
