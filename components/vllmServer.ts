@@ -8,7 +8,7 @@ import { installFileFromStdinScript, installUnitScript, removeFilesScript, remov
 import { secretFileReadScript, unitReadScript } from "./render/host/read";
 import { contentHash } from "./render/host/shell";
 import { CONFIG_DIR, UNITS, VLLM_SECRETS_PATH } from "./render/paths";
-import { VllmServeSpec, chatReadyScript, renderVllmSecrets, renderVllmUnit } from "./render/vllm";
+import { VllmServeSpec, chatReadyScript, renderVllmFollowUnit, renderVllmSecrets, renderVllmUnit } from "./render/vllm";
 
 const TYPE = typeToken("VllmServer");
 
@@ -89,6 +89,19 @@ export class VllmServer extends pulumi.ComponentResource {
             },
             { parent: this, dependsOn: [secrets], customTimeouts: { create: "10m", update: "10m" } },
         );
+        // A headless rank follows its head: its follower unit restarts it when the head's engine ends.
+        const followUnit = renderVllmFollowUnit(args.serve);
+        if (followUnit !== undefined) {
+            args.host.command(
+                `${name}-follow`,
+                {
+                    create: installUnitScript(UNITS.vllmFollow, followUnit),
+                    delete: removeUnitScript(UNITS.vllmFollow),
+                    read: unitReadScript(UNITS.vllmFollow, followUnit),
+                },
+                { parent: this, dependsOn: [unitCommand] },
+            );
+        }
         this.generation = pulumi.secret(pulumi.all([this.unit, secretsFile]).apply(([unit, file]) => contentHash(`${unit}\n${file}`)));
         if (rank === 0) {
             readinessCommand(

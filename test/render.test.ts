@@ -58,7 +58,7 @@ import {
     renderRayEnv,
     renderRayUnit,
 } from "../components/render/ray";
-import { VllmServeSpec, chatReadyScript, renderVllmUnit, vllmServeArgv } from "../components/render/vllm";
+import { VllmServeSpec, chatReadyScript, renderVllmFollowUnit, renderVllmUnit, vllmFollowArgv, vllmServeArgv } from "../components/render/vllm";
 import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE, runProbeInFakeVenv } from "./fixtures";
 import { argvText, matchSnapshot, unusedSnapshots } from "./snapshot";
 
@@ -592,6 +592,69 @@ describe("host scripts", () => {
 // ---------------------------------------------------------------------------------------------
 // Every rendered bash script parses
 // ---------------------------------------------------------------------------------------------
+
+describe("the headless rank's follower unit", () => {
+    const unit = renderVllmFollowUnit(VLLM_MP_RANK1);
+    const argv = vllmFollowArgv("spark-cluster-vllm", VLLM_MP_RANK1.multiNode!.masterAddr, VLLM_MP_RANK1.multiNode!.masterPort);
+
+    it("snapshot; only a headless rank has one", () => {
+        assert.ok(unit);
+        matchSnapshot("render.unit.vllm-follow-rank1.service", unit);
+        assert.equal(renderVllmFollowUnit({ ...VLLM_MP_RANK1, multiNode: { ...VLLM_MP_RANK1.multiNode!, rank: 0 } }), undefined);
+        assert.equal(renderVllmFollowUnit({ ...VLLM_MP_RANK1, multiNode: undefined }), undefined);
+        assert.match(unit, /^PartOf=spark-cluster-vllm\.service$/m);
+    });
+
+    it("its ExecStart parses back to the loop's argv, and the loop passes bash -n", () => {
+        const execStart = unit!.split("\n").find((line) => line.startsWith("ExecStart="));
+        assert.deepEqual(systemdSplit(execStart!.slice("ExecStart=".length)), argv);
+        const check = bashCheck(argv[2]);
+        assert.equal(check.status, 0, check.stderr);
+        assert.equal(check.stderr, "");
+    });
+
+    // The loop against stand-ins for sleep, ss and systemctl on PATH: each call of `ss` answers the
+    // next line of a script (1 = a connection to the master port, 0 = none), `systemctl show` the
+    // next MainPID, and `systemctl restart` is recorded with the call number it came at.
+    function follow(connections: string, pids: string): string[] {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "follow-"));
+        try {
+            fs.writeFileSync(path.join(dir, "conn"), connections.split("").join("\n") + "\n");
+            fs.writeFileSync(path.join(dir, "pids"), pids.split(" ").join("\n") + "\n");
+            const next = (file: string) =>
+                `n=$(( $(cat ${dir}/${file}.n 2>/dev/null || echo 0) + 1 )); echo $n > ${dir}/${file}.n; line=$(sed -n "\${n}p" ${dir}/${file})`;
+            const stub = (name: string, body: string) => fs.writeFileSync(path.join(dir, name), `#!/bin/bash\n${body}\n`, { mode: 0o755 });
+            // The loop ends when the connection script runs out (`sleep` fails).
+            stub("sleep", `[ "$(cat ${dir}/conn.n 2>/dev/null || echo 0)" -lt "$(wc -l < ${dir}/conn)" ]`);
+            stub("ss", `${next("conn")}; [ "$line" = 1 ] && echo "ESTAB 0 0 10.0.0.2:40000 $5:$8" || true`);
+            stub(
+                "systemctl",
+                `if [ "$1" = show ]; then ${next("pids")}; echo "\${line:-$(tail -n 1 ${dir}/pids)}"; else echo "$* at $(cat ${dir}/conn.n)" >> ${dir}/log; fi`,
+            );
+            const run = spawnSync(argv[0], argv.slice(1), { encoding: "utf8", timeout: 20_000, env: { ...process.env, PATH: `${dir}:${process.env.PATH}` } });
+            assert.equal(run.error, undefined);
+            return fs.existsSync(path.join(dir, "log")) ? fs.readFileSync(path.join(dir, "log"), "utf8").trim().split("\n") : [];
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    }
+
+    it("restarts the vLLM unit once the connection it had is gone for three checks in a row", () => {
+        assert.deepEqual(follow("0001110000", "100"), ["restart --no-block spark-cluster-vllm.service at 9"]);
+    });
+
+    it("never restarts a rank that has not joined yet, nor on a gap shorter than three checks", () => {
+        assert.deepEqual(follow("0000000", "100"), []);
+        assert.deepEqual(follow("1100110011", "100"), []);
+    });
+
+    it("starts the watch over when the vLLM unit has a new MainPID (it restarted for another reason)", () => {
+        // The connection goes away as the unit restarts (MainPID 100 -> 0 -> 200): no restart of ours.
+        assert.deepEqual(follow("110000000", "100 100 100 0 200"), []);
+        // Then the new process joins and loses its head again: restarted.
+        assert.deepEqual(follow("1100011000", "100 100 0 200"), ["restart --no-block spark-cluster-vllm.service at 10"]);
+    });
+});
 
 describe("bash -n on every rendered script", () => {
     for (const { name, script } of SCRIPTS) {

@@ -26,7 +26,14 @@ export const FIREWALL_RULES_PATH = `${CONFIG_DIR}/firewall.nft`;
 
 export const UNIT_DIR = "/etc/systemd/system";
 /** Our systemd units, without `.service`. */
-export const UNITS = { ray: "spark-cluster-ray", vllm: "spark-cluster-vllm", pfc: "spark-cluster-pfc", firewall: "spark-cluster-firewall" } as const;
+export const UNITS = {
+    ray: "spark-cluster-ray",
+    vllm: "spark-cluster-vllm",
+    /** On a headless rank (mp executor): restarts the vLLM unit when the head's engine ends. */
+    vllmFollow: "spark-cluster-vllm-follow",
+    pfc: "spark-cluster-pfc",
+    firewall: "spark-cluster-firewall",
+} as const;
 /** Container names of our units (docker runtime), so ExecStop and `docker exec` find them. */
 export const CONTAINER_NAMES = { ray: "spark-cluster-ray", vllm: "spark-cluster-vllm" } as const;
 

@@ -4,7 +4,7 @@ import type { ModelConfig, Runtime } from "../../config";
 import { HOST_LIB } from "./host/lib";
 import { EnvFileReader, pythonReadEnvValue, renderEnvFile } from "./host/envFile";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
-import { renderUnit } from "./host/systemd";
+import { renderUnit, systemdJoin, systemdText } from "./host/systemd";
 import { CONTAINER_NAMES, MANAGED_MARKER, RAY_ENV_PATH, RUNTIME_ENV_PATH, UNITS, VLLM_SECRETS_PATH } from "./paths";
 
 /** What `vllm serve` is rendered from: the model settings as config resolves them, plus the mp executor's rank. */
@@ -105,6 +105,63 @@ export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: s
         inputs: { "runtime.env": envHash, ...(peersHash ? { "units of ranks 1+": peersHash } : {}) },
         after: rayAddress ? [`${UNITS.ray}.service`] : [],
     });
+}
+
+/**
+ * The loop of the follower unit (bash; its arguments: the vLLM unit, the head's address, its
+ * master port). A headless rank does not notice its head's engine ending: its workers wait on
+ * the head's message queue for ever (vLLM's `run_headless` watches only its local workers). While
+ * the rank is in the head's engine, its workers hold a TCP connection to the master port (the
+ * torch.distributed store of rank 0); once that connection has been seen and is then gone for
+ * three checks in a row (6 s), the follower restarts the vLLM unit, whose new rank joins the head's
+ * next engine. A new MainPID of the vLLM unit (it restarted for any reason) starts the watch over.
+ */
+const FOLLOW_LOOP = [
+    'unit=$1 head=$2 port=$3 pid="" seen=0 lost=0',
+    'echo "following the head: $unit restarts when its connection to $head:$port ends"',
+    "while sleep 2; do " +
+        'now=$(systemctl show -p MainPID --value "$unit.service"); ' +
+        'if [ "$now" != "$pid" ]; then pid=$now seen=0 lost=0; fi; ' +
+        'if [ "$pid" != 0 ] && [ -n "$(ss -Htn state established dst "$head" dport = ":$port")" ]; then ' +
+        '[ "$seen" = 1 ] || echo "in the head\'s engine ($unit pid $pid)"; seen=1 lost=0; ' +
+        'elif [ "$seen" = 1 ]; then lost=$((lost + 1)); ' +
+        'if [ "$lost" -ge 3 ]; then ' +
+        'echo "the head\'s engine at $head:$port ended: restarting $unit to join the next one"; ' +
+        'systemctl restart --no-block "$unit.service"; seen=0 lost=0; ' +
+        "fi; fi; done",
+].join("; ");
+
+/** The follower's argv: the loop above, with the unit, the head's address and port as its arguments. */
+export function vllmFollowArgv(unit: string, head: string, port: number): string[] {
+    return ["/bin/bash", "-c", FOLLOW_LOOP, "follow", unit, head, String(port)];
+}
+
+/**
+ * The follower unit of a headless rank (mp executor, rank 1+): runs on the host whatever vLLM's
+ * runtime (the ranks use the host's network), stops with the vLLM unit (PartOf).
+ */
+export function renderVllmFollowUnit(spec: VllmServeSpec): string | undefined {
+    const multiNode = spec.multiNode;
+    if (!multiNode || multiNode.rank === 0) return undefined;
+    return (
+        [
+            `# ${MANAGED_MARKER}`,
+            "[Unit]",
+            `Description=${systemdText(`spark-cluster: restarts headless rank ${multiNode.rank} of vLLM when the head's engine ends`)}`,
+            `After=${UNITS.vllm}.service`,
+            `PartOf=${UNITS.vllm}.service`,
+            "StartLimitIntervalSec=0",
+            "",
+            "[Service]",
+            "Type=simple",
+            `ExecStart=${systemdJoin(vllmFollowArgv(UNITS.vllm, multiNode.masterAddr, multiNode.masterPort))}`,
+            "Restart=always",
+            "RestartSec=5",
+            "",
+            "[Install]",
+            "WantedBy=multi-user.target",
+        ].join("\n") + "\n"
+    );
 }
 
 /** The root-only env file vLLM reads its API key (and the HF token) from. */
