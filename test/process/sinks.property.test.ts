@@ -30,7 +30,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import * as yaml from "js-yaml";
 import { z } from "zod";
-import { ClusterConfigSchema, Config, ConfigError, formatPath, parseConfig } from "../config";
+import { ClusterConfigSchema, Config, ConfigError, formatPath, parseConfig } from "../../config";
 import { FakeDockerDaemon, pythonBatch, systemdAvailable, vllmStandInDir } from "./sinkParsers";
 import { RenderPool } from "./sinkRender";
 import {
@@ -58,7 +58,7 @@ import {
 
 const SEED = process.env.SPARK_PROPERTY_SEED !== undefined ? Number(process.env.SPARK_PROPERTY_SEED) >>> 0 : randomInt(0, 2 ** 31);
 const PER_KEY = Number(process.env.SPARK_PROPERTY_COUNT ?? 150);
-const ROOT = path.resolve(__dirname, "..", "..");
+const ROOT = path.resolve(__dirname, "..", "..", "..");
 /** Where a value that escaped its quoting would leave a file (every value that carries `touch` names it; named by the seed, so a seed gives the same values). */
 const MARKER_DIR = path.join(os.tmpdir(), `sinkprop-markers-${SEED}`);
 fs.rmSync(MARKER_DIR, { recursive: true, force: true });

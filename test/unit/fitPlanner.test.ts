@@ -6,7 +6,7 @@
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { FitNode, FitResult, GIB, ModelDescription, ServingPlan, UNIFIED_GPU_MEMORY_GIB, evaluatePlan, planFit } from "../config/fitPlanner";
+import { FitNode, FitResult, GIB, ModelDescription, ServingPlan, UNIFIED_GPU_MEMORY_GIB, evaluatePlan, planFit } from "../../config/fitPlanner";
 import {
     BYTES_PER_PARAM,
     ModelSizeConfig,
@@ -17,8 +17,8 @@ import {
     modelSizeFromHfConfig,
     pipelineStageLayers,
     weightDtypeFromHfConfig,
-} from "../config/modelSize";
-import { matchSnapshot } from "./snapshot";
+} from "../../config/modelSize";
+import { matchSnapshot } from "../support/snapshot";
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures
