@@ -85,7 +85,13 @@ async function runHarness(out: string): Promise<void> {
         created.push({ resource: args.resource, record, opts: args.opts as pulumi.CustomResourceOptions });
         return undefined;
     }, result.errors);
-    if (!(await allRegistered(created.map((c) => c.resource), 15_000)) && result.errors.length === 0) {
+    if (
+        !(await allRegistered(
+            created.map((c) => c.resource),
+            15_000,
+        )) &&
+        result.errors.length === 0
+    ) {
         result.errors.push("not every resource registered within 15 s");
     }
     for (const { record, opts } of created) {

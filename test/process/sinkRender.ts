@@ -100,7 +100,6 @@ function serve(): void {
     // most of a render's time.
     Error.stackTraceLimit = 0;
 
-
     const render = async (job: RenderJob): Promise<RenderResult> => {
         recorded = new Map();
         errors.length = 0;
