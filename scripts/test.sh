@@ -24,7 +24,7 @@ prettier --check --log-level warn "**/*.{ts,mjs}"
 echo "== Go tests of the project-built plugins (toolchain/plugins)"
 (cd toolchain/plugins && go test -count=1 ./...)
 
-echo "== Node tests: config, renderers, mocked graph, toolchain, lab and Pulumi integration"
+echo "== Node tests, every tier: test/unit, test/mocked, test/process, test/lab, test/integration"
 # One runner for all TypeScript tests; files run one at a time because the
 # integration tests share the lab. Its closing lines are the suite's result.
 # Only *.test.js: node 20 would also run every other file under a test/ folder.

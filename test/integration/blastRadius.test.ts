@@ -3,7 +3,7 @@
 // changed lines of what we render (not a blob), and applying it restarts Ray and vLLM only where
 // the change requires (their main PIDs compared before and after). The changes apply one after
 // the other; each row's expectation is relative to the row before. One table, printed as it runs.
-import { before, describe, it } from "node:test";
+import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -188,7 +188,8 @@ describe("blast radius: each everyday change touches exactly what it must (previ
     let session: Session;
     let apiKey = "";
     let model = "tiny-chat";
-    const table: string[] = [];
+    /** One row per change that converged: what its preview touched and which processes restarted. */
+    const table: { change: string; touched: string[]; restarted: Proc[]; line: string }[] = [];
 
     before(() => {
         // mp's multi-node flags need vLLM >= 0.11.1: the 26.10 image (vLLM 0.31.0), not the stack's 25.09 (0.10.1.1).
@@ -224,7 +225,7 @@ describe("blast radius: each everyday change touches exactly what it must (previ
             const restarted = (Object.keys(before) as Proc[]).filter((p) => before[p] !== after[p]).sort();
             await chat(pulumi(session, "stack", "output", "endpoint").trim(), apiKey, model);
             const line = `| ${row.change} | ${touched.join(", ")} | ${restarted.join(", ") || "none"} | ${seconds} s |`;
-            table.push(line);
+            table.push({ change: row.change, touched, restarted, line });
             t.diagnostic(line);
             for (const shown of row.diffShows) assert.match(diff, shown, `the diff shows ${String(shown)}:\n${diff}`);
             assert.deepEqual(touched, [...row.touches].sort(), `preview touches exactly the expected resources`);
@@ -232,9 +233,20 @@ describe("blast radius: each everyday change touches exactly what it must (previ
         });
     }
 
-    it("prints the table", (t) => {
-        t.diagnostic(["| change | preview touches | restarted | up |", "|---|---|---|---|", ...table].join("\n"));
+    it("prints the table: one row per change, each touching exactly its resources and processes", (t) => {
+        t.diagnostic(["| change | preview touches | restarted | up |", "|---|---|---|---|", ...table.map((r) => r.line)].join("\n"));
+        assert.deepEqual(
+            table.map((r) => r.change),
+            ROWS.map((r) => r.change),
+            "every change has its row, in order",
+        );
+        for (const [i, row] of ROWS.entries()) {
+            assert.deepEqual(table[i].touched, [...row.touches].sort(), `${row.change}: the row's preview touches`);
+            assert.deepEqual(table[i].restarted, [...row.restarts].sort(), `${row.change}: the row's restarts`);
+        }
     });
 
-    it("removes its scratch backend", () => removeSession(session));
+    after(() => {
+        if (session) removeSession(session);
+    });
 });

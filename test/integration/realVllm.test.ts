@@ -29,7 +29,7 @@ import * as yaml from "js-yaml";
 import { shellQuote } from "../../components/render/host/shell";
 import { UNITS, unitPath } from "../../components/render/paths";
 import { vllmFlagTable } from "../../config/vllmFlags";
-import { RENDERABLE_VLLM_FLAGS } from "../fixtures";
+import { RENDERABLE_VLLM_FLAGS } from "../support/fixtures";
 import { sleep, withExclusiveLab } from "../lab/lab-harness";
 import {
     NodeName,

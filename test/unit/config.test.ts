@@ -40,8 +40,8 @@ import {
     renderIssue,
     resolveParallelism,
     resolveTransport,
-} from "../config";
-import { IMAGE_REFERENCE } from "../config/schemaFields";
+} from "../../config";
+import { IMAGE_REFERENCE } from "../../config/schemaFields";
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures

@@ -3,7 +3,7 @@
  * resource's type, name, inputs as the engine would receive them, parent and explicit dependsOn.
  *
  * Pulumi's mocks are process-global, so graph.test.ts runs each scenario in its own process:
- * `node build/test/graphHarness.js <out.json>` with the scenario (stack config values and the
+ * `node build/test/mocked/graphHarness.js <out.json>` with the scenario (stack config values and the
  * names of the secret keys) as JSON on stdin. The result is written to <out.json> (stdout is
  * left to Pulumi's own log lines).
  *
@@ -14,7 +14,8 @@
  */
 import * as fs from "node:fs";
 import * as pulumi from "@pulumi/pulumi";
-import { parseConfig } from "../config";
+import { parseConfig } from "../../config";
+import { LAB_IBDEV2NETDEV, MOCK_HOST_KEY, message, setCommandMocks, untilSettledOrStalled } from "../support/mockHarness";
 
 /** What graph.test.ts sends to the harness. */
 export interface Scenario {
@@ -56,19 +57,9 @@ export interface ScenarioResult {
     outputs: { endpoint?: string; servedModel?: string; transport?: string; dashboard?: string; roce?: Record<string, string> };
 }
 
-/** The key and value Pulumi marks a serialized secret with (runtime/rpc.ts). */
-export const SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d";
-export const SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270";
-
-/** ibdev2netdev on a lab Spark: both twins, linked up. */
-export const LAB_IBDEV2NETDEV = "rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)\nroceP2p1s0f1 port 1 ==> enP2p1s0f1np1 (Up)\n";
-
 const EXPECTED_TYPE = /^(spark-cluster:index:[A-Za-z]+|command:remote:Command)$/;
 
 /** The `stdout` a mocked remote.Command reports. */
-/** The host key a mocked SSH step reports. */
-export const MOCK_HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGraphTestHostKeyGraphTestHostKeyGraphTest";
-
 function mockStdout(name: string): string {
     if (name.endsWith("-ssh")) {
         return `ssh ok: ${name.replace(/-ssh$/, "")}\nhost-key=${MOCK_HOST_KEY}\n`;
@@ -87,37 +78,6 @@ function mockStdout(name: string): string {
 }
 
 /**
- * `done`, or "stopped" when it does not come (a failed registration never resolves): `limitMs`
- * after the start, or once `errors` has entries and none came for `quietMs` (checked every `tickMs`).
- */
-export async function untilSettledOrStalled<T>(
-    done: Promise<T>,
-    errors: readonly unknown[],
-    bounds: { limitMs: number; quietMs: number; tickMs: number },
-): Promise<T | "stopped"> {
-    let timer: NodeJS.Timeout | undefined;
-    const stopped = new Promise<"stopped">((resolve) => {
-        const start = Date.now();
-        let quietSince = Date.now();
-        let count = 0;
-        timer = setInterval(() => {
-            if (errors.length !== count) {
-                count = errors.length;
-                quietSince = Date.now();
-            }
-            if (Date.now() - start > bounds.limitMs || (count > 0 && Date.now() - quietSince > bounds.quietMs)) {
-                resolve("stopped");
-            }
-        }, bounds.tickMs);
-    });
-    try {
-        return await Promise.race([done, stopped]);
-    } finally {
-        clearInterval(timer);
-    }
-}
-
-/**
  * The names of a dependsOn list. A Promise of a resource (a step made after its dependents, such
  * as the cluster's vLLM check) is named once it resolved; an Output is not a dependency we write.
  */
@@ -125,10 +85,6 @@ async function namesOf(dependsOn: unknown): Promise<string[]> {
     const list: unknown[] = dependsOn === undefined ? [] : Array.isArray(dependsOn) ? dependsOn : [dependsOn];
     const resolved = await Promise.all(list.map((dep) => (dep instanceof Promise ? dep : Promise.resolve(dep))));
     return resolved.map((dep) => (pulumi.Resource.isInstance(dep) ? pulumi.resourceName(dep) : "<not a resource: an Output>"));
-}
-
-function message(err: unknown): string {
-    return err instanceof Error ? err.message : String(err);
 }
 
 /** Builds the cluster of `scenario` on the mock monitor and records its graph. */
@@ -141,29 +97,20 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     const created: pulumi.Resource[] = [];
     process.on("unhandledRejection", (err) => errors.push(message(err)));
 
-    await pulumi.runtime.setMocks(
-        {
-            newResource(args: pulumi.runtime.MockResourceArgs): pulumi.runtime.MockResourceResult {
-                if (!EXPECTED_TYPE.test(args.type)) {
-                    unexpectedTypes.push(args.type);
-                    throw new Error(`unexpected resource type ${args.type} (${args.name})`);
-                }
-                inputsByName.set(args.name, { type: args.type, custom: args.custom ?? false, inputs: args.inputs });
-                const state = args.type === "command:remote:Command" ? { ...args.inputs, stdout: mockStdout(args.name), stderr: "" } : {};
-                return { id: args.custom ? `${args.name}-id` : undefined, state };
-            },
-            call(args: pulumi.runtime.MockCallArgs): pulumi.runtime.MockCallResult {
-                unexpectedTypes.push(`call ${args.token}`);
-                throw new Error(`unexpected call ${args.token}`);
-            },
+    await setCommandMocks({
+        stdout: mockStdout,
+        onResource: (args) => {
+            if (!EXPECTED_TYPE.test(args.type)) {
+                unexpectedTypes.push(args.type);
+                throw new Error(`unexpected resource type ${args.type} (${args.name})`);
+            }
+            inputsByName.set(args.name, { type: args.type, custom: args.custom ?? false, inputs: args.inputs });
         },
-        "spark-cluster",
-        "dev",
-        false,
-    );
+        onCall: (args) => unexpectedTypes.push(`call ${args.token}`),
+    });
 
     // Only now load the component code, so every resource it creates meets the mocks.
-    const { SparkCluster } = await import("../components/sparkCluster");
+    const { SparkCluster } = await import("../../components/sparkCluster");
     const config = parseConfig({ values: scenario.values, secretKeys: new Set(scenario.secretKeys) });
 
     let cluster: InstanceType<typeof SparkCluster> | undefined;

@@ -1,7 +1,7 @@
 /**
  * The model layer's renderers (components/render/modelSync.ts): the download on the head, the
  * head's rsync daemon and its config, a worker's pull, the deletes that keep (or remove) the
- * cache, and the local-path check. Pinned by snapshots (test/__snapshots__/modelSync.*.snap),
+ * cache, and the local-path check. Pinned by snapshots (test/unit/__snapshots__/modelSync.*.snap),
  * every script through `bash -n`, and the properties the design rests on: the HF token and the
  * sync secret never in a script, the daemon bound to the head's interconnect address and open to
  * each worker's addresses only, the cache left unless model.removeCacheOnDestroy.
@@ -9,9 +9,9 @@
 import { describe, it, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { parseConfig } from "../config";
-import { HOST_LIB } from "../components/render/host/lib";
-import { dockerRunArgv } from "../components/render/host/runtime";
+import { parseConfig } from "../../config";
+import { HOST_LIB } from "../../components/render/host/lib";
+import { dockerRunArgv } from "../../components/render/host/runtime";
 import {
     HF_HOME_DIR,
     MODEL_SYNC_PORT,
@@ -26,10 +26,10 @@ import {
     modelServeRemovalScript,
     modelServeScript,
     renderModelRsyncdConf,
-} from "../components/render/modelSync";
-import { renderVllmUnit } from "../components/render/vllm";
-import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE } from "./fixtures";
-import { matchSnapshot, unusedSnapshots } from "./snapshot";
+} from "../../components/render/modelSync";
+import { renderVllmUnit } from "../../components/render/vllm";
+import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE } from "../support/fixtures";
+import { matchSnapshot, unusedSnapshots } from "../support/snapshot";
 
 const REPO = "Qwen/Qwen2.5-7B-Instruct";
 const SERVE: ModelServeSpec = {

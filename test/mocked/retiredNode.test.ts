@@ -13,7 +13,7 @@
  *
  * Checked on Pulumi's mock monitor with the program itself (index.ts, inside a stack as the
  * language host runs it). Mocks are process-global: this file is also its own harness, run as
- * `node build/test/retiredNode.test.js` with SPARK_RETIRED_HARNESS_OUT set.
+ * `node build/test/mocked/retiredNode.test.js` with SPARK_RETIRED_HARNESS_OUT set.
  */
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -23,11 +23,11 @@ import * as os from "node:os";
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import * as yaml from "js-yaml";
+import { LAB_IBDEV2NETDEV, SECRET_SIG_KEY, allRegistered, message, runProgramInStack, setCommandMocks } from "../support/mockHarness";
 
-const root = path.resolve(__dirname, "..", "..");
+const root = path.resolve(__dirname, "..", "..", "..");
 const HARNESS_OUT = "SPARK_RETIRED_HARNESS_OUT";
 const API_KEY = "retired-node-test-api-key-0123456789";
-const SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d";
 
 /** One registered resource, as the engine would receive it. */
 interface Registered {
@@ -52,10 +52,6 @@ interface HarnessResult {
     errors: string[];
 }
 
-function message(err: unknown): string {
-    return err instanceof Error ? err.message : String(err);
-}
-
 /** A serialized secret's value. */
 function unsecret(value: unknown): Record<string, unknown> {
     const wrapped = value as Record<string, unknown>;
@@ -72,7 +68,7 @@ function mockStdout(name: string): string {
         return "vllm-version=0.10.1.1+lab.standin\nimage-id=sha256:mock\n";
     }
     if (name.endsWith("-probe")) {
-        return "rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)\nroceP2p1s0f1 port 1 ==> enP2p1s0f1np1 (Up)\n";
+        return LAB_IBDEV2NETDEV;
     }
     return name.endsWith("-roce-apply") ? "status=enabled: test" : "";
 }
@@ -81,40 +77,21 @@ async function runHarness(out: string): Promise<void> {
     const result: HarnessResult = { resources: [], errors: [] };
     const inputs = new Map<string, Record<string, unknown>>();
     process.on("unhandledRejection", (err) => result.errors.push(message(err)));
-    await pulumi.runtime.setMocks(
-        {
-            newResource(args: pulumi.runtime.MockResourceArgs): pulumi.runtime.MockResourceResult {
-                inputs.set(args.name, args.inputs);
-                const state = args.type === "command:remote:Command" ? { ...args.inputs, stdout: mockStdout(args.name), stderr: "" } : {};
-                return { id: args.custom ? `${args.name}-id` : undefined, state };
-            },
-            call(args: pulumi.runtime.MockCallArgs): pulumi.runtime.MockCallResult {
-                throw new Error(`unexpected call ${args.token}`);
-            },
-        },
-        "spark-cluster",
-        "dev",
-        false,
-    );
+    await setCommandMocks({ stdout: mockStdout, onResource: (args) => void inputs.set(args.name, args.inputs) });
     const created: { resource: pulumi.Resource; record: Registered; opts: pulumi.CustomResourceOptions }[] = [];
-    try {
-        await pulumi.runtime.runInPulumiStack(async () => {
-            // As the language host loads the program: nodeConnection registers its stack
-            // transformations first; this one runs after them and sees the final options.
-            await import("../components/nodeConnection");
-            pulumi.runtime.registerStackTransformation((args) => {
-                const record: Registered = { type: args.type, name: args.name, parent: args.opts.parent ? pulumi.resourceName(args.opts.parent) : undefined };
-                created.push({ resource: args.resource, record, opts: args.opts as pulumi.CustomResourceOptions });
-                return undefined;
-            });
-            return await import("../index");
-        });
-    } catch (err) {
-        result.errors.push(message(err));
-    }
-    const timeout = new Promise((resolve) => setTimeout(resolve, 15_000, "timeout"));
-    const urns = Promise.all(created.map((c) => new Promise((resolve) => c.resource.urn.apply(resolve))));
-    if ((await Promise.race([urns, timeout])) === "timeout" && result.errors.length === 0) {
+    // The program as the language host loads it; this transformation sees the final options.
+    await runProgramInStack((args) => {
+        const record: Registered = { type: args.type, name: args.name, parent: args.opts.parent ? pulumi.resourceName(args.opts.parent) : undefined };
+        created.push({ resource: args.resource, record, opts: args.opts as pulumi.CustomResourceOptions });
+        return undefined;
+    }, result.errors);
+    if (
+        !(await allRegistered(
+            created.map((c) => c.resource),
+            15_000,
+        )) &&
+        result.errors.length === 0
+    ) {
         result.errors.push("not every resource registered within 15 s");
     }
     for (const { record, opts } of created) {
@@ -195,7 +172,7 @@ function tests(): void {
     describe("a node's SSH connection gives up within ssh.connectTimeoutSeconds (components/nodeConnection.ts)", () => {
         it("the most 5 s tries that fit, with the provider's pauses (0.1 s growing 1.5x, at most 5 s)", async () => {
             // Loaded here, not at the top: the harness half of this file must load it after the mocks.
-            const { sshDialBudget } = await import("../components/nodeConnection");
+            const { sshDialBudget } = await import("../../components/nodeConnection");
             const table: [number, number, number, number][] = [
                 // bound, tries, per try, worst case
                 [5, 1, 5, 5],
@@ -318,7 +295,7 @@ function engineTests(): void {
     describe("the engine drops a retired node's commands without their delete (real CLI, no host)", () => {
         const tools = path.join(root, ".tools", "bin");
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "spark-retired-engine-"));
-        const nodeConnection = path.join(__dirname, "..", "components", "nodeConnection.js");
+        const nodeConnection = path.join(__dirname, "..", "..", "components", "nodeConnection.js");
         const port = (() => {
             // A port nothing listens on: connecting is refused at once.
             const r = spawnSync(

@@ -2,19 +2,19 @@
 // run in bash against files in a temporary directory and stand-ins for
 // systemctl, ip, mlnx_qos and lsmod on PATH. A script prints one line per
 // difference and nothing for a host as `up` left it. The lab's drift tests
-// (test/integration/drift.test.ts) run them on real systemd and networkd.
+// (test/integration/hostState.test.ts) run them on real systemd and networkd.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { installFilesScript } from "../components/render/host/files";
-import { READ_LIB, filesReadScript, readScript, secretFileReadScript, unitDriftLine } from "../components/render/host/read";
-import { netplanReadScript } from "../components/render/netplan";
-import { pfcReadScript, pfcVector, renderPeermemConf, renderPfcUnit } from "../components/render/pfc";
-import { firewallReadScript } from "../components/render/firewall";
-import { matchSnapshot } from "./snapshot";
+import { installFilesScript } from "../../components/render/host/files";
+import { READ_LIB, filesReadScript, readScript, secretFileReadScript, unitDriftLine } from "../../components/render/host/read";
+import { netplanReadScript } from "../../components/render/netplan";
+import { pfcReadScript, pfcVector, renderPeermemConf, renderPfcUnit } from "../../components/render/pfc";
+import { firewallReadScript } from "../../components/render/firewall";
+import { matchSnapshot } from "../support/snapshot";
 
 /** A temporary directory with a bin/ of stand-in commands (bash scripts) first on PATH. */
 function sandbox(commands: Record<string, string>): { dir: string; run: (script: string, stdin?: string) => { status: number | null; stdout: string } } {

@@ -1,6 +1,6 @@
 /**
  * A tiny snapshot helper for the renderer tests: the rendered text is compared with
- * `test/__snapshots__/<name>.snap`, stored as the raw text (no JSON escaping), so a reviewer reads
+ * `test/<tier>/__snapshots__/<name>.snap` (beside the test file that runs), stored as the raw text (no JSON escaping), so a reviewer reads
  * the netplan file, the unit or the script exactly as a node gets it.
  *
  * - The snapshot exists: the text must equal it.
@@ -18,15 +18,31 @@ function repoRoot(): string {
     while (!fs.existsSync(path.join(dir, "package.json"))) {
         const parent = path.dirname(dir);
         if (parent === dir) {
-            throw new Error(`no package.json above ${__dirname}: cannot locate test/__snapshots__`);
+            throw new Error(`no package.json above ${__dirname}: cannot locate the snapshots`);
         }
         dir = parent;
     }
     return dir;
 }
 
-/** Where snapshots live: test/__snapshots__ in the source tree, never under build/. */
-export const SNAPSHOT_DIR = path.join(repoRoot(), "test", "__snapshots__");
+/**
+ * Where snapshots live: `__snapshots__` in the source folder of the test file this process runs
+ * (build/test/unit/render.test.js reads test/unit/__snapshots__), never under build/.
+ */
+function snapshotDir(): string {
+    const main = require.main?.filename;
+    if (main === undefined) {
+        throw new Error("snapshots are matched from a test file that node runs (require.main is unset)");
+    }
+    const root = repoRoot();
+    const source = path.relative(path.join(root, "build"), path.dirname(main));
+    if (source.startsWith("..") || path.isAbsolute(source)) {
+        throw new Error(`${main} is not a compiled test under ${path.join(root, "build")}: cannot locate its snapshots`);
+    }
+    return path.join(root, source, "__snapshots__");
+}
+
+export const SNAPSHOT_DIR = snapshotDir();
 
 const SNAPSHOT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
@@ -61,7 +77,7 @@ export function matchSnapshot(name: string, actual: string): void {
     if (!fs.existsSync(file)) {
         assert.fail(
             `snapshot ${relative} does not exist. Create it with ` +
-                "`UPDATE_SNAPSHOTS=1 npm run test:unit` (or UPDATE_SNAPSHOTS=1 node --test build/test/<file>.test.js), " +
+                "`UPDATE_SNAPSHOTS=1 npm run test:unit` (or UPDATE_SNAPSHOTS=1 node --test build/test/<tier>/<file>.test.js), " +
                 "read it to check it is right, and commit it.",
         );
     }

@@ -1,6 +1,6 @@
 /**
  * The renderers (components/render/): every file and argv the project puts on a node, pinned by
- * readable snapshots in test/__snapshots__/render.*.snap, rendered from typed specs shaped like
+ * readable snapshots in test/unit/__snapshots__/render.*.snap, rendered from typed specs shaped like
  * the lab's two Sparks (twin interfaces, RoCE on both twins) and like a Spark + Thor cluster on
  * sockets. Table tests cover the pure logic around them, and every rendered bash script goes
  * through `bash -n`.
@@ -15,13 +15,13 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import * as yaml from "js-yaml";
-import { ConfigError, DockerRuntime, RaySchema, Runtime, parseConfig } from "../config";
-import { compareVersions, hcasFor, parseIbdev2netdev, parseRayVersion, rayAuthStatus, resolveInterfaceNames } from "../components/nodeFacts";
-import { probeScript, rayProbeScript } from "../components/render/probe";
-import { HOST_KEY_PREFIX, SSH_READY_SCRIPT, hostKeyFingerprint, recordedHostKey } from "../components/hostKey";
-import { installFileFromStdinScript, installFilesScript, installUnitScript, removeFilesScript, removeUnitScript } from "../components/render/host/files";
-import { HOST_LIB } from "../components/render/host/lib";
-import { execBeside } from "../components/render/host/runtime";
+import { ConfigError, DockerRuntime, RaySchema, Runtime, parseConfig } from "../../config";
+import { compareVersions, hcasFor, parseIbdev2netdev, parseRayVersion, rayAuthStatus, resolveInterfaceNames } from "../../components/nodeFacts";
+import { probeScript, rayProbeScript } from "../../components/render/probe";
+import { HOST_KEY_PREFIX, SSH_READY_SCRIPT, hostKeyFingerprint, recordedHostKey } from "../../components/hostKey";
+import { installFileFromStdinScript, installFilesScript, installUnitScript, removeFilesScript, removeUnitScript } from "../../components/render/host/files";
+import { HOST_LIB } from "../../components/render/host/lib";
+import { execBeside } from "../../components/render/host/runtime";
 import {
     HEREDOC_DELIMITER,
     HEREDOC_FALLBACK_PREFIX,
@@ -31,10 +31,10 @@ import {
     remoteCommand,
     shellJoin,
     shellQuote,
-} from "../components/render/host/shell";
-import { systemdJoin } from "../components/render/host/systemd";
-import { NcclSpec, ncclVariables, renderNcclConf, renderRuntimeEnv } from "../components/render/nccl";
-import { NetplanSpec, netplanApplyScript, netplanDeleteScript, renderNetplan } from "../components/render/netplan";
+} from "../../components/render/host/shell";
+import { systemdJoin } from "../../components/render/host/systemd";
+import { NcclSpec, ncclVariables, renderNcclConf, renderRuntimeEnv } from "../../components/render/nccl";
+import { NetplanSpec, netplanApplyScript, netplanDeleteScript, renderNetplan } from "../../components/render/netplan";
 import {
     CONFIG_DIR,
     CONTAINER_NAMES,
@@ -45,9 +45,9 @@ import {
     UNITS as UNIT_NAMES,
     VLLM_SECRETS_PATH,
     unitPath,
-} from "../components/render/paths";
-import { FirewallSpec, firewallApplyScript, firewallRemoveScript, renderFirewallRules, renderFirewallUnit } from "../components/render/firewall";
-import { PfcSpec, pfcApplyScript, pfcRestoreScript, pfcVector, renderPeermemConf, renderPfcUnit } from "../components/render/pfc";
+} from "../../components/render/paths";
+import { FirewallSpec, firewallApplyScript, firewallRemoveScript, renderFirewallRules, renderFirewallUnit } from "../../components/render/firewall";
+import { PfcSpec, pfcApplyScript, pfcRestoreScript, pfcVector, renderPeermemConf, renderPfcUnit } from "../../components/render/pfc";
 import {
     RAY_WORKER_GCS_WAIT_SECONDS,
     RayPorts,
@@ -57,10 +57,10 @@ import {
     rayStartArgv,
     renderRayEnv,
     renderRayUnit,
-} from "../components/render/ray";
-import { VllmServeSpec, chatReadyScript, renderVllmFollowUnit, renderVllmUnit, vllmFollowArgv, vllmServeArgv } from "../components/render/vllm";
-import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE, runProbeInFakeVenv } from "./fixtures";
-import { argvText, matchSnapshot, unusedSnapshots } from "./snapshot";
+} from "../../components/render/ray";
+import { VllmServeSpec, chatReadyScript, renderVllmFollowUnit, renderVllmUnit, vllmFollowArgv, vllmServeArgv } from "../../components/render/vllm";
+import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE, runProbeInFakeVenv } from "../support/fixtures";
+import { argvText, matchSnapshot, unusedSnapshots } from "../support/snapshot";
 
 // ---------------------------------------------------------------------------------------------
 // Specs: the lab's two Sparks (spark-a head, spark-b), and a Spark + Thor cluster on sockets
@@ -1101,6 +1101,6 @@ describe("SSH host keys", () => {
 });
 
 // Last: every describe above has matched its snapshots by now.
-test("no snapshot file under test/__snapshots__/render.* is left unused", () => {
+test("no snapshot file under test/unit/__snapshots__/render.* is left unused", () => {
     assert.deepEqual(unusedSnapshots("render."), []);
 });

@@ -11,7 +11,7 @@
  *   P2P lines an H200 pair printed).
  * - The benchmark stand-in loads a tiny loopback HTTP server (SSE like vLLM's /v1/completions),
  *   directly and through the rendered remote script with stubbed `docker` / venv `vllm`.
- * - Renderer snapshots (test/__snapshots__/check.*.snap) and `bash -n` on every script.
+ * - Renderer snapshots (test/process/__snapshots__/check.*.snap) and `bash -n` on every script.
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -21,8 +21,8 @@ import * as http from "node:http";
 import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
-import { DockerRuntimeSchema, Runtime } from "../config";
-import type { ClusterSummary } from "../components/clusterSummary";
+import { DockerRuntimeSchema, Runtime } from "../../config";
+import type { ClusterSummary } from "../../components/clusterSummary";
 import {
     BENCH_DEFAULTS,
     BenchServeSpec,
@@ -32,7 +32,7 @@ import {
     benchTargetFromCluster,
     parseRuntimeLabel,
     parseSshLabel,
-} from "../components/render/bench";
+} from "../../components/render/bench";
 import {
     NCCL_CHECK_PATH,
     NcclCheckSpec,
@@ -41,12 +41,12 @@ import {
     ncclCheckScript,
     ncclCheckSource,
     parseNcclCheckResult,
-} from "../components/render/check";
-import { renderEnvFile } from "../components/render/host/envFile";
-import { remoteCommand } from "../components/render/host/shell";
-import { RUNTIME_ENV_PATH, VLLM_SECRETS_PATH } from "../components/render/paths";
-import { renderVllmSecrets } from "../components/render/vllm";
-import { matchSnapshot, unusedSnapshots } from "./snapshot";
+} from "../../components/render/check";
+import { renderEnvFile } from "../../components/render/host/envFile";
+import { remoteCommand } from "../../components/render/host/shell";
+import { RUNTIME_ENV_PATH, VLLM_SECRETS_PATH } from "../../components/render/paths";
+import { renderVllmSecrets } from "../../components/render/vllm";
+import { matchSnapshot, unusedSnapshots } from "../support/snapshot";
 
 function repoRoot(): string {
     let dir = __dirname;

@@ -1,8 +1,8 @@
 // The stack's `cluster` output: everything a user needs to see, no secret.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { parseConfig } from "../config";
-import { clusterSummary } from "../components/clusterSummary";
+import { parseConfig } from "../../config";
+import { clusterSummary } from "../../components/clusterSummary";
 
 const apiKey = "summary-test-api-key-0123456789";
 const privateKey = "-----BEGIN OPENSSH PRIVATE KEY-----\nsummary-test-key\n-----END OPENSSH PRIVATE KEY-----";

@@ -1,11 +1,11 @@
 // Fixtures the renderer tests share: the runtimes as the config defaults them.
-import { DEFAULT_VLLM_IMAGE, type DockerRuntime, type VenvRuntime } from "../config";
+import { DEFAULT_VLLM_IMAGE, type DockerRuntime, type VenvRuntime } from "../../config";
 import assert from "node:assert/strict";
 import { type SpawnSyncReturns, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { type VllmServeSpec, vllmServeArgv } from "../components/render/vllm";
+import { type VllmServeSpec, vllmServeArgv } from "../../components/render/vllm";
 
 /** A node's docker runtime with the seeds' defaults (privileged, memlock, /dev/infiniband, 16g shm). */
 export const DOCKER_DEFAULT: DockerRuntime = {

@@ -6,7 +6,8 @@
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { FitNode, FitResult, GIB, ModelDescription, ServingPlan, UNIFIED_GPU_MEMORY_GIB, evaluatePlan, planFit } from "../config/fitPlanner";
+import fc from "fast-check";
+import { FitNode, FitResult, GIB, ModelDescription, ServingPlan, UNIFIED_GPU_MEMORY_GIB, evaluatePlan, planFit } from "../../config/fitPlanner";
 import {
     BYTES_PER_PARAM,
     ModelSizeConfig,
@@ -17,8 +18,8 @@ import {
     modelSizeFromHfConfig,
     pipelineStageLayers,
     weightDtypeFromHfConfig,
-} from "../config/modelSize";
-import { matchSnapshot } from "./snapshot";
+} from "../../config/modelSize";
+import { matchSnapshot } from "../support/snapshot";
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures
@@ -471,79 +472,94 @@ describe("ModelSizeSchema (model.size)", () => {
 // Generated inputs
 // ---------------------------------------------------------------------------------------------
 
-/** mulberry32: a small seeded PRNG, so a failure reproduces. */
-function prng(seed: number): () => number {
-    return () => {
-        seed = (seed + 0x6d2b79f5) | 0;
-        let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-        t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-        return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
+/** A cluster of 1 to 4 nodes: Sparks (twice as likely), Thors and workstations of 1 or 2 GPUs. */
+const nodesArb: fc.Arbitrary<FitNode[]> = fc
+    .array(
+        fc.oneof(
+            fc.constantFrom("spark", "spark", "thor").map((kind) => ({ kind })),
+            fc.record({ kind: fc.constant("workstation" as const), gpus: fc.constantFrom(1, 2), gpuMemoryGiB: fc.constantFrom(22.5, 44.6, 89.4) }),
+        ),
+        { minLength: 1, maxLength: 4 },
+    )
+    .map((specs) =>
+        specs.map((spec, n): FitNode => (spec.kind === "workstation" ? { name: `ws${n}`, ...spec } : { name: `${spec.kind}${n}`, kind: spec.kind })),
+    );
+
+/** A model.size: a dense shape of a known family, 0 to 500 B parameters above its embeddings. */
+const sizeArb: fc.Arbitrary<ModelSizeConfig> = fc
+    .record({
+        shape: fc.constantFrom<[number, number]>([4096, 32], [8192, 64], [5120, 40], [16384, 128]),
+        vocabSize: fc.constantFrom(32000, 128256, 152064),
+        layers: fc.constantFrom(32, 48, 61, 80, 126),
+        extraB: fc.double({ min: 0, max: 500, maxExcluded: true, noNaN: true }),
+        dtype: fc.constantFrom("bf16", "fp8", "fp4") as fc.Arbitrary<"bf16" | "fp8" | "fp4">,
+        kvHeads: fc.constantFrom(1, 8),
+        everyFourthKv: fc.boolean(),
+    })
+    .map(({ shape: [hiddenSize, attentionHeads], vocabSize, layers, extraB, dtype, kvHeads, everyFourthKv }) => ({
+        paramsB: Math.ceil((2 * vocabSize * hiddenSize) / 1e9 + extraB),
+        dtype,
+        layers,
+        hiddenSize,
+        attentionHeads,
+        kvHeads,
+        headDim: hiddenSize / attentionHeads,
+        vocabSize,
+        kvLayers: everyFourthKv ? Math.floor(layers / 4) : undefined,
+        maxContext: 131072,
+    }));
+
+/** A plan for `nodes`: every GPU or one fewer, split into TP x PP, with the serving knobs drawn. */
+function planArb(nodes: FitNode[]): fc.Arbitrary<ServingPlan> {
+    const gpuCount = nodes.reduce((n, node) => n + (node.gpus ?? 1), 0);
+    return fc
+        .constantFrom(gpuCount, Math.max(1, gpuCount - 1))
+        .chain((world) =>
+            fc.record({ world: fc.constant(world), tp: fc.constantFrom(...Array.from({ length: world }, (_, k) => k + 1).filter((k) => world % k === 0)) }),
+        )
+        .chain(({ world, tp }) =>
+            fc.record({
+                tensorParallel: fc.constant(tp),
+                pipelineParallel: fc.constant(world / tp),
+                gpuMemoryUtilization: fc.constantFrom(0.5, 0.7, 0.85, 0.9, 0.95),
+                maxModelLen: fc.constantFrom(undefined, 2048, 8192, 32768),
+                maxNumSeqs: fc.constantFrom(undefined, 1, 8, 64),
+                quantization: fc.constantFrom(undefined, "fp8", "modelopt_fp4"),
+                kvCacheDtype: fc.constantFrom(undefined, "fp8"),
+                enforceEager: fc.boolean(),
+                kvBudget: fc.constantFrom("all-sequences", "one-sequence") as fc.Arbitrary<"all-sequences" | "one-sequence">,
+            }),
+        );
 }
+
+const caseArb = fc.tuple(nodesArb, sizeArb).chain(([nodes, size]) => fc.record({ nodes: fc.constant(nodes), size: fc.constant(size), plan: planArb(nodes) }));
 
 describe("generated clusters and plans", () => {
     it("every fits really fits, every proposal fits, and PP places each weight once", () => {
-        const rand = prng(20261122);
-        const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)];
         const seen = { fits: 0, "does-not-fit": 0, skipped: 0, proposals: 0 };
-        for (let i = 0; i < 250; i++) {
-            const nodes: FitNode[] = Array.from({ length: 1 + Math.floor(rand() * 4) }, (_, n) => {
-                const kind = pick(["spark", "spark", "thor", "workstation"] as const);
-                return kind === "workstation"
-                    ? { name: `ws${n}`, kind, gpus: pick([1, 2]), gpuMemoryGiB: pick([22.5, 44.6, 89.4]) }
-                    : { name: `${kind}${n}`, kind };
-            });
-            const gpuCount = nodes.reduce((n, node) => n + (node.gpus ?? 1), 0);
-            const [hiddenSize, attentionHeads] = pick([
-                [4096, 32],
-                [8192, 64],
-                [5120, 40],
-                [16384, 128],
-            ] as const);
-            const vocabSize = pick([32000, 128256, 152064]);
-            const layers = pick([32, 48, 61, 80, 126]);
-            const size: ModelSizeConfig = {
-                paramsB: Math.ceil((2 * vocabSize * hiddenSize) / 1e9 + rand() * 500),
-                dtype: pick(["bf16", "fp8", "fp4"] as const),
-                layers,
-                hiddenSize,
-                attentionHeads,
-                kvHeads: pick([1, 8]),
-                headDim: hiddenSize / attentionHeads,
-                vocabSize,
-                kvLayers: pick([undefined, Math.floor(layers / 4)]),
-                maxContext: 131072,
-            };
-            const model: ModelDescription = { from: "size", name: `m${i}`, size };
-            const world = pick([gpuCount, Math.max(1, gpuCount - 1)]);
-            const tp = pick(Array.from({ length: world }, (_, k) => k + 1).filter((k) => world % k === 0));
-            const plan: ServingPlan = {
-                tensorParallel: tp,
-                pipelineParallel: world / tp,
-                gpuMemoryUtilization: pick([0.5, 0.7, 0.85, 0.9, 0.95]),
-                maxModelLen: pick([undefined, 2048, 8192, 32768]),
-                maxNumSeqs: pick([undefined, 1, 8, 64]),
-                quantization: pick([undefined, "fp8", "modelopt_fp4"]),
-                kvCacheDtype: pick([undefined, "fp8"]),
-                enforceEager: rand() < 0.5,
-                kvBudget: pick(["all-sequences", "one-sequence"] as const),
-            };
-            const result = planFit(model, plan, nodes);
-            seen[result.status] += 1;
-            if (result.status === "fits") assertReallyFits(result, plan, nodes);
-            if (result.status === "does-not-fit") {
-                assert.ok(result.estimates.some((e) => !e.fits) || /tensorParallel|pipelineParallel/.test(result.message));
-                assertProposalsFit(model, result, nodes);
-                seen.proposals += result.proposal ? 1 : 0;
-            }
-            const parsed = modelSizeFromConfig(model.name, size);
-            const ev = evaluatePlan(parsed, plan, nodes);
-            assert.ok("estimates" in ev);
-            const placed = ev.estimates.reduce((n, e) => n + e.weightsGiB, 0);
-            const bytes = BYTES_PER_PARAM[parsed.dtype];
-            const quantBytes = Math.min(bytes, plan.quantization === "fp8" ? 1 : plan.quantization ? 0.5 : bytes);
-            assert.ok(Math.abs(placed - (size.paramsB * 1e9 * quantBytes) / GIB) < 1e-6, `case ${i}: weights placed once`);
-        }
+        let i = 0;
+        // A fixed seed, so the coverage counted below is the same on every run (fast-check prints the seed and path of a failure).
+        fc.assert(
+            fc.property(caseArb, ({ nodes, size, plan }) => {
+                const model: ModelDescription = { from: "size", name: `m${i++}`, size };
+                const result = planFit(model, plan, nodes);
+                seen[result.status] += 1;
+                if (result.status === "fits") assertReallyFits(result, plan, nodes);
+                if (result.status === "does-not-fit") {
+                    assert.ok(result.estimates.some((e) => !e.fits) || /tensorParallel|pipelineParallel/.test(result.message));
+                    assertProposalsFit(model, result, nodes);
+                    seen.proposals += result.proposal ? 1 : 0;
+                }
+                const parsed = modelSizeFromConfig(model.name, size);
+                const ev = evaluatePlan(parsed, plan, nodes);
+                assert.ok("estimates" in ev);
+                const placed = ev.estimates.reduce((n, e) => n + e.weightsGiB, 0);
+                const bytes = BYTES_PER_PARAM[parsed.dtype];
+                const quantBytes = Math.min(bytes, plan.quantization === "fp8" ? 1 : plan.quantization ? 0.5 : bytes);
+                assert.ok(Math.abs(placed - (size.paramsB * 1e9 * quantBytes) / GIB) < 1e-6, "weights placed once");
+            }),
+            { numRuns: 250, seed: 20261122 },
+        );
         assert.ok(seen.fits >= 20 && seen["does-not-fit"] >= 20 && seen.proposals >= 10, JSON.stringify(seen));
     });
 });

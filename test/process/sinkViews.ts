@@ -9,10 +9,10 @@
  */
 import * as path from "node:path";
 import * as yaml from "js-yaml";
-import { Config, deriveRayAuthToken } from "../config";
-import { hostKeyFingerprint } from "../components/hostKey";
-import { deriveModelSyncSecret } from "../components/render/modelSync";
-import { SECRET_SIG, SECRET_SIG_KEY } from "./graphHarness";
+import { Config, deriveRayAuthToken } from "../../config";
+import { hostKeyFingerprint } from "../../components/hostKey";
+import { deriveModelSyncSecret } from "../../components/render/modelSync";
+import { SECRET_SIG, SECRET_SIG_KEY } from "../support/mockHarness";
 import type { RenderResult, RenderedResource } from "./sinkRender";
 import {
     DockerCreate,
@@ -41,7 +41,7 @@ import {
 } from "./sinkParsers";
 
 /** The repository root (the lab's vLLM stand-in lives under it). */
-const ROOT = path.resolve(__dirname, "..", "..");
+const ROOT = path.resolve(__dirname, "..", "..", "..");
 
 // ---------------------------------------------------------------------------------------------
 // Derived values

@@ -5,7 +5,7 @@
  *   ignore it (`ignoreChanges: ["connection.privateKey"]` on every remote.Command), so a
  *   converged stack previews with no change; at `up` it reads the file and ignores nothing.
  *   Checked on Pulumi's mock monitor: this file is also its own harness (mocks are
- *   process-global), run as `node build/test/preview.test.js` with SPARK_PREVIEW_HARNESS_OUT set;
+ *   process-global), run as `node build/test/mocked/preview.test.js` with SPARK_PREVIEW_HARNESS_OUT set;
  * - scripts/preview-diff.sh previews every stack in stacks/ in a network namespace with only
  *   loopback, with no key file, and prints neither a placeholder nor a real secret;
  * - actionlint accepts the workflow that posts those diffs on pull requests.
@@ -19,15 +19,13 @@ import * as os from "node:os";
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import * as yaml from "js-yaml";
+import { LAB_IBDEV2NETDEV, SECRET_SIG, SECRET_SIG_KEY, allRegistered, message, runProgramInStack, setCommandMocks } from "../support/mockHarness";
 
-const root = path.resolve(__dirname, "..", "..");
+const root = path.resolve(__dirname, "..", "..", "..");
 const tools = path.join(root, ".tools", "bin");
 const stacksDir = path.join(root, "stacks");
 const workflow = path.join(root, ".github", "workflows", "preview.yml");
 
-/** The key and value Pulumi marks a serialized secret with (runtime/rpc.ts). */
-const SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d";
-const SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270";
 const API_KEY = "preview-test-api-key-0123456789abcdef";
 
 // ---------------------------------------------------------------------------------------------
@@ -46,14 +44,10 @@ interface HarnessResult {
 const HARNESS_OUT = "SPARK_PREVIEW_HARNESS_OUT";
 const HARNESS_MODE = "SPARK_PREVIEW_HARNESS_MODE";
 
-function message(err: unknown): string {
-    return err instanceof Error ? err.message : String(err);
-}
-
 /** The `stdout` a mocked remote.Command reports (like the lab: a Spark's twins are Up). */
 function mockStdout(name: string): string {
     if (name.endsWith("-probe")) {
-        return name.startsWith("thor-") ? "" : "rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)\nroceP2p1s0f1 port 1 ==> enP2p1s0f1np1 (Up)\n";
+        return name.startsWith("thor-") ? "" : LAB_IBDEV2NETDEV;
     }
     return name.endsWith("-roce-apply") ? "status=enabled: test" : "";
 }
@@ -61,48 +55,30 @@ function mockStdout(name: string): string {
 async function runHarness(out: string, preview: boolean): Promise<void> {
     const result: HarnessResult = { commands: {}, otherIgnoreChanges: {}, errors: [] };
     process.on("unhandledRejection", (err) => result.errors.push(message(err)));
-    await pulumi.runtime.setMocks(
-        {
-            newResource(args: pulumi.runtime.MockResourceArgs): pulumi.runtime.MockResourceResult {
-                if (args.type === "command:remote:Command") {
-                    result.commands[args.name] = { ignoreChanges: result.commands[args.name]?.ignoreChanges ?? [], connection: args.inputs.connection };
-                    return { id: `${args.name}-id`, state: { ...args.inputs, stdout: mockStdout(args.name), stderr: "" } };
-                }
-                return { id: args.custom ? `${args.name}-id` : undefined, state: {} };
-            },
-            call(args: pulumi.runtime.MockCallArgs): pulumi.runtime.MockCallResult {
-                throw new Error(`unexpected call ${args.token}`);
-            },
+    await setCommandMocks({
+        stdout: mockStdout,
+        onResource: (args) => {
+            if (args.type === "command:remote:Command") {
+                result.commands[args.name] = { ignoreChanges: result.commands[args.name]?.ignoreChanges ?? [], connection: args.inputs.connection };
+            }
         },
-        "spark-cluster",
-        process.env.SPARK_PREVIEW_HARNESS_STACK ?? "dev",
+        stack: process.env.SPARK_PREVIEW_HARNESS_STACK ?? "dev",
         preview,
-    );
+    });
     const created: pulumi.Resource[] = [];
-    try {
-        await pulumi.runtime.runInPulumiStack(async () => {
-            // Loaded inside the stack, as the language host loads the program: nodeConnection
-            // registers its transformation now; ours runs after it and sees the final options.
-            await import("../components/nodeConnection");
-            pulumi.runtime.registerStackTransformation((args) => {
-                created.push(args.resource);
-                const ignore = args.opts.ignoreChanges ?? [];
-                if (args.type === "command:remote:Command") {
-                    result.commands[args.name] = { ...result.commands[args.name], ignoreChanges: ignore };
-                } else if (ignore.length > 0) {
-                    result.otherIgnoreChanges[args.name] = ignore;
-                }
-                return undefined;
-            });
-            return await import("../index");
-        });
-    } catch (err) {
-        result.errors.push(message(err));
-    }
+    // The program as the language host loads it; this transformation sees the final options.
+    await runProgramInStack((args) => {
+        created.push(args.resource);
+        const ignore = args.opts.ignoreChanges ?? [];
+        if (args.type === "command:remote:Command") {
+            result.commands[args.name] = { ...result.commands[args.name], ignoreChanges: ignore };
+        } else if (ignore.length > 0) {
+            result.otherIgnoreChanges[args.name] = ignore;
+        }
+        return undefined;
+    }, result.errors);
     // Every registration has reached the mocks once every URN is known (bounded).
-    const timeout = new Promise((resolve) => setTimeout(resolve, 15_000, "timeout"));
-    const urns = Promise.all(created.map((res) => new Promise((resolve) => res.urn.apply(resolve))));
-    if ((await Promise.race([urns, timeout])) === "timeout" && result.errors.length === 0) {
+    if (!(await allRegistered(created, 15_000)) && result.errors.length === 0) {
         result.errors.push("not every resource registered within 15 s");
     }
     fs.writeFileSync(out, JSON.stringify(result));

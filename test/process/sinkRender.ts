@@ -1,10 +1,10 @@
 /**
  * Renders many configs, one after the other, in one process under Pulumi's mocks: the render
  * worker of test/sinks.property.test.ts, and {@link RenderPool}, which runs two of them.
- * graphHarness.ts renders one scenario per process (its tests need a fresh runtime each); the
+ * test/mocked/graphHarness.ts renders one scenario per process (its tests need a fresh runtime each); the
  * property test renders hundreds, so each worker keeps its runtime and resets only what it records.
  *
- * `node build/test/sinkRender.js`: one job per line on stdin (`{ id, values, secretKeys,
+ * `node build/test/process/sinkRender.js`: one job per line on stdin (`{ id, values, secretKeys,
  * preview }`), one result per line on fd 3 (`{ id, resources, outputs, errors }`), in order. The
  * mocks answer like graphHarness's (a Spark's twins up, PFC enabled), on every node whatever its
  * name. stdout is left to Pulumi.
@@ -14,8 +14,8 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import * as readline from "node:readline";
 import * as pulumi from "@pulumi/pulumi";
-import { parseConfig } from "../config";
-import { LAB_IBDEV2NETDEV, MOCK_HOST_KEY, untilSettledOrStalled } from "./graphHarness";
+import { parseConfig } from "../../config";
+import { LAB_IBDEV2NETDEV, MOCK_HOST_KEY, message, setCommandMocks, untilSettledOrStalled } from "../support/mockHarness";
 
 /** One config to render. */
 export interface RenderJob {
@@ -89,10 +89,6 @@ function mockStdout(name: string): string {
     return "";
 }
 
-function message(err: unknown): string {
-    return err instanceof Error ? err.message : String(err);
-}
-
 /** Serves jobs from stdin until it closes. */
 function serve(): void {
     let recorded = new Map<string, RenderedResource>();
@@ -104,25 +100,18 @@ function serve(): void {
     // most of a render's time.
     Error.stackTraceLimit = 0;
 
-    const mocks: pulumi.runtime.Mocks = {
-        newResource(args: pulumi.runtime.MockResourceArgs): pulumi.runtime.MockResourceResult {
-            recorded.set(args.name, { type: args.type, name: args.name, inputs: args.inputs });
-            const state = args.type === "command:remote:Command" ? { ...args.inputs, stdout: mockStdout(args.name), stderr: "" } : {};
-            return { id: args.custom ? `${args.name}-id` : undefined, state };
-        },
-        call(args: pulumi.runtime.MockCallArgs): pulumi.runtime.MockCallResult {
-            throw new Error(`unexpected call ${args.token}`);
-        },
-    };
-
     const render = async (job: RenderJob): Promise<RenderResult> => {
         recorded = new Map();
         errors.length = 0;
         if (mocksSet !== job.preview) {
-            await pulumi.runtime.setMocks(mocks, "spark-cluster", "dev", job.preview);
+            await setCommandMocks({
+                stdout: mockStdout,
+                onResource: (args) => void recorded.set(args.name, { type: args.type, name: args.name, inputs: args.inputs }),
+                preview: job.preview,
+            });
             mocksSet = job.preview;
         }
-        const { SparkCluster } = await import("../components/sparkCluster");
+        const { SparkCluster } = await import("../../components/sparkCluster");
         const created: pulumi.Resource[] = [];
         let cluster: InstanceType<typeof SparkCluster> | undefined;
         try {

@@ -8,9 +8,9 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as yaml from "js-yaml";
-import { CONFIG_NAMESPACE, Config, RawConfig, parseConfig } from "../config";
+import { CONFIG_NAMESPACE, Config, RawConfig, parseConfig } from "../../config";
 
-const STACKS_DIR = path.resolve(__dirname, "..", "..", "stacks");
+const STACKS_DIR = path.resolve(__dirname, "..", "..", "..", "stacks");
 const FAKE_SECRETS: Readonly<Record<string, string>> = {
     apiKey: "test-api-key-0123456789abcdef",
 };

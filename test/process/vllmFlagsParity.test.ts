@@ -24,10 +24,10 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { VLLM_FLAG_VERSIONS, findVllmFlag, flagAccepted } from "../config/vllmFlags";
-import { RENDERABLE_VLLM_FLAGS } from "./fixtures";
+import { VLLM_FLAG_VERSIONS, findVllmFlag, flagAccepted } from "../../config/vllmFlags";
+import { RENDERABLE_VLLM_FLAGS } from "../support/fixtures";
 
-const ROOT = path.resolve(__dirname, "..", "..");
+const ROOT = path.resolve(__dirname, "..", "..", "..");
 
 const RENDERED = RENDERABLE_VLLM_FLAGS;
 

@@ -3,8 +3,8 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { vllmServeArgv } from "../components/render/vllm";
-import { vllmProbeScript } from "../components/render/probe";
+import { vllmServeArgv } from "../../components/render/vllm";
+import { vllmProbeScript } from "../../components/render/probe";
 import {
     FlagTables,
     NodeVllm,
@@ -14,8 +14,8 @@ import {
     renderedFlags,
     vllmCheckScript,
     vllmVerdict,
-} from "../components/render/vllmCompat";
-import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE, runProbeInFakeVenv } from "./fixtures";
+} from "../../components/render/vllmCompat";
+import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE, runProbeInFakeVenv } from "../support/fixtures";
 
 /** Two made-up tables: --old goes away after 1.0, --new arrives in 2.0. */
 const FAKE: FlagTables = {

@@ -2,7 +2,7 @@
  * The resource graph SparkCluster builds, on Pulumi's mock monitor: which resources exist, their
  * types, parents and explicit dependencies, what changes when one config key changes, and where
  * secrets go. Each scenario runs in its own process (Pulumi's mocks are process-global): see
- * test/graphHarness.ts, which calls `pulumi.runtime.setMocks` before it loads the components.
+ * test/mocked/graphHarness.ts, which installs test/support/mockHarness.ts before it loads the components.
  */
 import { describe, it, test } from "node:test";
 import assert from "node:assert/strict";
@@ -10,9 +10,10 @@ import { execFile, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { deriveRayAuthToken } from "../config";
-import { deriveModelSyncSecret } from "../components/render/modelSync";
-import { MOCK_HOST_KEY, RecordedResource, SECRET_SIG, SECRET_SIG_KEY, Scenario, ScenarioResult } from "./graphHarness";
+import { deriveRayAuthToken } from "../../config";
+import { deriveModelSyncSecret } from "../../components/render/modelSync";
+import { RecordedResource, Scenario, ScenarioResult } from "./graphHarness";
+import { MOCK_HOST_KEY, SECRET_SIG, SECRET_SIG_KEY } from "../support/mockHarness";
 
 // ---------------------------------------------------------------------------------------------
 // Scenarios

@@ -6,7 +6,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { VLLM_FLAG_VERSIONS, compareVllmVersions, findVllmFlag, flagAccepted, parseVllmVersion, vllmFlagTable } from "../config/vllmFlags";
+import { VLLM_FLAG_VERSIONS, compareVllmVersions, findVllmFlag, flagAccepted, parseVllmVersion, vllmFlagTable } from "../../config/vllmFlags";
 
 test("the tables: one per shipped version, oldest first, each naming its wheel", () => {
     assert.deepEqual(VLLM_FLAG_VERSIONS, ["0.10.1.1", "0.10.2", "0.11.1", "0.17.1", "0.20.1", "0.31.0", "0.32.0", "0.33.0"]);
