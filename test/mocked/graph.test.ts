@@ -896,7 +896,16 @@ describe("the mp executor", () => {
             .filter((r) => /-vllm-/.test(r.name) && !/-vllm-(probe|check)$/.test(r.name))
             .map((r) => r.name)
             .sort();
-        assert.deepEqual(vllmSteps, ["spark-a-vllm-ready", "spark-a-vllm-secrets", "spark-a-vllm-unit", "spark-b-vllm-secrets", "spark-b-vllm-unit"]);
+        assert.deepEqual(vllmSteps, [
+            "spark-a-vllm-ready",
+            "spark-a-vllm-secrets",
+            "spark-a-vllm-unit",
+            "spark-b-vllm-follow",
+            "spark-b-vllm-secrets",
+            "spark-b-vllm-unit",
+        ]);
+        // The headless rank's follower is installed after its vLLM unit (and removed before it).
+        assert.ok(get(result, "spark-b-vllm-follow").dependsOn.includes("spark-b-vllm-unit"), "the follower depends on rank 1's unit");
         // rank 1 restarting ends the engine on rank 0 too: rank 0's unit names rank 1's unit (so it
         // restarts after it), and its probe is triggered by rank 1's restarts.
         assert.match(commandText(get(result, "spark-a-vllm-unit"), "create") ?? "", /^# input units of ranks 1\+: [0-9a-f]{16}$/m);

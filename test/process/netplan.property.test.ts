@@ -24,10 +24,10 @@ import * as os from "node:os";
 import * as path from "node:path";
 import fc from "fast-check";
 import * as yaml from "js-yaml";
-import { InterconnectSchema, InterfaceSchema, NodeSchema, interfaceAddressProblem } from "../config";
-import { DNS_LABEL, IFNAME } from "../config/schemaFields";
-import { NetplanSpec, renderNetplan } from "../components/render/netplan";
-import { MANAGED_MARKER, NETPLAN_PATH } from "../components/render/paths";
+import { InterconnectSchema, InterfaceSchema, NodeSchema, interfaceAddressProblem } from "../../config";
+import { DNS_LABEL, IFNAME } from "../../config/schemaFields";
+import { NetplanSpec, renderNetplan } from "../../components/render/netplan";
+import { MANAGED_MARKER, NETPLAN_PATH } from "../../components/render/paths";
 
 const SEED = process.env.SPARK_PROPERTY_SEED !== undefined ? Number(process.env.SPARK_PROPERTY_SEED) >>> 0 : randomInt(0, 2 ** 31);
 const RUNS = Number(process.env.SPARK_PROPERTY_COUNT ?? 300);
