@@ -24,6 +24,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
+import * as http from "node:http";
 import * as path from "node:path";
 import * as yaml from "js-yaml";
 import { shellQuote } from "../../components/render/host/shell";
@@ -153,6 +154,25 @@ function assertAcceptedArgv(node: NodeName, argv: string[]): void {
     assert.equal(argv[0], `${VENV}/bin/vllm`);
     const journal = ssh(node, `journalctl -u ${VLLM_UNIT}.service --no-pager -q -o cat`);
     assert.doesNotMatch(journal, /unrecognized arguments|error: argument|invalid choice/, `vLLM on ${node} rejected no argument`);
+}
+
+/** POST a JSON body on a connection of its own (Connection: close), without any key. */
+function postOnNewConnection(url: string, body: string): Promise<{ status: number; body: string }> {
+    return new Promise((resolve, reject) => {
+        const req = http.request(
+            url,
+            { method: "POST", agent: false, headers: { "Content-Type": "application/json", Connection: "close" }, timeout: 60_000 },
+            (res) => {
+                let text = "";
+                res.setEncoding("utf8");
+                res.on("data", (chunk: string) => (text += chunk));
+                res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text }));
+            },
+        );
+        req.on("timeout", () => req.destroy(new Error(`no answer from ${url} in 60 s`)));
+        req.on("error", reject);
+        req.end(body);
+    });
 }
 
 async function status(url: string, headers: Record<string, string> = {}): Promise<number> {
@@ -304,18 +324,10 @@ describe("the real vLLM 0.31.0 in the lab, through pulumi up (venv runtime, mp e
     it("POST /scale_elastic_ep without the key, the one state-changing route vLLM leaves open, changes nothing here: vLLM refuses it without data parallelism", async () => {
         // vLLM 0.31: the route calls the engine client's prepare_elastic_ep, which only the
         // data-parallel client implements (AsyncMPClient inherits NotImplementedError): 500 "Scale failed".
-        const res = await fetch(`http://${HEAD}:${API_PORT}/scale_elastic_ep`, {
-            method: "POST",
-            headers: { "Content-Type": "application/json" },
-            body: JSON.stringify({ new_data_parallel_size: 2 }),
-            signal: AbortSignal.timeout(60_000),
-        }).catch((error: unknown) => {
-            // No HTTP answer: what the head's server and the headless rank's follower logged.
-            const journal = ssh("spark-a", `journalctl -u ${VLLM_UNIT}.service --no-pager -q -o short-precise | tail -n 40`);
-            const follow = ssh("spark-b", `journalctl -u ${FOLLOW_UNIT}.service --no-pager -q -o short-precise | tail -n 10`);
-            throw new Error(`POST /scale_elastic_ep got no answer (${String(error)}, ${String((error as Error).cause)})\n${journal}\n${follow}`);
-        });
-        const body = await res.text();
+        // A new connection (not fetch's pool): a pooled keep-alive socket the server has just closed
+        // ends a POST with "other side closed", which says nothing about the route.
+        const res = await postOnNewConnection(`http://${HEAD}:${API_PORT}/scale_elastic_ep`, JSON.stringify({ new_data_parallel_size: 2 }));
+        const body = res.body;
         figures["POST /scale_elastic_ep without the key"] = `${res.status} ${body.slice(0, 80)}`;
         assert.equal(res.status, 500, body);
         assert.match(body, /Scale failed/);
