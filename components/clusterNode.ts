@@ -76,7 +76,7 @@ export class ClusterNode extends pulumi.ComponentResource {
         this.host = new NodeHost(pinHostKey(connection, this.hostKey), node.ssh.user);
         const hardware = this.host.command(`${node.name}-probe`, { create: probeScript() }, this.childOptions({ dependsOn: [ssh] }));
         const rayProbe =
-            cluster.model.executor === "ray"
+            cluster.executor.ray !== undefined
                 ? this.host.command(
                       `${node.name}-ray-probe`,
                       { create: rayProbeScript({ node: node.name, runtime: node.runtime }) },
@@ -163,7 +163,7 @@ export class ClusterNode extends pulumi.ComponentResource {
         );
         if (cluster.check.enabled) {
             // Rank 0 on the head, whose address every rank dials; the workers in config order.
-            const rank = [cluster.head, ...cluster.workers].indexOf(node);
+            const rank = cluster.rankOrder.indexOf(node.name);
             this.check = new ClusterCheck(
                 `${node.name}-check`,
                 {
@@ -206,12 +206,12 @@ export class ClusterNode extends pulumi.ComponentResource {
  */
 export function firewallSpec(node: NodeConfig, cluster: Config): FirewallSpec {
     const isHead = node.name === cluster.head.name;
-    const dashboardExposed = isHead && cluster.model.executor === "ray" && !["127.0.0.1", "localhost"].includes(cluster.ray.dashboardHost);
+    const dashboard = cluster.executor.ray?.dashboard;
     const tcp = [
         22,
         node.ssh.port,
         ...cluster.firewall.allowPorts.filter((p) => p.protocol === "tcp").map((p) => p.port),
-        ...(dashboardExposed ? [cluster.ray.dashboardPort] : []),
+        ...(isHead && dashboard?.exposed ? [dashboard.port] : []),
     ];
     return {
         node: node.name,

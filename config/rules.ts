@@ -6,7 +6,8 @@
  */
 import { ConfigIssue, describeValue } from "./issues";
 import { formatIpv4, formatSubnet, parseCidr, subnetsOverlap } from "./ipv4";
-import { resolveParallelism } from "./resolve";
+import { Facts, gatherFacts, hasThorIn, isLocalModelPath, resolveParallelism, runtimeOf, totalGpusOf } from "./facts";
+import { HF_HOME_DIR } from "../components/render/paths";
 import type { InterconnectSchema, NcclSchema, ParsedConfig, ParsedModel, ParsedNode } from "./schema";
 import { checkPorts } from "./portRules";
 import type { z } from "zod";
@@ -248,7 +249,7 @@ export function checkMpLayout(
     if (model.executor !== "mp") {
         return [];
     }
-    const totalGpus = nodes.reduce((sum, node) => sum + node.gpus, 0);
+    const totalGpus = totalGpusOf(nodes);
     const { tensorParallel, pipelineParallel } = resolveParallelism(model, totalGpus);
     const world = tensorParallel * pipelineParallel;
     if (world > totalGpus) {
@@ -284,9 +285,6 @@ export function checkMpLayout(
     return [];
 }
 
-/** The host's Hugging Face cache: every container of ours mounts it. */
-const HF_CACHE = "/root/.cache/huggingface";
-
 /**
  * With the ray executor, vLLM's workers run inside each docker node's Ray container, which mounts
  * the Hugging Face cache but no local model path (mounting one there would restart Ray on every
@@ -296,23 +294,23 @@ export function checkLocalModelWithRay(
     model: Pick<ParsedModel, "executor" | "source">,
     nodes: readonly Pick<ParsedNode, "name" | "kind" | "runtime">[],
 ): ConfigIssue[] {
-    const dockerNode = nodes.findIndex((node) => node.kind !== "thor" && (node.runtime === undefined || node.runtime.kind === "docker"));
-    if (model.executor !== "ray" || !model.source.startsWith("/") || model.source.startsWith(`${HF_CACHE}/`) || dockerNode < 0) {
+    const dockerNode = nodes.findIndex((node) => node.kind !== "thor" && runtimeOf(node).kind === "docker");
+    if (model.executor !== "ray" || !isLocalModelPath(model.source) || model.source.startsWith(`${HF_HOME_DIR}/`) || dockerNode < 0) {
         return [];
     }
     return [
         {
             path: "model.source",
-            message: `is a local path outside ${HF_CACHE}, but with the ray executor vLLM's workers run in the Ray container of ${nodeLabel(dockerNode, nodes)}, which sees only that cache; move the model under it, or use the mp executor`,
+            message: `is a local path outside ${HF_HOME_DIR}, but with the ray executor vLLM's workers run in the Ray container of ${nodeLabel(dockerNode, nodes)}, which sees only that cache; move the model under it, or use the mp executor`,
             got: describeValue(model.source),
-            example: `${HF_CACHE}/models/qwen2.5-7b-instruct (or model.executor: mp)`,
+            example: `${HF_HOME_DIR}/models/qwen2.5-7b-instruct (or model.executor: mp)`,
         },
     ];
 }
 
 /** A cluster with a Thor runs NCCL over sockets everywhere: a Thor has no RoCE (seed 004). */
 export function checkTransport(requested: z.output<typeof NcclSchema>["transport"], nodes: readonly Pick<ParsedNode, "name" | "kind">[]): ConfigIssue[] {
-    const thor = nodes.findIndex((node) => node.kind === "thor");
+    const thor = nodes.findIndex((node) => hasThorIn([node]));
     if (requested !== "roce" || thor < 0) {
         return [];
     }
@@ -352,8 +350,8 @@ export function checkTopology(topology: z.output<typeof InterconnectSchema>["top
 }
 
 /** Every cross-field rule, in the order their issues are reported. */
-export function checkCrossFieldRules(config: ParsedConfig): ConfigIssue[] {
-    const totalGpus = config.nodes.reduce((sum, node) => sum + node.gpus, 0);
+export function checkCrossFieldRules(config: ParsedConfig, facts: Pick<Facts, "totalGpus"> = gatherFacts(config)): ConfigIssue[] {
+    const totalGpus = facts.totalGpus;
     return [
         ...checkNodeKinds(config.nodes),
         ...checkExactlyOneHead(config.nodes),

@@ -1,6 +1,7 @@
 // The vLLM layer: `vllm serve` argv, its unit, the root-only secrets file, and
 // the readiness probe (a real chat request).
 import type { ModelConfig, Runtime } from "../../config";
+import { isLocalModelPath } from "../../config/facts";
 import { HOST_LIB } from "./host/lib";
 import { EnvFileReader, pythonReadEnvValue, renderEnvFile } from "./host/envFile";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
@@ -101,7 +102,7 @@ export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: s
         // Offline: the model is already on this node (components/modelSync.ts), never fetched here.
         environment: { ...(rayAddress ? { RAY_ADDRESS: rayAddress } : {}), HF_HUB_OFFLINE: "1" },
         // A local model directory: the container sees it where vLLM is told to look.
-        readOnlyMounts: spec.source.startsWith("/") ? [spec.source] : [],
+        readOnlyMounts: isLocalModelPath(spec.source) ? [spec.source] : [],
         inputs: { "runtime.env": envHash, ...(peersHash ? { "units of ranks 1+": peersHash } : {}) },
         after: rayAddress ? [`${UNITS.ray}.service`] : [],
     });
