@@ -6,7 +6,10 @@
  * Nothing here imports a later phase (rules, fit, resolve).
  */
 import { HF_HOME_DIR } from "../components/render/paths";
+import { isLocalModelPath } from "./valueRules";
 import { DockerRuntimeSchema, type ParsedConfig, type ParsedModel, type ParsedNode, type Runtime } from "./schema";
+
+export { isLocalModelPath };
 
 /** What is true of a parsed config, computed once before the rules. */
 export interface Facts {
@@ -54,11 +57,6 @@ export function resolveParallelism(
         return { tensorParallel: totalGpus, pipelineParallel: 1 };
     }
     return { tensorParallel: model.tensorParallel ?? 1, pipelineParallel: model.pipelineParallel ?? 1 };
-}
-
-/** Whether a model source is a directory on the nodes (an absolute path) rather than a Hugging Face id. */
-export function isLocalModelPath(source: string): boolean {
-    return source.startsWith("/");
 }
 
 /** The nodes head first, the others in config order (a stable sort: with no or several heads, config order among them). */

@@ -76,6 +76,21 @@ export interface NodeConfig {
     roce: RoceDecision;
     /** The node is gone: nothing runs on it, its resources leave the stack without their delete. */
     retired: boolean;
+    /** What this node's firewall lets in (used when firewall.enabled). */
+    firewall: FirewallPolicy;
+}
+
+/** One node's firewall: who is a member, what is open to everyone, and who reaches the API. */
+export interface FirewallPolicy {
+    node: string;
+    /** Interconnect addresses of every node of the cluster: they reach everything. */
+    members: string[];
+    /** TCP ports anyone may connect to (SSH, the user's, an exposed Ray dashboard on the head), sorted. */
+    openTcp: number[];
+    /** UDP ports anyone may send to (the user's), sorted. */
+    openUdp: number[];
+    /** The API port and the source ranges it is restricted to (head only; none: open to anyone). */
+    api?: { port: number; allowFrom: string[] };
 }
 
 /** A port opened to everyone in the firewall. */
@@ -107,7 +122,7 @@ export interface ModelConfig extends Omit<ParsedModel, "tensorParallel" | "pipel
 }
 
 /** One `vllm serve` process: where it runs and its rank (rank 0 serves the API; the others run `--headless`). */
-export interface VllmServer {
+export interface VllmPlacement {
     node: string;
     rank: number;
     /** vLLM's own multi-node mode (mp executor): the ranks, this one's, and where rank 0 listens. Undefined: one process drives every GPU (ray executor). */
@@ -138,7 +153,7 @@ export type Executor =
     | {
           kind: "ray";
           /** vLLM on the head only: its workers run inside the Ray cluster. */
-          servers: [VllmServer];
+          servers: [VllmPlacement];
           ray: RayLayout;
           /** What the `ray` output says per node. */
           rayUnused?: undefined;
@@ -146,7 +161,7 @@ export type Executor =
     | {
           kind: "mp";
           /** vLLM on every node, rank 0 the head, the others in config order. */
-          servers: VllmServer[];
+          servers: VllmPlacement[];
           ray?: undefined;
           rayUnused: string;
       };
@@ -276,7 +291,7 @@ const LOOPBACK = ["127.0.0.1", "localhost"];
 export function resolveExecutor(
     model: Pick<ModelConfig, "executor" | "masterPort">,
     ray: z.output<typeof RaySchema>,
-    nodes: readonly NodeConfig[],
+    nodes: readonly Pick<NodeConfig, "name" | "ip" | "ssh">[],
     rankOrder: readonly string[],
     totalGpus: number,
 ): Executor {
@@ -325,6 +340,35 @@ export function resolveExecutor(
     }
 }
 
+/**
+ * The firewall of one node: members are every node's interconnect addresses; SSH (22 and the
+ * configured port) and the user's ports are open to all; the head also serves the API (to
+ * firewall.apiAllowFrom, or all) and, when the user moved it off loopback, the Ray dashboard.
+ */
+export function resolveFirewallPolicy(
+    node: Pick<NodeConfig, "name" | "ssh">,
+    nodes: readonly Pick<NodeConfig, "interconnect">[],
+    isHead: boolean,
+    firewall: FirewallConfig,
+    executor: Executor,
+    apiPort: number,
+): FirewallPolicy {
+    const dashboard = executor.ray?.dashboard;
+    const tcp = [
+        22,
+        node.ssh.port,
+        ...firewall.allowPorts.filter((p) => p.protocol === "tcp").map((p) => p.port),
+        ...(isHead && dashboard?.exposed ? [dashboard.port] : []),
+    ];
+    return {
+        node: node.name,
+        members: nodes.flatMap((n) => n.interconnect.map((iface) => iface.ip)),
+        openTcp: [...new Set(tcp)].sort((a, b) => a - b),
+        openUdp: [...new Set(firewall.allowPorts.filter((p) => p.protocol === "udp").map((p) => p.port))].sort((a, b) => a - b),
+        api: isHead ? { port: apiPort, allowFrom: firewall.apiAllowFrom } : undefined,
+    };
+}
+
 /** Resolves a config that passed the schema and every cross-field rule (exactly one head, among others). */
 export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitReport, facts: Facts = gatherFacts(parsed)): Config {
     const { totalGpus, hasThor } = facts;
@@ -346,7 +390,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         return clusterKey;
     };
     const interfaces = parsed.nodes.map((node) => ({ name: node.name, interconnect: node.interconnect.map(resolveInterface) }));
-    const nodes: NodeConfig[] = parsed.nodes.map((node, i) => ({
+    const planned: Omit<NodeConfig, "firewall">[] = parsed.nodes.map((node, i) => ({
         name: node.name,
         kind: node.kind,
         head: node.head,
@@ -366,6 +410,12 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         roce: resolveRoce(node.kind, transport, parsed.roce.enabled),
         retired: node.retired === true,
     }));
+    const firewall: FirewallConfig = { ...parsed.firewall, allowPorts: parsed.firewall.allowPorts.map(parseOpenPort) };
+    const executor = resolveExecutor(parsed.model, parsed.ray, planned, facts.rankOrder, totalGpus);
+    const nodes: NodeConfig[] = planned.map((node) => ({
+        ...node,
+        firewall: resolveFirewallPolicy(node, planned, node.head, firewall, executor, parsed.model.apiPort),
+    }));
     const head = nodes.find((node) => node.head);
     if (head === undefined) {
         throw new Error("internal: checkExactlyOneHead let a config without a head through");
@@ -382,7 +432,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         roce: parsed.roce,
         nccl,
         ray: parsed.ray,
-        firewall: { ...parsed.firewall, allowPorts: parsed.firewall.allowPorts.map(parseOpenPort) },
+        firewall,
         check: resolveCheck(parsed.check, transport),
         model: {
             ...model,
@@ -397,6 +447,6 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         rayAuthToken: new SecretString(parsed.rayAuthToken ?? deriveRayAuthToken(parsed.apiKey, stack)),
         modelSyncSecret: new SecretString(deriveModelSyncSecret(parsed.apiKey, stack, parsed.model.source)),
         rankOrder: facts.rankOrder,
-        executor: resolveExecutor(parsed.model, parsed.ray, nodes, facts.rankOrder, totalGpus),
+        executor,
     };
 }

@@ -16,7 +16,7 @@ function nodeLabel(index: number, nodes: readonly { name: string }[]): string {
     return `nodes[${index}] (${nodes[index].name})`;
 }
 
-/** A Thor needs a venv runtime (pip wheels lack sm_110; seed 004); only a Spark has twin interfaces. */
+/** A Thor needs a venv runtime (pip wheels lack sm_110 kernels); only a Spark has twin interfaces. */
 export function checkNodeKinds(nodes: readonly Pick<ParsedNode, "name" | "kind" | "runtime" | "interconnect">[]): ConfigIssue[] {
     const issues: ConfigIssue[] = [];
     nodes.forEach((node, i) => {
@@ -220,8 +220,12 @@ export function checkInterfaceNames(nodes: readonly Pick<ParsedNode, "name" | "i
 }
 
 /** tensorParallel × pipelineParallel fits in the cluster's GPUs. */
-export function checkParallelismFitsGpus(model: Pick<ParsedModel, "tensorParallel" | "pipelineParallel">, totalGpus: number): ConfigIssue[] {
-    const { tensorParallel, pipelineParallel } = resolveParallelism(model, totalGpus);
+export function checkParallelismFitsGpus(
+    model: Pick<ParsedModel, "tensorParallel" | "pipelineParallel">,
+    totalGpus: number,
+    parallelism: Facts["parallelism"] = resolveParallelism(model, totalGpus),
+): ConfigIssue[] {
+    const { tensorParallel, pipelineParallel } = parallelism;
     const product = tensorParallel * pipelineParallel;
     if (product <= totalGpus) {
         return [];
@@ -245,12 +249,13 @@ export function checkParallelismFitsGpus(model: Pick<ParsedModel, "tensorParalle
 export function checkMpLayout(
     model: Pick<ParsedModel, "executor" | "tensorParallel" | "pipelineParallel">,
     nodes: readonly Pick<ParsedNode, "name" | "gpus">[],
+    facts: Pick<Facts, "totalGpus" | "parallelism"> = { totalGpus: totalGpusOf(nodes), parallelism: resolveParallelism(model, totalGpusOf(nodes)) },
 ): ConfigIssue[] {
     if (model.executor !== "mp") {
         return [];
     }
-    const totalGpus = totalGpusOf(nodes);
-    const { tensorParallel, pipelineParallel } = resolveParallelism(model, totalGpus);
+    const totalGpus = facts.totalGpus;
+    const { tensorParallel, pipelineParallel } = facts.parallelism;
     const world = tensorParallel * pipelineParallel;
     if (world > totalGpus) {
         return []; // checkParallelismFitsGpus reports it
@@ -308,7 +313,7 @@ export function checkLocalModelWithRay(
     ];
 }
 
-/** A cluster with a Thor runs NCCL over sockets everywhere: a Thor has no RoCE (seed 004). */
+/** A cluster with a Thor runs NCCL over sockets everywhere: a Thor has no RoCE. */
 export function checkTransport(requested: z.output<typeof NcclSchema>["transport"], nodes: readonly Pick<ParsedNode, "name" | "kind">[]): ConfigIssue[] {
     const thor = nodes.findIndex((node) => hasThorIn([node]));
     if (requested !== "roce" || thor < 0) {
@@ -350,7 +355,7 @@ export function checkTopology(topology: z.output<typeof InterconnectSchema>["top
 }
 
 /** Every cross-field rule, in the order their issues are reported. */
-export function checkCrossFieldRules(config: ParsedConfig, facts: Pick<Facts, "totalGpus"> = gatherFacts(config)): ConfigIssue[] {
+export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gatherFacts(config)): ConfigIssue[] {
     const totalGpus = facts.totalGpus;
     return [
         ...checkNodeKinds(config.nodes),
@@ -361,8 +366,8 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Pick<Facts, "t
         ...checkAddressesInSubnets(config.nodes),
         ...checkTwinSubnets(config.nodes),
         ...checkInterfaceNames(config.nodes),
-        ...checkParallelismFitsGpus(config.model, totalGpus),
-        ...checkMpLayout(config.model, config.nodes),
+        ...checkParallelismFitsGpus(config.model, totalGpus, facts.parallelism),
+        ...checkMpLayout(config.model, config.nodes, facts),
         ...checkLocalModelWithRay(config.model, config.nodes),
         ...checkTransport(config.nccl.transport, config.nodes),
         ...checkPorts(config.ray, config.model, config.nodes),

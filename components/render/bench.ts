@@ -32,7 +32,7 @@ export interface BenchServeOptions {
     extraArgs: string[];
 }
 
-/** The seeds' benchmark: random data, 1024 tokens in, 128 out, 100 prompts, all at once. */
+/** The default benchmark: random data, 1024 tokens in, 128 out, 100 prompts, all at once. */
 export const BENCH_DEFAULTS: BenchServeOptions = {
     backend: "openai",
     endpoint: "/v1/completions",

@@ -1,5 +1,5 @@
 // The runtime strategies: what differs between running in a container (docker,
-// with the seeds' docker flags) and running a venv's own binaries: a unit's
+// with the docker flags a Spark's vLLM container needs) and running a venv's own binaries: a unit's
 // ExecStart and its lines around it, a one-off command beside a unit, a
 // throwaway Python, the env files' reader, the model download.
 import type { DockerRuntime, Runtime, VenvRuntime } from "../../../config";
@@ -18,7 +18,7 @@ export interface ExecSpec {
     readOnlyMounts?: string[];
 }
 
-/** docker run flags from the seeds; privileged, memlock and /dev/infiniband are configuration: real Sparks want them for RDMA, a VM (the lab) cannot grant them. */
+/** docker run flags for a Spark's vLLM container; privileged, memlock and /dev/infiniband are configuration: real Sparks want them for RDMA, a VM (the lab) cannot grant them. */
 export function dockerRunArgv(
     runtime: DockerRuntime,
     container: string,
