@@ -3,9 +3,7 @@ import type * as command from "@pulumi/command";
 import { typeToken } from "./package";
 import { RayNodeArgs, rayUnit, rayUnitCommand } from "./rayNode";
 import { readinessCommand } from "./readiness";
-import { execBeside } from "./render/host/runtime";
-import { CONTAINER_NAMES } from "./render/paths";
-import { rayProbeArgv, rayReadyScript } from "./render/ray";
+import { rayPlan } from "./render/ray";
 
 const TYPE = typeToken("RayHead");
 
@@ -37,18 +35,17 @@ export class RayHead extends pulumi.ComponentResource {
 
     constructor(name: string, args: RayHeadArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
-        this.unit = rayUnit("head", args);
-        this.started = rayUnitCommand(name, this.unit, args, this);
+        const plan = rayPlan({ ...args.ray, role: "head" }, args.runtime);
+        this.unit = rayUnit(plan, args);
+        this.started = rayUnitCommand(name, plan, this.unit, args, this);
         this.address = args.address;
         this.dashboard = args.dashboard;
-        const probe = execBeside(args.runtime, CONTAINER_NAMES.ray, rayProbeArgv(this.address, args.expectedNodes, args.expectedGpus));
-        const status = execBeside(args.runtime, CONTAINER_NAMES.ray, ["ray", "status", `--address=${this.address}`]);
         readinessCommand(
             name,
             {
                 host: args.host,
                 unit: this.unit,
-                script: rayReadyScript(probe, status),
+                script: plan.ready(this.address, args.expectedNodes, args.expectedGpus),
                 timeout: "10m",
             },
             { parent: this, dependsOn: [this.started] },
