@@ -64,18 +64,22 @@ export function headFirst<T extends Pick<ParsedNode, "head">>(nodes: readonly T[
     return [...nodes].sort((a, b) => Number(b.head) - Number(a.head));
 }
 
+/** Whether the model source is a local path, and whether that path is under the host's Hugging Face cache. */
+export function localModelFacts(source: string): Pick<Facts, "localModel" | "localModelInHfCache"> {
+    const localModel = isLocalModelPath(source);
+    return { localModel, localModelInHfCache: localModel && source.startsWith(`${HF_HOME_DIR}/`) };
+}
+
 /** The facts of `parsed`, computed once. */
 export function gatherFacts(parsed: Pick<ParsedConfig, "nodes" | "model">): Facts {
     const totalGpus = totalGpusOf(parsed.nodes);
     const hasThor = hasThorIn(parsed.nodes);
-    const localModel = isLocalModelPath(parsed.model.source);
     return {
         totalGpus,
         hasThor,
         parallelism: resolveParallelism(parsed.model, totalGpus),
         enforceEager: parsed.model.enforceEager ?? hasThor,
-        localModel,
-        localModelInHfCache: localModel && parsed.model.source.startsWith(`${HF_HOME_DIR}/`),
+        ...localModelFacts(parsed.model.source),
         rankOrder: headFirst(parsed.nodes).map((node) => node.name),
     };
 }

@@ -6,7 +6,7 @@
  */
 import { ConfigIssue, describeValue } from "./issues";
 import { formatIpv4, formatSubnet, parseCidr, subnetsOverlap } from "./ipv4";
-import { Facts, gatherFacts, hasThorIn, isLocalModelPath, resolveParallelism, runtimeOf, totalGpusOf } from "./facts";
+import { Facts, gatherFacts, hasThorIn, localModelFacts, resolveParallelism, runtimeOf, totalGpusOf } from "./facts";
 import { HF_HOME_DIR } from "../components/render/paths";
 import type { InterconnectSchema, NcclSchema, ParsedConfig, ParsedModel, ParsedNode } from "./schema";
 import { checkPorts } from "./portRules";
@@ -298,9 +298,10 @@ export function checkMpLayout(
 export function checkLocalModelWithRay(
     model: Pick<ParsedModel, "executor" | "source">,
     nodes: readonly Pick<ParsedNode, "name" | "kind" | "runtime">[],
+    facts: Pick<Facts, "localModel" | "localModelInHfCache"> = localModelFacts(model.source),
 ): ConfigIssue[] {
     const dockerNode = nodes.findIndex((node) => node.kind !== "thor" && runtimeOf(node).kind === "docker");
-    if (model.executor !== "ray" || !isLocalModelPath(model.source) || model.source.startsWith(`${HF_HOME_DIR}/`) || dockerNode < 0) {
+    if (model.executor !== "ray" || !facts.localModel || facts.localModelInHfCache || dockerNode < 0) {
         return [];
     }
     return [
@@ -368,7 +369,7 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gather
         ...checkInterfaceNames(config.nodes),
         ...checkParallelismFitsGpus(config.model, totalGpus, facts.parallelism),
         ...checkMpLayout(config.model, config.nodes, facts),
-        ...checkLocalModelWithRay(config.model, config.nodes),
+        ...checkLocalModelWithRay(config.model, config.nodes, facts),
         ...checkTransport(config.nccl.transport, config.nodes),
         ...checkPorts(config.ray, config.model, config.nodes),
         ...checkTopology(config.interconnect.topology, config.nodes.length),
