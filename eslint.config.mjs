@@ -15,7 +15,7 @@ export default tseslint.config(
         rules: {
             "@pulumi/no-output-in-template-literal": "error",
             "@pulumi/no-output-instance-in-template-literal": "error",
-            "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_" }],
+            "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", ignoreRestSiblings: true }],
         },
     },
 );

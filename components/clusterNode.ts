@@ -8,7 +8,6 @@ import { SSH_READY_SCRIPT, recordedHostKey } from "./hostKey";
 import { Connection, NodeHost, nodeConnection } from "./nodeConnection";
 import { hcasFor, parseIbdev2netdev, parseRayVersion, resolveInterfaceNames } from "./nodeFacts";
 import { typeToken } from "./package";
-import { FirewallSpec } from "./render/firewall";
 import { probeScript, rayProbeScript, vllmProbeScript } from "./render/probe";
 import { VllmProbeResult, parseVllmProbe } from "./render/vllmCompat";
 import { RocePfc } from "./rocePfc";
@@ -76,7 +75,7 @@ export class ClusterNode extends pulumi.ComponentResource {
         this.host = new NodeHost(pinHostKey(connection, this.hostKey), node.ssh.user);
         const hardware = this.host.command(`${node.name}-probe`, { create: probeScript() }, this.childOptions({ dependsOn: [ssh] }));
         const rayProbe =
-            cluster.model.executor === "ray"
+            cluster.executor.ray !== undefined
                 ? this.host.command(
                       `${node.name}-ray-probe`,
                       { create: rayProbeScript({ node: node.name, runtime: node.runtime }) },
@@ -105,11 +104,7 @@ export class ClusterNode extends pulumi.ComponentResource {
         );
 
         if (cluster.firewall.enabled) {
-            this.firewall = new Firewall(
-                `${node.name}-firewall`,
-                { host: this.host, spec: firewallSpec(node, cluster) },
-                this.childOptions({ dependsOn: probe }),
-            );
+            this.firewall = new Firewall(`${node.name}-firewall`, { host: this.host, spec: node.firewall }, this.childOptions({ dependsOn: probe }));
             this.firewallStatus = this.firewall.status;
         } else {
             this.firewallStatus = pulumi.output("off: firewall.enabled is false (the internal ports listen to anyone who reaches them)");
@@ -163,7 +158,7 @@ export class ClusterNode extends pulumi.ComponentResource {
         );
         if (cluster.check.enabled) {
             // Rank 0 on the head, whose address every rank dials; the workers in config order.
-            const rank = [cluster.head, ...cluster.workers].indexOf(node);
+            const rank = cluster.rankOrder.indexOf(node.name);
             this.check = new ClusterCheck(
                 `${node.name}-check`,
                 {
@@ -197,29 +192,6 @@ export class ClusterNode extends pulumi.ComponentResource {
     childOptions<T extends pulumi.ResourceOptions>(opts?: T): T & { parent: pulumi.Resource; aliases: pulumi.Input<pulumi.Alias>[] } {
         return { ...(opts ?? ({} as T)), parent: this, aliases: [{ parent: this.#cluster }] };
     }
-}
-
-/**
- * The firewall of one node: members are every node's interconnect addresses; SSH (22 and the
- * configured port) and the user's ports are open to all; the head also serves the API (to
- * firewall.apiAllowFrom, or all) and, when the user moved it off loopback, the Ray dashboard.
- */
-export function firewallSpec(node: NodeConfig, cluster: Config): FirewallSpec {
-    const isHead = node.name === cluster.head.name;
-    const dashboardExposed = isHead && cluster.model.executor === "ray" && !["127.0.0.1", "localhost"].includes(cluster.ray.dashboardHost);
-    const tcp = [
-        22,
-        node.ssh.port,
-        ...cluster.firewall.allowPorts.filter((p) => p.protocol === "tcp").map((p) => p.port),
-        ...(dashboardExposed ? [cluster.ray.dashboardPort] : []),
-    ];
-    return {
-        node: node.name,
-        members: cluster.nodes.flatMap((n) => n.interconnect.map((iface) => iface.ip)),
-        openTcp: [...new Set(tcp)].sort((a, b) => a - b),
-        openUdp: [...new Set(cluster.firewall.allowPorts.filter((p) => p.protocol === "udp").map((p) => p.port))].sort((a, b) => a - b),
-        api: isHead ? { port: cluster.model.apiPort, allowFrom: cluster.firewall.apiAllowFrom } : undefined,
-    };
 }
 
 /** The connection with `hostKey` pinned (an empty key: not known, so not checked). */

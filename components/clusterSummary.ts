@@ -1,6 +1,7 @@
-// The stack's `cluster` output: what the configuration describes, in plain
-// data a user can read with `pulumi stack output cluster`. Never any secret.
-import type { Config } from "../config";
+// The stack's `cluster` output: what the configuration describes, as typed data
+// a user reads with `pulumi stack output cluster` and tools (scripts/bench-serve.sh)
+// read as JSON without parsing text back. Never any secret.
+import type { Config, Runtime } from "../config";
 
 export interface ClusterSummary {
     head: string;
@@ -12,9 +13,11 @@ export interface ClusterSummary {
         name: string;
         kind: string;
         head: boolean;
-        ssh: string;
+        /** Where to SSH to the node. */
+        ssh: { user: string; host: string; port: number };
         gpus: number;
-        runtime: string;
+        /** The node's runtime with every default resolved (an image and its docker flags, or a venv). */
+        runtime: Runtime;
         interconnect: string[];
     }[];
     model: {
@@ -39,9 +42,9 @@ export function clusterSummary(config: Config): ClusterSummary {
             name: node.name,
             kind: node.kind,
             head: node.head,
-            ssh: `${node.ssh.user}@${node.ssh.host}:${node.ssh.port}`,
+            ssh: { user: node.ssh.user, host: node.ssh.host, port: node.ssh.port },
             gpus: node.gpus,
-            runtime: node.runtime.kind === "docker" ? `docker ${node.runtime.image}` : `venv ${node.runtime.path}`,
+            runtime: node.runtime,
             interconnect: node.interconnect.map((iface) => `${iface.name ?? "(detected)"} ${iface.address}`),
         })),
         model: {

@@ -1,12 +1,10 @@
 import * as pulumi from "@pulumi/pulumi";
-import * as command from "@pulumi/command";
+import type * as command from "@pulumi/command";
 import type { ModelConfig, NodeConfig } from "../config";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
 import {
     MODEL_SYNC_LIMITS,
-    deriveModelSyncSecret,
-    isLocalModelPath,
     localModelCheckScript,
     modelCacheRemovalScript,
     modelDownloadScript,
@@ -19,8 +17,7 @@ const TYPE = typeToken("ModelSync");
 
 /**
  * A step on one node, keyed on the model: `triggers` replace it when the repository changes (the
- * delete that goes with the old repository runs for the old one), which NodeHost.command does not
- * offer.
+ * delete that goes with the old repository runs for the old one).
  */
 function syncStep(
     name: string,
@@ -28,17 +25,7 @@ function syncStep(
     args: { create: string; delete?: string; stdin?: pulumi.Input<string>; triggers?: string[] },
     opts: pulumi.CustomResourceOptions,
 ): command.remote.Command {
-    return new command.remote.Command(
-        name,
-        {
-            connection: host.connection,
-            create: host.asRoot(args.create),
-            ...(args.delete === undefined ? {} : { delete: host.asRoot(args.delete) }),
-            ...(args.stdin === undefined ? {} : { stdin: args.stdin }),
-            ...(args.triggers === undefined ? {} : { triggers: args.triggers }),
-        },
-        opts,
-    );
+    return host.command(name, args, opts);
 }
 
 /** A node as the sync sees it: its resolved config, its connection, and the host layers to wait for. */
@@ -56,8 +43,10 @@ export interface ModelSyncArgs {
     head: ModelSyncNode;
     /** Every other node: each pulls from the head. */
     workers: ModelSyncNode[];
-    /** The API key: the sync secret is derived from it (see deriveModelSyncSecret). */
-    apiKey: pulumi.Input<string>;
+    /** model.source is a directory on the nodes: checked there, nothing synced (config/facts.ts). */
+    localModel: boolean;
+    /** The secret the workers authenticate to the head's rsync daemon with (config/resolve.ts derives it). */
+    syncSecret: pulumi.Input<string>;
     /** Hugging Face token for gated models, handed to the download only. Defaults to none. */
     hfToken?: pulumi.Input<string>;
 }
@@ -110,7 +99,7 @@ export class ModelSync extends pulumi.ComponentResource {
         const source = args.model.source;
         const nodes = [args.head, ...args.workers];
 
-        if (isLocalModelPath(source)) {
+        if (args.localModel) {
             this.steps = nodes.map((n) =>
                 syncStep(
                     `${name}-check-${n.node.name}`,
@@ -130,7 +119,7 @@ export class ModelSync extends pulumi.ComponentResource {
         const triggers = [source];
         const hours = (seconds: number) => `${Math.ceil(seconds / 3600) + 1}h`;
         const head = args.head;
-        const secret = pulumi.secret(pulumi.output(args.apiKey).apply((key) => deriveModelSyncSecret(key, pulumi.getStack(), source)));
+        const secret = pulumi.secret(args.syncSecret);
 
         const download = syncStep(
             `${name}-download`,

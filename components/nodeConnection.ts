@@ -13,6 +13,20 @@ export type Connection = command.types.input.remote.ConnectionArgs;
 
 const COMMAND_TYPE = "command:remote:Command";
 
+/** One step on a node: its scripts (run as root) and what else its command carries. */
+export interface RemoteStep {
+    create: pulumi.Input<string>;
+    delete?: pulumi.Input<string>;
+    /** What a refresh runs to read the host back. Defaults to none. */
+    read?: pulumi.Input<string>;
+    stdin?: pulumi.Input<string>;
+    logging?: "none";
+    /** Text before the root command line of `create`, as it is. Defaults to none. */
+    header?: pulumi.Input<string>;
+    /** Values whose change replaces the command. Defaults to none. */
+    triggers?: pulumi.Input<pulumi.Input<string>[]>;
+}
+
 /** What a step needs to run scripts on one node: its connection, and its scripts turned into root commands. */
 export class NodeHost {
     constructor(
@@ -28,32 +42,27 @@ export class NodeHost {
     }
 
     /**
-     * A remote command on this node whose create (and delete) scripts run as root. `read`, when
-     * given, is what a refresh runs to read the host back (see render/host/read.ts): our command
-     * provider's own input, beyond the npm SDK's, so it is added by a transformation.
+     * The one factory of remote commands: a command on this node whose create (and delete) scripts
+     * run as root. `read`, when given, is what a refresh runs to read the host back (see
+     * render/host/read.ts): our command provider's own input, beyond the npm SDK's, so it is added
+     * by a transformation. `header` goes before the root command line as it is (a comment that
+     * re-runs the step when it changes); `triggers` replace the command when they change.
      */
-    command(
-        name: string,
-        args: {
-            create: pulumi.Input<string>;
-            delete?: pulumi.Input<string>;
-            read?: pulumi.Input<string>;
-            stdin?: pulumi.Input<string>;
-            logging?: "none";
-        },
-        opts: pulumi.CustomResourceOptions,
-    ): command.remote.Command {
+    command(name: string, args: RemoteStep, opts: pulumi.CustomResourceOptions): command.remote.Command {
         const asRoot = (script: pulumi.Input<string>) =>
             typeof script === "string" ? this.asRoot(script) : pulumi.output(script).apply((s) => this.asRoot(s));
         const read = args.read === undefined ? undefined : asRoot(args.read);
+        const create =
+            args.header === undefined ? asRoot(args.create) : pulumi.all([args.header, args.create]).apply(([header, script]) => header + this.asRoot(script));
         return new command.remote.Command(
             name,
             {
                 connection: this.connection,
-                create: asRoot(args.create),
+                create,
                 ...(args.delete === undefined ? {} : { delete: asRoot(args.delete) }),
                 ...(args.stdin === undefined ? {} : { stdin: args.stdin }),
                 ...(args.logging === undefined ? {} : { logging: args.logging }),
+                ...(args.triggers === undefined ? {} : { triggers: args.triggers }),
             },
             read === undefined ? opts : pulumi.mergeOptions(opts, { transformations: [withRead(read)] }),
         );

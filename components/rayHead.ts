@@ -3,15 +3,15 @@ import type * as command from "@pulumi/command";
 import { typeToken } from "./package";
 import { RayNodeArgs, rayUnit, rayUnitCommand } from "./rayNode";
 import { readinessCommand } from "./readiness";
-import { execBeside } from "./render/host/runtime";
-import { CONTAINER_NAMES } from "./render/paths";
-import { rayProbeArgv, rayReadyScript } from "./render/ray";
+import { rayPlan } from "./render/ray";
 
 const TYPE = typeToken("RayHead");
 
 export interface RayHeadArgs extends RayNodeArgs {
-    /** `user@host` you SSH to on the head, for the dashboard tunnel hint. */
-    sshTarget: string;
+    /** `ip:port` of the head's GCS, which workers and vLLM join. */
+    address: string;
+    /** How to reach the dashboard from your machine (an SSH tunnel, or its exposed URL). */
+    dashboard: string;
     /** Nodes the cluster must show before the head counts as ready. */
     expectedNodes: number;
     /** GPUs the cluster must show before the head counts as ready. */
@@ -35,21 +35,17 @@ export class RayHead extends pulumi.ComponentResource {
 
     constructor(name: string, args: RayHeadArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
-        this.unit = rayUnit("head", args);
-        this.started = rayUnitCommand(name, this.unit, args, this);
-        this.address = `${args.ray.nodeIp}:${args.ray.port}`;
-        this.dashboard =
-            args.ray.dashboardHost === "127.0.0.1" || args.ray.dashboardHost === "localhost"
-                ? `ssh -L ${args.ray.dashboardPort}:127.0.0.1:${args.ray.dashboardPort} ${args.sshTarget}, then open http://127.0.0.1:${args.ray.dashboardPort}`
-                : `http://${args.ray.dashboardHost}:${args.ray.dashboardPort} (exposed: anyone who reaches it can run code)`;
-        const probe = execBeside(args.runtime, CONTAINER_NAMES.ray, rayProbeArgv(this.address, args.expectedNodes, args.expectedGpus));
-        const status = execBeside(args.runtime, CONTAINER_NAMES.ray, ["ray", "status", `--address=${this.address}`]);
+        const plan = rayPlan({ ...args.ray, role: "head" }, args.runtime);
+        this.unit = rayUnit(plan, args);
+        this.started = rayUnitCommand(name, plan, this.unit, args, this);
+        this.address = args.address;
+        this.dashboard = args.dashboard;
         readinessCommand(
             name,
             {
                 host: args.host,
                 unit: this.unit,
-                script: rayReadyScript(probe, status),
+                script: plan.ready(this.address, args.expectedNodes, args.expectedGpus),
                 timeout: "10m",
             },
             { parent: this, dependsOn: [this.started] },

@@ -4,11 +4,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type * as command from "@pulumi/command";
 import type { Runtime } from "../config";
 import type { NodeHost } from "./nodeConnection";
-import { envFileReader } from "./render/host/envFile";
-import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./render/host/files";
-import { secretFileReadScript, unitReadScript } from "./render/host/read";
-import { CONFIG_DIR, RAY_ENV_PATH, UNITS } from "./render/paths";
-import { RayStartSpec, renderRayEnv, renderRayUnit } from "./render/ray";
+import { RayPlan, RayStartSpec } from "./render/ray";
 
 export interface RayNodeArgs {
     /** The node's connection and SSH user. */
@@ -23,22 +19,20 @@ export interface RayNodeArgs {
 }
 
 /** The unit of one node, re-rendered when the runtime environment changes. */
-export function rayUnit(role: RayStartSpec["role"], args: RayNodeArgs): pulumi.Output<string> {
-    return pulumi.output(args.envHash).apply((hash) => renderRayUnit({ ...args.ray, role }, args.runtime, hash));
+export function rayUnit(plan: RayPlan, args: RayNodeArgs): pulumi.Output<string> {
+    return pulumi.output(args.envHash).apply(plan.unit);
 }
 
 /**
  * The steps shared by head and workers: the root-only token file (from stdin, so the token stays
  * out of the script, its output and the process list; a new token restarts Ray), then the unit.
  */
-export function rayUnitCommand(name: string, unit: pulumi.Output<string>, args: RayNodeArgs, parent: pulumi.Resource): command.remote.Command {
+export function rayUnitCommand(name: string, plan: RayPlan, unit: pulumi.Output<string>, args: RayNodeArgs, parent: pulumi.Resource): command.remote.Command {
     const auth = args.host.command(
         `${name}-auth`,
         {
-            create: installFileFromStdinScript(RAY_ENV_PATH, "600", UNITS.ray),
-            delete: removeFilesScript([RAY_ENV_PATH], [CONFIG_DIR]),
-            read: secretFileReadScript(RAY_ENV_PATH, "600"),
-            stdin: pulumi.secret(pulumi.output(args.authToken).apply((token) => renderRayEnv(envFileReader(args.runtime), token))),
+            ...plan.auth,
+            stdin: pulumi.secret(pulumi.output(args.authToken).apply(plan.authFile)),
             logging: "none",
         },
         { parent },
@@ -46,9 +40,9 @@ export function rayUnitCommand(name: string, unit: pulumi.Output<string>, args: 
     return args.host.command(
         `${name}-unit`,
         {
-            create: unit.apply((content) => installUnitScript(UNITS.ray, content)),
-            delete: removeUnitScript(UNITS.ray),
-            read: unit.apply((content) => unitReadScript(UNITS.ray, content)),
+            create: unit.apply(plan.unitStep.create),
+            delete: plan.unitStep.delete,
+            read: unit.apply(plan.unitStep.read),
         },
         { parent, dependsOn: [auth], customTimeouts: { create: "10m", update: "10m" } },
     );

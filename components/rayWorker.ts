@@ -2,6 +2,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type * as command from "@pulumi/command";
 import { typeToken } from "./package";
 import { RayNodeArgs, rayUnit, rayUnitCommand } from "./rayNode";
+import { rayPlan } from "./render/ray";
 
 const TYPE = typeToken("RayWorker");
 
@@ -16,8 +17,9 @@ export class RayWorker extends pulumi.ComponentResource {
 
     constructor(name: string, args: RayNodeArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
-        this.unit = rayUnit("worker", args);
-        this.started = rayUnitCommand(name, this.unit, args, this);
+        const plan = rayPlan({ ...args.ray, role: "worker" }, args.runtime);
+        this.unit = rayUnit(plan, args);
+        this.started = rayUnitCommand(name, plan, this.unit, args, this);
         this.registerOutputs({ unit: this.unit });
     }
 }

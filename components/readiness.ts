@@ -1,7 +1,7 @@
 // The "done only when it really works" step that follows a unit: a bounded
 // probe on the node, re-run whenever the unit it checks changes.
 import * as pulumi from "@pulumi/pulumi";
-import * as command from "@pulumi/command";
+import type * as command from "@pulumi/command";
 import type { NodeHost } from "./nodeConnection";
 import { contentHash } from "./render/host/shell";
 
@@ -18,11 +18,11 @@ export interface ReadinessArgs {
 }
 
 export function readinessCommand(name: string, args: ReadinessArgs, opts: pulumi.CustomResourceOptions): command.remote.Command {
-    return new command.remote.Command(
+    return args.host.command(
         `${name}-ready`,
         {
-            connection: args.host.connection,
-            create: args.unit.apply((unit) => `# unit ${contentHash(unit)}\n` + args.host.asRoot(args.script)),
+            header: args.unit.apply((unit) => `# unit ${contentHash(unit)}\n`),
+            create: args.script,
             ...(args.triggers ? { triggers: args.triggers } : {}),
         },
         { ...opts, customTimeouts: { create: args.timeout, update: args.timeout } },

@@ -82,18 +82,16 @@ export class SparkCluster extends pulumi.ComponentResource {
         };
         const head = nodes[config.nodes.indexOf(config.head)];
         const workers = nodes.filter((n) => n !== head);
-        // Ray executor: vLLM on the head only. mp executor: on every node, rank 0 the head.
-        const vllmNodes = config.model.executor === "ray" ? [head] : [head, ...workers];
-        const serveSpec = (n: ClusterNode): VllmServeSpec => {
-            const rank = Math.max(0, vllmNodes.indexOf(n));
-            return {
-                ...config.model,
-                multiNode:
-                    config.model.executor === "ray"
-                        ? undefined
-                        : { nnodes: config.nodes.length, rank, masterAddr: config.head.ip, masterPort: config.model.masterPort },
-            };
+        const executor = config.executor;
+        const nodeNamed = (name: string): ClusterNode => {
+            const found = nodes.find((n) => n.node.name === name);
+            if (found === undefined) throw new pulumi.ResourceError(`internal: the executor names ${name}, which is not a node`, this);
+            return found;
         };
+        // vLLM where the executor runs it, rank 0 the head; a node without its own server runs the
+        // same vLLM as rank 0 (the ray executor's workers, inside Ray).
+        const serveSpec = (server: (typeof executor.servers)[number]): VllmServeSpec => ({ ...config.model, multiNode: server.multiNode });
+        const serverOf = (n: ClusterNode) => executor.servers.find((server) => server.node === n.node.name) ?? executor.servers[0];
 
         // Can every node's vLLM run what we render for it, and do the nodes agree? Checked on a
         // node that is not retired, from the probes' output, before anything changes anywhere.
@@ -101,7 +99,9 @@ export class SparkCluster extends pulumi.ComponentResource {
         // A retired node keeps the probe output it had (its commands ignore every change), so retiring
         // a node changes nothing here; one that was never probed is left out.
         const checkOn = nodes.find((n) => !n.node.retired) ?? head;
-        const checked = nodes.map((n) => n.vllm.apply((probe) => ({ node: n.node.name, runtime: n.node.runtime, probe, argv: vllmServeArgv(serveSpec(n)) })));
+        const checked = nodes.map((n) =>
+            n.vllm.apply((probe) => ({ node: n.node.name, runtime: n.node.runtime, probe, argv: vllmServeArgv(serveSpec(serverOf(n))) })),
+        );
         const vllmCheckStep = checkOn.host.command(
             `${name}-vllm-check`,
             {
@@ -118,9 +118,11 @@ export class SparkCluster extends pulumi.ComponentResource {
         );
         vllmCheckCreated(vllmCheckStep);
 
-        let rayHead: RayHead | undefined;
-        const rayWorkers: RayWorker[] = [];
-        if (config.model.executor === "ray") {
+        // With Ray, vLLM depends on every node's Ray: it starts after all of them, and destroy stops
+        // it before any Ray it has actors on. Without, each server waits for its node's host layers.
+        let servingAfter = (n: ClusterNode): pulumi.Resource[] => n.hostReady;
+        const rayLayout = executor.ray;
+        if (rayLayout) {
             const rayArgs = (n: ClusterNode): RayNodeArgs => ({
                 host: n.host,
                 runtime: n.node.runtime,
@@ -138,26 +140,29 @@ export class SparkCluster extends pulumi.ComponentResource {
                     ports: config.ray,
                 },
             });
-            const ssh = config.head.ssh;
-            rayHead = new RayHead(
-                `${head.node.name}-ray-head`,
+            const rayHeadNode = nodeNamed(rayLayout.head);
+            const rayHead = new RayHead(
+                `${rayHeadNode.node.name}-ray-head`,
                 {
-                    ...rayArgs(head),
-                    sshTarget: `${ssh.user}@${ssh.host}${ssh.port === 22 ? "" : ` -p ${ssh.port}`}`,
-                    expectedNodes: config.nodes.length,
-                    expectedGpus: config.totalGpus,
+                    ...rayArgs(rayHeadNode),
+                    address: rayLayout.address,
+                    dashboard: rayLayout.dashboard.access,
+                    expectedNodes: rayLayout.expectedNodes,
+                    expectedGpus: rayLayout.expectedGpus,
                 },
-                head.childOptions({ dependsOn: head.hostReady }),
+                rayHeadNode.childOptions({ dependsOn: rayHeadNode.hostReady }),
             );
-            for (const worker of workers) {
-                rayWorkers.push(
-                    new RayWorker(
-                        `${worker.node.name}-ray-worker`,
-                        rayArgs(worker),
-                        worker.childOptions({ dependsOn: [...worker.hostReady, rayHead.started] }),
-                    ),
+            const rayWorkers = rayLayout.workers
+                .map(nodeNamed)
+                .map(
+                    (worker) =>
+                        new RayWorker(
+                            `${worker.node.name}-ray-worker`,
+                            rayArgs(worker),
+                            worker.childOptions({ dependsOn: [...worker.hostReady, rayHead.started] }),
+                        ),
                 );
-            }
+            servingAfter = () => [rayHead, ...rayWorkers];
             this.dashboard = rayHead.dashboard;
         }
 
@@ -169,7 +174,8 @@ export class SparkCluster extends pulumi.ComponentResource {
                 model: config.model,
                 head,
                 workers,
-                apiKey: pulumi.secret(config.apiKey.reveal()),
+                localModel: config.localModel,
+                syncSecret: pulumi.secret(config.modelSyncSecret.reveal()),
                 hfToken: config.hfToken ? pulumi.secret(config.hfToken.reveal()) : undefined,
             },
             {
@@ -179,26 +185,26 @@ export class SparkCluster extends pulumi.ComponentResource {
         );
 
         // The workers' servers first: the head's vLLM restarts after them when one of them restarts.
-        // With Ray, vLLM depends on every node's Ray: it starts after all of them, and destroy stops
-        // it before any Ray it has actors on.
-        const server = (n: ClusterNode, peers: VllmServer[]) =>
-            new VllmServer(
+        const server = (placement: (typeof executor.servers)[number], peers: VllmServer[]) => {
+            const n = nodeNamed(placement.node);
+            return new VllmServer(
                 `${n.node.name}-vllm`,
                 {
                     host: n.host,
                     runtime: n.node.runtime,
-                    serve: serveSpec(n),
+                    serve: serveSpec(placement),
                     apiKey: pulumi.secret(config.apiKey.reveal()),
                     hfToken: config.hfToken ? pulumi.secret(config.hfToken.reveal()) : undefined,
-                    rayAddress: rayHead?.address,
+                    rayAddress: rayLayout?.address,
                     envHash: n.nccl.envHash,
                     publicHost: config.head.ssh.host,
                     peers,
                 },
-                n.childOptions({ dependsOn: [...(rayHead ? [rayHead, ...rayWorkers] : n.hostReady), modelSync, ...peers] }),
+                n.childOptions({ dependsOn: [...servingAfter(n), modelSync, ...peers] }),
             );
-        const workerServers = vllmNodes.slice(1).map((n) => server(n, []));
-        const servers = [server(vllmNodes[0], workerServers), ...workerServers];
+        };
+        const workerServers = executor.servers.slice(1).map((placement) => server(placement, []));
+        const servers = [server(executor.servers[0], workerServers), ...workerServers];
         this.endpoint = servers[0].baseUrl;
         this.servedModel = servers[0].servedModel;
         this.transport = config.transport;
@@ -206,7 +212,7 @@ export class SparkCluster extends pulumi.ComponentResource {
         this.ncclCheck = perNode(nodes, (n) => n.check?.result ?? "not run: check.enabled is false");
         this.hostKeys = perNode(nodes, (n) => n.hostKey.apply((key) => (key ? `${hostKeyFingerprint(key)} (${key.split(" ")[0]})` : "not recorded yet")));
         this.firewall = perNode(nodes, (n) => n.firewallStatus);
-        this.ray = perNode(nodes, (n) => (rayHead ? n.rayVersion.apply(rayAuthStatus) : "not used: model.executor is mp"));
+        this.ray = perNode(nodes, (n) => (executor.ray ? n.rayVersion.apply(rayAuthStatus) : executor.rayUnused));
         this.vllm = vllmCheckStep.stdout.apply((out) => vllmVersionsOf(out, nodes));
         this.registerOutputs({
             endpoint: this.endpoint,

@@ -3,12 +3,8 @@ import type { Runtime } from "../config";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
 import { readinessCommand } from "./readiness";
-import { envFileReader } from "./render/host/envFile";
-import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./render/host/files";
-import { secretFileReadScript, unitReadScript } from "./render/host/read";
 import { contentHash } from "./render/host/shell";
-import { CONFIG_DIR, UNITS, VLLM_SECRETS_PATH } from "./render/paths";
-import { VllmServeSpec, chatReadyScript, renderVllmFollowUnit, renderVllmSecrets, renderVllmUnit } from "./render/vllm";
+import { VllmServeSpec, vllmPlan } from "./render/vllm";
 
 const TYPE = typeToken("VllmServer");
 
@@ -56,17 +52,15 @@ export class VllmServer extends pulumi.ComponentResource {
 
     constructor(name: string, args: VllmServerArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
-        const rank = args.serve.multiNode?.rank ?? 0;
+        const plan = vllmPlan(args.serve, args.runtime, args.rayAddress);
         this.baseUrl = `http://${args.publicHost}:${args.serve.apiPort}/v1`;
         this.servedModel = args.serve.servedName;
 
-        const secretsFile = pulumi.all([args.apiKey, args.hfToken ?? ""]).apply(([key, token]) => renderVllmSecrets(envFileReader(args.runtime), key, token));
+        const secretsFile = pulumi.all([args.apiKey, args.hfToken ?? ""]).apply(([key, token]) => plan.secretsFile(key, token));
         const secrets = args.host.command(
             `${name}-secrets`,
             {
-                create: installFileFromStdinScript(VLLM_SECRETS_PATH, "600", UNITS.vllm),
-                delete: removeFilesScript([VLLM_SECRETS_PATH], [CONFIG_DIR]),
-                read: secretFileReadScript(VLLM_SECRETS_PATH, "600"),
+                ...plan.secrets,
                 // A changed secret changes stdin: an update, which rewrites the file.
                 stdin: pulumi.secret(secretsFile),
                 logging: "none",
@@ -74,36 +68,22 @@ export class VllmServer extends pulumi.ComponentResource {
             { parent: this },
         );
 
-        const peerUnits = (args.peers ?? []).map((p) => p.unit);
-        this.unit = pulumi
-            .all([args.envHash, ...peerUnits])
-            .apply(([envHash, ...units]) =>
-                renderVllmUnit(args.serve, args.runtime, envHash, args.rayAddress, units.length > 0 ? contentHash(units.join("\n")) : undefined),
-            );
+        this.unit = pulumi.all([args.envHash, ...(args.peers ?? []).map((p) => p.unit)]).apply(([envHash, ...units]) => plan.unit(envHash, units));
         const unitCommand = args.host.command(
             `${name}-unit`,
             {
-                create: this.unit.apply((unit) => installUnitScript(UNITS.vllm, unit)),
-                delete: removeUnitScript(UNITS.vllm),
-                read: this.unit.apply((unit) => unitReadScript(UNITS.vllm, unit)),
+                create: this.unit.apply(plan.unitStep.create),
+                delete: plan.unitStep.delete,
+                read: this.unit.apply(plan.unitStep.read),
             },
             { parent: this, dependsOn: [secrets], customTimeouts: { create: "10m", update: "10m" } },
         );
         // A headless rank follows its head: its follower unit restarts it when the head's engine ends.
-        const followUnit = renderVllmFollowUnit(args.serve);
-        if (followUnit !== undefined) {
-            args.host.command(
-                `${name}-follow`,
-                {
-                    create: installUnitScript(UNITS.vllmFollow, followUnit),
-                    delete: removeUnitScript(UNITS.vllmFollow),
-                    read: unitReadScript(UNITS.vllmFollow, followUnit),
-                },
-                { parent: this, dependsOn: [unitCommand] },
-            );
+        if (plan.follow !== undefined) {
+            args.host.command(`${name}-follow`, plan.follow, { parent: this, dependsOn: [unitCommand] });
         }
         this.generation = pulumi.secret(pulumi.all([this.unit, secretsFile]).apply(([unit, file]) => contentHash(`${unit}\n${file}`)));
-        if (rank === 0) {
+        if (plan.ready !== undefined) {
             readinessCommand(
                 name,
                 {
@@ -115,13 +95,7 @@ export class VllmServer extends pulumi.ComponentResource {
                             pulumi.all([this.generation, ...(args.peers ?? []).map((p) => p.generation)]).apply((all) => contentHash(all.join("\n"))),
                         ),
                     ],
-                    script: chatReadyScript({
-                        port: args.serve.apiPort,
-                        model: args.serve.servedName,
-                        envFile: VLLM_SECRETS_PATH,
-                        reader: envFileReader(args.runtime),
-                        unit: UNITS.vllm,
-                    }),
+                    script: plan.ready,
                     timeout: "20m",
                 },
                 { parent: this, dependsOn: [unitCommand] },

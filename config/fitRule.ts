@@ -6,7 +6,7 @@
  */
 import { ConfigIssue } from "./issues";
 import { ModelDescription, FitResult, planFit } from "./fitPlanner";
-import { resolveParallelism } from "./resolve";
+import type { Facts } from "./facts";
 import type { ParsedConfig } from "./schema";
 
 /** What the stack's `fit` output says: the estimate of a plan that fits, or why it was not checked. */
@@ -16,9 +16,8 @@ export type FitReport = { status: "fits"; summary: string; notes: string[] } | {
  * Plans the fit of `parsed`. The model's size comes from `model.size`, else from the model
  * directory's config.json when the caller could read it (`hfConfig`), else it is unknown.
  */
-export function planModelFit(parsed: ParsedConfig, hfConfig?: unknown): FitResult {
+export function planModelFit(parsed: ParsedConfig, facts: Pick<Facts, "parallelism" | "enforceEager" | "rankOrder">, hfConfig?: unknown): FitResult {
     const model = parsed.model;
-    const totalGpus = parsed.nodes.reduce((sum, node) => sum + node.gpus, 0);
     const description: ModelDescription = model.size
         ? { from: "size", name: model.source, size: model.size }
         : hfConfig !== undefined
@@ -28,17 +27,18 @@ export function planModelFit(parsed: ParsedConfig, hfConfig?: unknown): FitResul
     return planFit(
         description,
         {
-            ...resolveParallelism(model, totalGpus),
+            ...facts.parallelism,
             quantization: model.quantization,
             kvCacheDtype: model.kvCacheDtype,
             maxModelLen: model.maxModelLen,
             maxNumSeqs: model.maxNumSeqs,
             gpuMemoryUtilization: model.gpuMemoryUtilization,
-            enforceEager: model.enforceEager ?? parsed.nodes.some((node) => node.kind === "thor"),
+            enforceEager: facts.enforceEager,
             kvBudget: "one-sequence",
         },
-        [...parsed.nodes]
-            .sort((a, b) => Number(b.head) - Number(a.head))
+        facts.rankOrder
+            .map((name) => parsed.nodes.find((node) => node.name === name))
+            .filter((node) => node !== undefined)
             .map((node) => ({ name: node.name, kind: node.kind, gpus: node.gpus, gpuMemoryGiB: node.gpuMemoryGiB })),
     );
 }

@@ -8,9 +8,11 @@
  *
  * 1. per field: the zod schema (schema.ts: types, ranges, formats, unknown keys; messages from
  *    zodIssues.ts), plus the secret rules (secretRules.ts);
- * 2. across fields: the rules of rules.ts, run only when phase 1 found nothing, because they
- *    assume well-typed input;
- * 3. resolution (resolve.ts): defaults and every derived decision, made once.
+ * 2. facts (facts.ts): what is true of the config (GPUs, parallelism, a Thor, a local model),
+ *    computed once;
+ * 3. across fields: the rules of rules.ts and the fit check (fitRule.ts), run only when phase 1
+ *    found nothing, because they assume well-typed input; they read the facts;
+ * 4. resolution (resolve.ts): defaults and every derived decision, made once.
  *
  * Every problem of a phase is thrown at once in a {@link ConfigError}, one line per issue:
  * `spark-cluster:<path>: <what is wrong> (got <value>). Example: <right value>`. Secret values
@@ -23,8 +25,11 @@ import { ClusterConfigSchema } from "./schema";
 import { checkSecretsAreSecret, checkSshKeySource } from "./secretRules";
 import { fromZodIssue, zodMessage } from "./zodIssues";
 import { fitIssues, fitReport, planModelFit } from "./fitRule";
+import { gatherFacts } from "./facts";
+import type { RawConfig } from "./raw";
 
 export type { FitReport } from "./fitRule";
+export * from "./facts";
 export * from "./ipv4";
 export * from "./issues";
 export * from "./namespace";
@@ -36,18 +41,7 @@ export * from "./secret";
 export * from "./secretRules";
 export * from "./valueRules";
 export { exampleFor } from "./zodIssues";
-
-/** The stack config as Pulumi holds it. */
-export interface RawConfig {
-    /** Every key under the spark-cluster: namespace, WITHOUT the prefix, values already JSON-parsed objects/strings as Pulumi gives them. */
-    values: Record<string, unknown>;
-    /** Keys (without prefix) that Pulumi holds as secrets (set with --secret). */
-    secretKeys: ReadonlySet<string>;
-    /** The stack's name (derived secrets differ per stack). Defaults to "dev". */
-    stack?: string;
-    /** The model directory's config.json, when model.source is a directory the caller could read. Defaults to none. */
-    modelConfigJson?: unknown;
-}
+export type { RawConfig } from "./raw";
 
 /**
  * Validates the stack config and resolves every default. Throws a {@link ConfigError} that lists
@@ -64,14 +58,15 @@ export function parseConfig(raw: RawConfig): Config {
     if (!result.success || fieldIssues.length > 0) {
         throw new ConfigError(fieldIssues);
     }
-    const crossFieldIssues = checkCrossFieldRules(result.data);
+    const facts = gatherFacts(result.data);
+    const crossFieldIssues = checkCrossFieldRules(result.data, facts);
     if (crossFieldIssues.length > 0) {
         throw new ConfigError(crossFieldIssues);
     }
-    const fit = planModelFit(result.data, raw.modelConfigJson);
+    const fit = planModelFit(result.data, facts, raw.modelConfigJson);
     const fitProblems = fitIssues(fit);
     if (fitProblems.length > 0) {
         throw new ConfigError(fitProblems);
     }
-    return resolveConfig(result.data, raw.stack ?? "dev", fitReport(fit));
+    return resolveConfig(result.data, raw.stack ?? "dev", fitReport(fit), facts);
 }

@@ -7,12 +7,12 @@
  */
 import { createHmac } from "node:crypto";
 import type { z } from "zod";
+import { type Facts, gatherFacts, runtimeOf } from "./facts";
 import type { FitReport } from "./fitRule";
 import { formatIpv4, formatSubnet, parseCidr } from "./ipv4";
 import {
     CheckSchema,
     DEFAULT_SSH_CONNECT_TIMEOUT_SECONDS,
-    DockerRuntimeSchema,
     InterconnectSchema,
     NcclSchema,
     NodeKind,
@@ -76,6 +76,21 @@ export interface NodeConfig {
     roce: RoceDecision;
     /** The node is gone: nothing runs on it, its resources leave the stack without their delete. */
     retired: boolean;
+    /** What this node's firewall lets in (used when firewall.enabled). */
+    firewall: FirewallPolicy;
+}
+
+/** One node's firewall: who is a member, what is open to everyone, and who reaches the API. */
+export interface FirewallPolicy {
+    node: string;
+    /** Interconnect addresses of every node of the cluster: they reach everything. */
+    members: string[];
+    /** TCP ports anyone may connect to (SSH, the user's, an exposed Ray dashboard on the head), sorted. */
+    openTcp: number[];
+    /** UDP ports anyone may send to (the user's), sorted. */
+    openUdp: number[];
+    /** The API port and the source ranges it is restricted to (head only; none: open to anyone). */
+    api?: { port: number; allowFrom: string[] };
 }
 
 /** A port opened to everyone in the firewall. */
@@ -106,6 +121,51 @@ export interface ModelConfig extends Omit<ParsedModel, "tensorParallel" | "pipel
     enforceEager: boolean;
 }
 
+/** One `vllm serve` process: where it runs and its rank (rank 0 serves the API; the others run `--headless`). */
+export interface VllmPlacement {
+    node: string;
+    rank: number;
+    /** vLLM's own multi-node mode (mp executor): the ranks, this one's, and where rank 0 listens. Undefined: one process drives every GPU (ray executor). */
+    multiNode?: { nnodes: number; rank: number; masterAddr: string; masterPort: number };
+}
+
+/** The Ray cluster the ray executor runs on. */
+export interface RayLayout {
+    /** The node of the Ray head (the cluster's head). */
+    head: string;
+    /** The nodes that join the head as Ray workers, in config order. */
+    workers: string[];
+    /** `ip:port` of the head's GCS, which the workers and vLLM join. */
+    address: string;
+    /** Nodes and GPUs the head waits to see before it counts as ready. */
+    expectedNodes: number;
+    expectedGpus: number;
+    /** The dashboard: whether it listens beyond loopback (the head's firewall then opens its port), and how to reach it. */
+    dashboard: { exposed: boolean; port: number; access: string };
+}
+
+/**
+ * What runs where for the executor (model.executor): the `vllm serve` processes with their ranks,
+ * and the Ray cluster when there is one. Components read these fields; none tests the executor's
+ * name.
+ */
+export type Executor =
+    | {
+          kind: "ray";
+          /** vLLM on the head only: its workers run inside the Ray cluster. */
+          servers: [VllmPlacement];
+          ray: RayLayout;
+          /** What the `ray` output says per node. */
+          rayUnused?: undefined;
+      }
+    | {
+          kind: "mp";
+          /** vLLM on every node, rank 0 the head, the others in config order. */
+          servers: VllmPlacement[];
+          ray?: undefined;
+          rayUnused: string;
+      };
+
 /** The validated cluster config: plain data, every default resolved, secrets wrapped. */
 export interface Config {
     nodes: NodeConfig[];
@@ -130,27 +190,20 @@ export interface Config {
      */
     check: { enabled: boolean; passMarkGBps: number; requireTransport: string | undefined };
     model: ModelConfig;
+    /** model.source is a directory on the nodes, served as it is, rather than a Hugging Face id. */
+    localModel: boolean;
     apiKey: SecretString;
     hfToken?: SecretString;
     /** Whether the model fits (the planner's estimate), or why it was not checked. */
     fit: FitReport;
     /** The token of Ray's token authentication (ray executor): rayAuthToken, or derived from apiKey. */
     rayAuthToken: SecretString;
-}
-
-/**
- * The parallelism vLLM runs with. Neither given: tensor parallelism over every GPU (TP=2
- * measured 2.09x one Spark vs PP=2 1.08x on two Sparks; seed 002 recommends PP instead, so set
- * it explicitly if you follow the seed). One given: the other is 1.
- */
-export function resolveParallelism(
-    model: Pick<ParsedModel, "tensorParallel" | "pipelineParallel">,
-    totalGpus: number,
-): { tensorParallel: number; pipelineParallel: number } {
-    if (model.tensorParallel === undefined && model.pipelineParallel === undefined) {
-        return { tensorParallel: totalGpus, pipelineParallel: 1 };
-    }
-    return { tensorParallel: model.tensorParallel ?? 1, pipelineParallel: model.pipelineParallel ?? 1 };
+    /** The secret of the model sync's rsync daemon, derived from apiKey (unused for a local model). */
+    modelSyncSecret: SecretString;
+    /** The nodes in rank order: the head (rank 0, whose address every rank dials), then the others in config order. */
+    rankOrder: string[];
+    /** What runs where for the executor. */
+    executor: Executor;
 }
 
 /** The NCCL check's pass mark and required transport: RDMA at NVIDIA's pass mark on RoCE, report only over sockets. */
@@ -209,18 +262,116 @@ function resolveInterface(iface: ParsedInterface): InterconnectInterface {
 }
 
 /**
- * The Ray token when none is configured: HMAC-SHA256 of the stack name keyed by the API key, so it
- * is stable across runs, differs per stack, never stored anywhere but in Pulumi's encrypted state,
- * and changes when the API key is rotated.
+ * A secret derived from the API key: HMAC-SHA256 of `purpose` keyed by the API key, so it is
+ * stable across runs, differs per stack and purpose, is never stored anywhere but in Pulumi's
+ * encrypted state, and changes when the API key is rotated. The one place derived secrets are made.
  */
+function deriveFromApiKey(apiKey: string, purpose: string): string {
+    return createHmac("sha256", apiKey).update(purpose).digest("hex");
+}
+
+/** The Ray token when none is configured. */
 export function deriveRayAuthToken(apiKey: string, stack: string): string {
-    return createHmac("sha256", apiKey).update(`spark-cluster ray auth token for stack ${stack}`).digest("hex");
+    return deriveFromApiKey(apiKey, `spark-cluster ray auth token for stack ${stack}`);
+}
+
+/**
+ * The secret the workers authenticate to the head's rsync daemon with, one per model and stack.
+ * It reaches the nodes only on stdin, it is accepted only while the head serves, only from the
+ * workers' interconnect addresses.
+ */
+export function deriveModelSyncSecret(apiKey: string, stack: string, source: string): string {
+    return deriveFromApiKey(apiKey, `spark-cluster model sync for stack ${stack}: ${source}`);
+}
+
+/** Loopback addresses: a dashboard bound to one is reachable only through an SSH tunnel. */
+const LOOPBACK = ["127.0.0.1", "localhost"];
+
+/** What runs where for `model.executor`: the one place that tells the executors apart. */
+export function resolveExecutor(
+    model: Pick<ModelConfig, "executor" | "masterPort">,
+    ray: z.output<typeof RaySchema>,
+    nodes: readonly Pick<NodeConfig, "name" | "ip" | "ssh">[],
+    rankOrder: readonly string[],
+    totalGpus: number,
+): Executor {
+    const head = nodes.find((node) => node.name === rankOrder[0]);
+    if (head === undefined) {
+        throw new Error("internal: resolveExecutor without a head");
+    }
+    switch (model.executor) {
+        case "ray": {
+            const exposed = !LOOPBACK.includes(ray.dashboardHost);
+            const ssh = head.ssh;
+            const sshTarget = `${ssh.user}@${ssh.host}${ssh.port === 22 ? "" : ` -p ${ssh.port}`}`;
+            return {
+                kind: "ray",
+                servers: [{ node: head.name, rank: 0 }],
+                ray: {
+                    head: head.name,
+                    workers: rankOrder.slice(1),
+                    address: `${head.ip}:${ray.port}`,
+                    expectedNodes: nodes.length,
+                    expectedGpus: totalGpus,
+                    dashboard: {
+                        exposed,
+                        port: ray.dashboardPort,
+                        access: exposed
+                            ? `http://${ray.dashboardHost}:${ray.dashboardPort} (exposed: anyone who reaches it can run code)`
+                            : `ssh -L ${ray.dashboardPort}:127.0.0.1:${ray.dashboardPort} ${sshTarget}, then open http://127.0.0.1:${ray.dashboardPort}`,
+                    },
+                },
+            };
+        }
+        case "mp":
+            return {
+                kind: "mp",
+                servers: rankOrder.map((node, rank) => ({
+                    node,
+                    rank,
+                    multiNode: { nnodes: nodes.length, rank, masterAddr: head.ip, masterPort: model.masterPort },
+                })),
+                rayUnused: "not used: model.executor is mp",
+            };
+        default: {
+            const never: never = model.executor;
+            throw new Error(`internal: unknown executor ${String(never)}`);
+        }
+    }
+}
+
+/**
+ * The firewall of one node: members are every node's interconnect addresses; SSH (22 and the
+ * configured port) and the user's ports are open to all; the head also serves the API (to
+ * firewall.apiAllowFrom, or all) and, when the user moved it off loopback, the Ray dashboard.
+ */
+export function resolveFirewallPolicy(
+    node: Pick<NodeConfig, "name" | "ssh">,
+    nodes: readonly Pick<NodeConfig, "interconnect">[],
+    isHead: boolean,
+    firewall: FirewallConfig,
+    executor: Executor,
+    apiPort: number,
+): FirewallPolicy {
+    const dashboard = executor.ray?.dashboard;
+    const tcp = [
+        22,
+        node.ssh.port,
+        ...firewall.allowPorts.filter((p) => p.protocol === "tcp").map((p) => p.port),
+        ...(isHead && dashboard?.exposed ? [dashboard.port] : []),
+    ];
+    return {
+        node: node.name,
+        members: nodes.flatMap((n) => n.interconnect.map((iface) => iface.ip)),
+        openTcp: [...new Set(tcp)].sort((a, b) => a - b),
+        openUdp: [...new Set(firewall.allowPorts.filter((p) => p.protocol === "udp").map((p) => p.port))].sort((a, b) => a - b),
+        api: isHead ? { port: apiPort, allowFrom: firewall.apiAllowFrom } : undefined,
+    };
 }
 
 /** Resolves a config that passed the schema and every cross-field rule (exactly one head, among others). */
-export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitReport): Config {
-    const totalGpus = parsed.nodes.reduce((sum, node) => sum + node.gpus, 0);
-    const hasThor = parsed.nodes.some((node) => node.kind === "thor");
+export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitReport, facts: Facts = gatherFacts(parsed)): Config {
+    const { totalGpus, hasThor } = facts;
     const { transport: requestedTransport, ...nccl } = parsed.nccl;
     const transport = resolveTransport(requestedTransport, hasThor);
     const clusterKey: SshKey | undefined =
@@ -239,7 +390,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         return clusterKey;
     };
     const interfaces = parsed.nodes.map((node) => ({ name: node.name, interconnect: node.interconnect.map(resolveInterface) }));
-    const nodes: NodeConfig[] = parsed.nodes.map((node, i) => ({
+    const planned: Omit<NodeConfig, "firewall">[] = parsed.nodes.map((node, i) => ({
         name: node.name,
         kind: node.kind,
         head: node.head,
@@ -252,12 +403,18 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
             connectTimeoutSeconds: node.ssh.connectTimeoutSeconds ?? DEFAULT_SSH_CONNECT_TIMEOUT_SECONDS,
         },
         gpus: node.gpus,
-        runtime: node.runtime ?? DockerRuntimeSchema.parse({ kind: "docker" }),
+        runtime: runtimeOf(node),
         interconnect: interfaces[i].interconnect,
         ip: interfaces[i].interconnect[0].ip,
         peers: resolvePeers(interfaces[i], interfaces),
         roce: resolveRoce(node.kind, transport, parsed.roce.enabled),
         retired: node.retired === true,
+    }));
+    const firewall: FirewallConfig = { ...parsed.firewall, allowPorts: parsed.firewall.allowPorts.map(parseOpenPort) };
+    const executor = resolveExecutor(parsed.model, parsed.ray, planned, facts.rankOrder, totalGpus);
+    const nodes: NodeConfig[] = planned.map((node) => ({
+        ...node,
+        firewall: resolveFirewallPolicy(node, planned, node.head, firewall, executor, parsed.model.apiPort),
     }));
     const head = nodes.find((node) => node.head);
     if (head === undefined) {
@@ -275,17 +432,21 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         roce: parsed.roce,
         nccl,
         ray: parsed.ray,
-        firewall: { ...parsed.firewall, allowPorts: parsed.firewall.allowPorts.map(parseOpenPort) },
+        firewall,
         check: resolveCheck(parsed.check, transport),
         model: {
             ...model,
-            ...resolveParallelism({ tensorParallel, pipelineParallel }, totalGpus),
+            ...facts.parallelism,
             servedName: servedName ?? defaultServedName(model.source),
-            enforceEager: enforceEager ?? hasThor,
+            enforceEager: facts.enforceEager,
         },
+        localModel: facts.localModel,
         apiKey: new SecretString(parsed.apiKey),
         ...(parsed.hfToken !== undefined ? { hfToken: new SecretString(parsed.hfToken) } : {}),
         fit,
         rayAuthToken: new SecretString(parsed.rayAuthToken ?? deriveRayAuthToken(parsed.apiKey, stack)),
+        modelSyncSecret: new SecretString(deriveModelSyncSecret(parsed.apiKey, stack, parsed.model.source)),
+        rankOrder: facts.rankOrder,
+        executor,
     };
 }

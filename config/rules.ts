@@ -6,7 +6,8 @@
  */
 import { ConfigIssue, describeValue } from "./issues";
 import { formatIpv4, formatSubnet, parseCidr, subnetsOverlap } from "./ipv4";
-import { resolveParallelism } from "./resolve";
+import { Facts, gatherFacts, hasThorIn, localModelFacts, resolveParallelism, runtimeOf, totalGpusOf } from "./facts";
+import { HF_HOME_DIR } from "../components/render/paths";
 import type { InterconnectSchema, NcclSchema, ParsedConfig, ParsedModel, ParsedNode } from "./schema";
 import { checkPorts } from "./portRules";
 import type { z } from "zod";
@@ -15,7 +16,7 @@ function nodeLabel(index: number, nodes: readonly { name: string }[]): string {
     return `nodes[${index}] (${nodes[index].name})`;
 }
 
-/** A Thor needs a venv runtime (pip wheels lack sm_110; seed 004); only a Spark has twin interfaces. */
+/** A Thor needs a venv runtime (pip wheels lack sm_110 kernels); only a Spark has twin interfaces. */
 export function checkNodeKinds(nodes: readonly Pick<ParsedNode, "name" | "kind" | "runtime" | "interconnect">[]): ConfigIssue[] {
     const issues: ConfigIssue[] = [];
     nodes.forEach((node, i) => {
@@ -219,8 +220,12 @@ export function checkInterfaceNames(nodes: readonly Pick<ParsedNode, "name" | "i
 }
 
 /** tensorParallel × pipelineParallel fits in the cluster's GPUs. */
-export function checkParallelismFitsGpus(model: Pick<ParsedModel, "tensorParallel" | "pipelineParallel">, totalGpus: number): ConfigIssue[] {
-    const { tensorParallel, pipelineParallel } = resolveParallelism(model, totalGpus);
+export function checkParallelismFitsGpus(
+    model: Pick<ParsedModel, "tensorParallel" | "pipelineParallel">,
+    totalGpus: number,
+    parallelism: Facts["parallelism"] = resolveParallelism(model, totalGpus),
+): ConfigIssue[] {
+    const { tensorParallel, pipelineParallel } = parallelism;
     const product = tensorParallel * pipelineParallel;
     if (product <= totalGpus) {
         return [];
@@ -244,12 +249,13 @@ export function checkParallelismFitsGpus(model: Pick<ParsedModel, "tensorParalle
 export function checkMpLayout(
     model: Pick<ParsedModel, "executor" | "tensorParallel" | "pipelineParallel">,
     nodes: readonly Pick<ParsedNode, "name" | "gpus">[],
+    facts: Pick<Facts, "totalGpus" | "parallelism"> = { totalGpus: totalGpusOf(nodes), parallelism: resolveParallelism(model, totalGpusOf(nodes)) },
 ): ConfigIssue[] {
     if (model.executor !== "mp") {
         return [];
     }
-    const totalGpus = nodes.reduce((sum, node) => sum + node.gpus, 0);
-    const { tensorParallel, pipelineParallel } = resolveParallelism(model, totalGpus);
+    const totalGpus = facts.totalGpus;
+    const { tensorParallel, pipelineParallel } = facts.parallelism;
     const world = tensorParallel * pipelineParallel;
     if (world > totalGpus) {
         return []; // checkParallelismFitsGpus reports it
@@ -284,9 +290,6 @@ export function checkMpLayout(
     return [];
 }
 
-/** The host's Hugging Face cache: every container of ours mounts it. */
-const HF_CACHE = "/root/.cache/huggingface";
-
 /**
  * With the ray executor, vLLM's workers run inside each docker node's Ray container, which mounts
  * the Hugging Face cache but no local model path (mounting one there would restart Ray on every
@@ -295,24 +298,25 @@ const HF_CACHE = "/root/.cache/huggingface";
 export function checkLocalModelWithRay(
     model: Pick<ParsedModel, "executor" | "source">,
     nodes: readonly Pick<ParsedNode, "name" | "kind" | "runtime">[],
+    facts: Pick<Facts, "localModel" | "localModelInHfCache"> = localModelFacts(model.source),
 ): ConfigIssue[] {
-    const dockerNode = nodes.findIndex((node) => node.kind !== "thor" && (node.runtime === undefined || node.runtime.kind === "docker"));
-    if (model.executor !== "ray" || !model.source.startsWith("/") || model.source.startsWith(`${HF_CACHE}/`) || dockerNode < 0) {
+    const dockerNode = nodes.findIndex((node) => node.kind !== "thor" && runtimeOf(node).kind === "docker");
+    if (model.executor !== "ray" || !facts.localModel || facts.localModelInHfCache || dockerNode < 0) {
         return [];
     }
     return [
         {
             path: "model.source",
-            message: `is a local path outside ${HF_CACHE}, but with the ray executor vLLM's workers run in the Ray container of ${nodeLabel(dockerNode, nodes)}, which sees only that cache; move the model under it, or use the mp executor`,
+            message: `is a local path outside ${HF_HOME_DIR}, but with the ray executor vLLM's workers run in the Ray container of ${nodeLabel(dockerNode, nodes)}, which sees only that cache; move the model under it, or use the mp executor`,
             got: describeValue(model.source),
-            example: `${HF_CACHE}/models/qwen2.5-7b-instruct (or model.executor: mp)`,
+            example: `${HF_HOME_DIR}/models/qwen2.5-7b-instruct (or model.executor: mp)`,
         },
     ];
 }
 
-/** A cluster with a Thor runs NCCL over sockets everywhere: a Thor has no RoCE (seed 004). */
+/** A cluster with a Thor runs NCCL over sockets everywhere: a Thor has no RoCE. */
 export function checkTransport(requested: z.output<typeof NcclSchema>["transport"], nodes: readonly Pick<ParsedNode, "name" | "kind">[]): ConfigIssue[] {
-    const thor = nodes.findIndex((node) => node.kind === "thor");
+    const thor = nodes.findIndex((node) => hasThorIn([node]));
     if (requested !== "roce" || thor < 0) {
         return [];
     }
@@ -352,8 +356,8 @@ export function checkTopology(topology: z.output<typeof InterconnectSchema>["top
 }
 
 /** Every cross-field rule, in the order their issues are reported. */
-export function checkCrossFieldRules(config: ParsedConfig): ConfigIssue[] {
-    const totalGpus = config.nodes.reduce((sum, node) => sum + node.gpus, 0);
+export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gatherFacts(config)): ConfigIssue[] {
+    const totalGpus = facts.totalGpus;
     return [
         ...checkNodeKinds(config.nodes),
         ...checkExactlyOneHead(config.nodes),
@@ -363,9 +367,9 @@ export function checkCrossFieldRules(config: ParsedConfig): ConfigIssue[] {
         ...checkAddressesInSubnets(config.nodes),
         ...checkTwinSubnets(config.nodes),
         ...checkInterfaceNames(config.nodes),
-        ...checkParallelismFitsGpus(config.model, totalGpus),
-        ...checkMpLayout(config.model, config.nodes),
-        ...checkLocalModelWithRay(config.model, config.nodes),
+        ...checkParallelismFitsGpus(config.model, totalGpus, facts.parallelism),
+        ...checkMpLayout(config.model, config.nodes, facts),
+        ...checkLocalModelWithRay(config.model, config.nodes, facts),
         ...checkTransport(config.nccl.transport, config.nodes),
         ...checkPorts(config.ray, config.model, config.nodes),
         ...checkTopology(config.interconnect.topology, config.nodes.length),

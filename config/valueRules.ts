@@ -11,8 +11,13 @@ import { CONFIG_NAMESPACE } from "./namespace";
 const HF_MODEL_ID = /^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?\/[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?$/;
 const NCCL_VARIABLE = /^NCCL_[A-Z0-9_]+$/;
 
+/** Whether a model source is a directory on the nodes (an absolute path) rather than a Hugging Face id. */
+export function isLocalModelPath(source: string): boolean {
+    return source.startsWith("/");
+}
+
 export function modelSourceProblem(text: string): string | undefined {
-    if (text.startsWith("/")) {
+    if (isLocalModelPath(text)) {
         if (/[\s:,\0-\x1f\x7f]/.test(text) || text.split("/").every((segment) => segment === "")) {
             return "must be an absolute path to the model's directory, without spaces, `:` or `,` (a container mounts it)";
         }

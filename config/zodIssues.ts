@@ -3,7 +3,7 @@
 // own `.meta({ example })` in the schema.
 import { z } from "zod";
 import { ConfigIssue, describeSecret, describeValue, formatPath } from "./issues";
-import type { RawConfig } from "./index";
+import type { RawConfig } from "./raw";
 import { ClusterConfigSchema, PRIVATE_KEY_TEXT } from "./schema";
 import { SECRET_KEYS } from "./secret";
 import { extraArgProblem, overrideKeyProblem } from "./valueRules";

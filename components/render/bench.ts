@@ -8,8 +8,8 @@ import type { Runtime } from "../../config";
 import { RuntimeSchema } from "../../config/schema";
 import type { ClusterSummary } from "../clusterSummary";
 import { envFileReader, pythonReadEnvValue } from "./host/envFile";
-import { execBeside } from "./host/runtime";
-import { bashScript, heredoc, shellJoin, shellQuote } from "./host/shell";
+import { runtimeStrategy } from "./host/runtime";
+import { bashScript, heredoc, shellQuote } from "./host/shell";
 import { CONTAINER_NAMES, UNITS, VLLM_SECRETS_PATH } from "./paths";
 
 /** The benchmark's knobs, as `vllm bench serve` (vLLM 0.33) names them. */
@@ -32,7 +32,7 @@ export interface BenchServeOptions {
     extraArgs: string[];
 }
 
-/** The seeds' benchmark: random data, 1024 tokens in, 128 out, 100 prompts, all at once. */
+/** The default benchmark: random data, 1024 tokens in, 128 out, 100 prompts, all at once. */
 export const BENCH_DEFAULTS: BenchServeOptions = {
     backend: "openai",
     endpoint: "/v1/completions",
@@ -117,12 +117,7 @@ export function benchServeArgv(spec: BenchServeSpec): string[] {
 
 /** How the head runs the benchmark: `docker exec` with OPENAI_API_KEY passed by name, or the venv's vllm (the variable is exported). */
 export function benchServeCommand(spec: BenchServeSpec): string {
-    const argv = benchServeArgv(spec);
-    if (spec.runtime.kind === "docker") {
-        // `-e NAME` without a value: docker copies it from this shell's environment.
-        return shellJoin(["docker", "exec", "-e", "OPENAI_API_KEY", CONTAINER_NAMES.vllm, ...argv]);
-    }
-    return execBeside(spec.runtime, CONTAINER_NAMES.vllm, argv);
+    return runtimeStrategy(spec.runtime).execBesideWithApiKey(CONTAINER_NAMES.vllm, benchServeArgv(spec));
 }
 
 /**
@@ -168,21 +163,20 @@ export interface BenchTarget {
     spec: BenchServeSpec;
 }
 
-/** `user@host:port` as clusterSummary writes it. */
-export function parseSshLabel(label: string): { user: string; host: string; port: number } {
-    const match = /^([^@\s]+)@(\S+):([0-9]+)$/.exec(label);
-    if (!match) throw new Error(`not an ssh target like root@10.0.0.11:22: ${JSON.stringify(label)}`);
-    return { user: match[1], host: match[2], port: Number(match[3]) };
+/** The head's SSH target as the `cluster` output holds it, checked (the output is read back as JSON). */
+function sshTargetOf(node: string, ssh: unknown): BenchTarget["ssh"] {
+    const target = ssh as Partial<BenchTarget["ssh"]> | undefined;
+    if (typeof target?.user !== "string" || typeof target.host !== "string" || !Number.isInteger(target.port)) {
+        throw new Error(`the cluster output's ssh of ${node} is not { user, host, port }: ${JSON.stringify(ssh)}`);
+    }
+    return { user: target.user, host: target.host, port: target.port as number };
 }
 
-/**
- * `docker IMAGE` or `venv PATH` as clusterSummary writes it, as a Runtime (the docker
- * flags the label leaves out take their defaults: `docker exec` does not use them).
- */
-export function parseRuntimeLabel(label: string): Runtime {
-    const match = /^(docker|venv) (\S+)$/.exec(label);
-    if (!match) throw new Error(`not a runtime like "docker IMAGE" or "venv PATH": ${JSON.stringify(label)}`);
-    return RuntimeSchema.parse(match[1] === "docker" ? { kind: "docker", image: match[2] } : { kind: "venv", path: match[2] });
+/** The head's runtime as the `cluster` output holds it, checked with the config's own schema. */
+function runtimeOf(node: string, runtime: unknown): Runtime {
+    const parsed = RuntimeSchema.safeParse(runtime);
+    if (!parsed.success) throw new Error(`the cluster output's runtime of ${node} is not a runtime: ${JSON.stringify(runtime)}`);
+    return parsed.data;
 }
 
 /** The head, its runtime and the served model from the `cluster` output, with the given options. */
@@ -192,11 +186,11 @@ export function benchTargetFromCluster(cluster: Pick<ClusterSummary, "head" | "n
     const merged: BenchServeOptions = { ...BENCH_DEFAULTS, ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) };
     const spec: BenchServeSpec = {
         ...merged,
-        runtime: parseRuntimeLabel(head.runtime),
+        runtime: runtimeOf(head.name, head.runtime),
         port: cluster.model.apiPort,
         model: cluster.model.source,
         servedName: cluster.model.servedName,
     };
     benchServeArgv(spec); // validates
-    return { node: head.name, ssh: parseSshLabel(head.ssh), spec };
+    return { node: head.name, ssh: sshTargetOf(head.name, head.ssh), spec };
 }

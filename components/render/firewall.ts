@@ -4,6 +4,7 @@
 // API port (head) and the ports the user lists stay reachable from outside.
 // Nobody else's rules are touched: the file replaces our table alone, and a
 // drop in our chain holds whatever other tables (ufw, docker) accept.
+import type { FirewallPolicy } from "../../config";
 import { HOST_LIB } from "./host/lib";
 import { fileDriftLine, readScript, unitDriftLine } from "./host/read";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
@@ -15,17 +16,8 @@ export const NFT_TABLE = "spark_cluster";
 /** Where Debian and Ubuntu install nft. */
 const NFT = "/usr/sbin/nft";
 
-export interface FirewallSpec {
-    node: string;
-    /** Interconnect addresses of every node of the cluster: they reach everything. */
-    members: string[];
-    /** TCP ports anyone may connect to (SSH, the API on the head, the user's). */
-    openTcp: number[];
-    /** UDP ports anyone may send to (the user's). */
-    openUdp: number[];
-    /** The API port and the source ranges it is restricted to (head only; none: open to anyone, or not here). */
-    api?: { port: number; allowFrom: string[] };
-}
+/** What one node's firewall lets in: the policy config/resolve.ts decides. */
+export type FirewallSpec = FirewallPolicy;
 
 function set(values: readonly (string | number)[]): string {
     return `{ ${values.join(", ")} }`;

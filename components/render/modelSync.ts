@@ -2,16 +2,13 @@
 // Face cache, then pulled by every other node from a read-only rsync daemon the head runs on its
 // interconnect address for the duration of the sync; a local path is checked on every node.
 // components/modelSync.ts says in what order and when these scripts run.
-import { createHmac } from "node:crypto";
 import type { Runtime } from "../../config";
 import { HOST_LIB } from "./host/lib";
-import { bashScript, heredoc, shellJoin, shellQuote } from "./host/shell";
-import { MANAGED_MARKER, STATE_DIR } from "./paths";
+import { runtimeStrategy } from "./host/runtime";
+import { bashScript, heredoc, shellQuote } from "./host/shell";
+import { HF_HOME_DIR, HF_HUB_DIR, MANAGED_MARKER, STATE_DIR } from "./paths";
 
-/** The host's Hugging Face home: the directory the container runtime bind-mounts (render/host/runtime.ts), and root's default. */
-export const HF_HOME_DIR = "/root/.cache/huggingface";
-/** The hub cache under it: one `models--ORG--NAME` directory per repository (blobs/, snapshots/, refs/). */
-export const HF_HUB_DIR = `${HF_HOME_DIR}/hub`;
+export { HF_HOME_DIR, HF_HUB_DIR } from "./paths";
 /** Our records of the sync: what was downloaded or pulled (manifests), which workers got a model, the daemon's scratch. */
 export const MODEL_SYNC_STATE_DIR = `${STATE_DIR}/model-sync`;
 /** TCP port of the head's rsync daemon, bound to the head's interconnect address only while it serves. */
@@ -35,24 +32,14 @@ export const MODEL_SYNC_LIMITS = {
     confirm: 30,
 } as const;
 
-/** A model source that is a directory on the nodes (served as it is), rather than a Hugging Face id. */
-export function isLocalModelPath(source: string): boolean {
-    return source.startsWith("/");
-}
+export { isLocalModelPath } from "../../config/facts";
 
 /** The cache directory huggingface_hub uses for a model repository: `models--ORG--NAME`. */
 export function hubRepoDirName(repoId: string): string {
     return `models--${repoId.replace(/\//g, "--")}`;
 }
 
-/**
- * The secret the workers authenticate to the head's rsync daemon with: HMAC-SHA256 of the model
- * and stack, keyed by the API key. It reaches the nodes only on stdin, it is accepted only while
- * the head serves, only from the workers' interconnect addresses, and it changes with the API key.
- */
-export function deriveModelSyncSecret(apiKey: string, stack: string, source: string): string {
-    return createHmac("sha256", apiKey).update(`spark-cluster model sync for stack ${stack}: ${source}`).digest("hex");
-}
+export { deriveModelSyncSecret } from "../../config/resolve";
 
 /** Shell lines shared by the sync scripts: paths of one model, the manifest and snapshot checks. */
 function modelLines(repoId: string): string[] {
@@ -79,18 +66,6 @@ function modelLines(repoId: string): string[] {
     ];
 }
 
-/** How the download runs: the runtime's own `hf`, in a throwaway container of the node's image or from the venv. */
-function hfDownloadCommand(runtime: Runtime, repoId: string, withToken: boolean): string {
-    if (runtime.kind === "docker") {
-        const argv = ["docker", "run", "--rm", "--name", MODEL_DOWNLOAD_CONTAINER, "--network", "host", "-v", `${HF_HOME_DIR}:${HF_HOME_DIR}`];
-        // `-e NAME` without a value: docker copies it from its own environment, so the token is in no argv.
-        argv.push("-e", "HF_HUB_DISABLE_PROGRESS_BARS=1", ...(withToken ? ["-e", "HF_TOKEN"] : []), "--", runtime.image, "hf", "download", repoId);
-        return `${withToken ? 'HF_TOKEN="$token" ' : ""}${shellJoin(argv)}`;
-    }
-    const env = `HF_HOME=${HF_HOME_DIR} HF_HUB_DISABLE_PROGRESS_BARS=1${withToken ? ' HF_TOKEN="$token"' : ""}`;
-    return `${env} ${shellJoin([`${runtime.path}/bin/hf`, "download", repoId])}`;
-}
-
 export interface ModelDownloadSpec {
     /** The Hugging Face id (model.source). */
     repoId: string;
@@ -108,12 +83,10 @@ export interface ModelDownloadSpec {
  * reaches `hf` through the environment only, and is replaced in anything printed.
  */
 export function modelDownloadScript(spec: ModelDownloadSpec): string {
-    const where = spec.runtime.kind === "docker" ? `a throwaway container of ${spec.runtime.image}` : `the venv ${spec.runtime.path}`;
-    const tool = spec.runtime.kind === "docker" ? "command -v docker >/dev/null" : `[ -x ${shellQuote(`${spec.runtime.path}/bin/hf`)} ]`;
-    const noTool =
-        spec.runtime.kind === "docker"
-            ? `docker is not installed on ${spec.node}`
-            : `${spec.runtime.path}/bin/hf is missing on ${spec.node} (huggingface_hub >= 0.34 provides it: ${spec.runtime.path}/bin/pip install -U huggingface_hub)`;
+    // The runtime's own `hf`, in a throwaway container of the node's image or from the venv.
+    const runtime = runtimeStrategy(spec.runtime);
+    const { where, present: tool, missing: noTool } = runtime.hfTool(spec.node);
+    const removeContainer = runtime.removeThrowaway(MODEL_DOWNLOAD_CONTAINER);
     return bashScript([
         HOST_LIB,
         ...modelLines(spec.repoId),
@@ -127,14 +100,14 @@ export function modelDownloadScript(spec: ModelDownloadSpec): string {
         `mkdir -p "$sync_dir" && chmod 700 "$sync_dir"`,
         `log=$sync_dir/download.log`,
         `cleanup() {`,
-        ...(spec.runtime.kind === "docker" ? [`  docker rm -f ${MODEL_DOWNLOAD_CONTAINER} >/dev/null 2>&1 || true`] : []),
+        ...removeContainer.map((line) => `  ${line}`),
         `  [ -z "\${pid:-}" ] || kill "$pid" 2>/dev/null || true`,
         `  rm -f "$log"`,
         `}`,
         `trap cleanup EXIT`,
-        ...(spec.runtime.kind === "docker" ? [`docker rm -f ${MODEL_DOWNLOAD_CONTAINER} >/dev/null 2>&1 || true`] : []),
+        ...removeContainer,
         `sc_log ${shellQuote(`downloading ${spec.repoId} from the Hugging Face hub on ${spec.node} with ${where}, into`)}" $repo"`,
-        `${hfDownloadCommand(spec.runtime, spec.repoId, spec.withToken)} > "$log" 2>&1 &`,
+        `${runtime.hfDownload({ container: MODEL_DOWNLOAD_CONTAINER, hfHome: HF_HOME_DIR, repoId: spec.repoId, withToken: spec.withToken })} > "$log" 2>&1 &`,
         `pid=$!`,
         `start=$(date +%s); shown=$start`,
         `while kill -0 "$pid" 2>/dev/null; do`,

@@ -24,6 +24,11 @@ export const PEERMEM_CONF = "/etc/modules-load.d/nvidia-peermem.conf";
 /** The nftables ruleset of our table, loaded by the firewall unit at boot. */
 export const FIREWALL_RULES_PATH = `${CONFIG_DIR}/firewall.nft`;
 
+/** The host's Hugging Face home: the directory every container of ours bind-mounts, and root's default. */
+export const HF_HOME_DIR = "/root/.cache/huggingface";
+/** The hub cache under it: one `models--ORG--NAME` directory per repository (blobs/, snapshots/, refs/). */
+export const HF_HUB_DIR = `${HF_HOME_DIR}/hub`;
+
 export const UNIT_DIR = "/etc/systemd/system";
 /** Our systemd units, without `.service`. */
 export const UNITS = {

@@ -3,24 +3,20 @@
 // whether its runtime has Ray. They change nothing; the Ray probe fails, naming
 // the config key, when the runtime cannot run the executor.
 import type { Runtime } from "../../config";
-import { bashScript, shellJoin, shellQuote } from "./host/shell";
+import { runtimeStrategy } from "./host/runtime";
+import { bashScript, shellQuote } from "./host/shell";
 
 /** The line the probe prints with the runtime's Ray version (`none` when it has no Ray). */
 export const RAY_VERSION_PREFIX = "ray-version=";
 
 /** How to ask the runtime for its Ray version: Python's `import ray` inside the image or the venv. */
 function rayVersionCommand(runtime: Runtime): string {
-    const code = "import ray; print(ray.__version__)";
-    if (runtime.kind === "docker") {
-        // A throwaway container of the same image, no network: nothing else is touched.
-        return shellJoin(["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", "--", runtime.image, "-c", code]);
-    }
-    return shellJoin([`${runtime.path}/bin/python`, "-c", code]);
+    return runtimeStrategy(runtime).pythonOneOff("import ray; print(ray.__version__)");
 }
 
 /** Where the runtime is, in the user's words, for messages. */
 export function runtimeLabel(runtime: Runtime): string {
-    return runtime.kind === "docker" ? `the image ${runtime.image}` : `the venv ${runtime.path}`;
+    return runtimeStrategy(runtime).label;
 }
 
 /** The hardware probe: ibdev2netdev's lines. The same script whatever the executor or runtime. */
@@ -79,10 +75,7 @@ const VLLM_VERSION_CODE = [
 
 /** How to ask the runtime for its vLLM version: inside the image (a throwaway container) or the venv. */
 function vllmVersionCommand(runtime: Runtime): string {
-    if (runtime.kind === "docker") {
-        return shellJoin(["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", "--", runtime.image, "-c", VLLM_VERSION_CODE]);
-    }
-    return shellJoin([`${runtime.path}/bin/python`, "-c", VLLM_VERSION_CODE]);
+    return runtimeStrategy(runtime).pythonOneOff(VLLM_VERSION_CODE);
 }
 
 /**
@@ -96,9 +89,6 @@ export function vllmProbeScript(spec: { node: string; runtime: Runtime }): strin
     const message =
         `${runtimeLabel(spec.runtime)} on ${spec.node} has no vLLM (its python3 finds neither the vllm distribution nor vllm.version). ` +
         `Fix: give this node a runtime with vLLM (nodes[].runtime).`;
-    const imageId =
-        spec.runtime.kind === "docker"
-            ? [`echo "${IMAGE_ID_PREFIX}$(${shellJoin(["docker", "image", "inspect", "--format", "{{.Id}}", "--", spec.runtime.image])})"`]
-            : [];
+    const imageId = runtimeStrategy(spec.runtime).imageIdLines(IMAGE_ID_PREFIX);
     return bashScript([...versionProbeLines(VLLM_VERSION_PREFIX, vllmVersionCommand(spec.runtime), message), ...imageId]);
 }

@@ -2,10 +2,13 @@
 // the unit that runs it, and the readiness probe on the head (the GCS node table, polled).
 import type { Runtime } from "../../config";
 import { EnvFileReader, renderEnvFile } from "./host/envFile";
+import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./host/files";
 import { HOST_LIB } from "./host/lib";
+import { secretFileReadScript, unitReadScript } from "./host/read";
+import { runtimeStrategy } from "./host/runtime";
 import { bashScript, shellQuote } from "./host/shell";
 import { renderUnit } from "./host/systemd";
-import { CONTAINER_NAMES, MANAGED_MARKER, RAY_ENV_PATH, RUNTIME_ENV_PATH, UNITS } from "./paths";
+import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, RAY_ENV_PATH, RUNTIME_ENV_PATH, UNITS } from "./paths";
 
 /** Ray's ports that `ray start` would otherwise pick at random: pinned, so each can be named (and firewalled). */
 export interface RayPorts {
@@ -177,3 +180,51 @@ export function renderRayEnv(reader: EnvFileReader, token: string): string {
 
 /** The first Ray release with token authentication. */
 export const RAY_TOKEN_AUTH_SINCE = "2.52.0";
+
+/** A step's scripts: create (as root), delete, and the read-back a refresh runs. */
+export interface RayStepScripts {
+    create: string;
+    delete: string;
+    read: string;
+}
+
+/**
+ * Everything the Ray layer puts on one node, asked for once by its component, which wires it:
+ * the root-only token file and its step, the unit and its step, and (head) the readiness probe.
+ * The unit and the token file wait for deploy-time values, so they are functions of them.
+ */
+export interface RayPlan {
+    /** Rendered token file, read by the runtime's env-file reader. */
+    authFile(token: string): string;
+    /** The token step: the file from stdin, root-only. */
+    auth: RayStepScripts;
+    unit(envHash: string): string;
+    /** The unit step: its create and read-back scripts for the rendered unit, and its delete. */
+    unitStep: { create(unit: string): string; read(unit: string): string; delete: string };
+    /** The head's readiness probe: the cluster shows `nodes` nodes and `gpus` GPUs at `address`. */
+    ready(address: string, nodes: number, gpus: number): string;
+}
+
+/** The Ray layer's plan for one node. */
+export function rayPlan(spec: RayStartSpec, runtime: Runtime): RayPlan {
+    const strategy = runtimeStrategy(runtime);
+    return {
+        authFile: (token) => renderRayEnv(strategy.envFileReader, token),
+        auth: {
+            create: installFileFromStdinScript(RAY_ENV_PATH, "600", UNITS.ray),
+            delete: removeFilesScript([RAY_ENV_PATH], [CONFIG_DIR]),
+            read: secretFileReadScript(RAY_ENV_PATH, "600"),
+        },
+        unit: (envHash) => renderRayUnit(spec, runtime, envHash),
+        unitStep: {
+            create: (unit) => installUnitScript(UNITS.ray, unit),
+            read: (unit) => unitReadScript(UNITS.ray, unit),
+            delete: removeUnitScript(UNITS.ray),
+        },
+        ready: (address, nodes, gpus) =>
+            rayReadyScript(
+                strategy.execBeside(CONTAINER_NAMES.ray, rayProbeArgv(address, nodes, gpus)),
+                strategy.execBeside(CONTAINER_NAMES.ray, ["ray", "status", `--address=${address}`]),
+            ),
+    };
+}

@@ -1,11 +1,14 @@
 // The vLLM layer: `vllm serve` argv, its unit, the root-only secrets file, and
 // the readiness probe (a real chat request).
 import type { ModelConfig, Runtime } from "../../config";
+import { isLocalModelPath } from "../../config/facts";
 import { HOST_LIB } from "./host/lib";
-import { EnvFileReader, pythonReadEnvValue, renderEnvFile } from "./host/envFile";
-import { bashScript, heredoc, shellQuote } from "./host/shell";
+import { EnvFileReader, envFileReader, pythonReadEnvValue, renderEnvFile } from "./host/envFile";
+import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./host/files";
+import { secretFileReadScript, unitReadScript } from "./host/read";
+import { bashScript, contentHash, heredoc, shellQuote } from "./host/shell";
 import { renderUnit, systemdJoin, systemdText } from "./host/systemd";
-import { CONTAINER_NAMES, MANAGED_MARKER, RAY_ENV_PATH, RUNTIME_ENV_PATH, UNITS, VLLM_SECRETS_PATH } from "./paths";
+import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, RAY_ENV_PATH, RUNTIME_ENV_PATH, UNITS, VLLM_SECRETS_PATH } from "./paths";
 
 /** What `vllm serve` is rendered from: the model settings as config resolves them, plus the mp executor's rank. */
 export type VllmServeSpec = Pick<
@@ -90,20 +93,23 @@ export function vllmServeArgv(spec: VllmServeSpec): string[] {
  */
 export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: string, rayAddress?: string, peersHash?: string): string {
     const rank = spec.multiNode?.rank ?? 0;
+    // The Ray executor's driver joins the Ray cluster: it needs the cluster's token and address, and Ray up first.
+    const ray: { envFiles: string[]; environment: Record<string, string>; after: string[] } = rayAddress
+        ? { envFiles: [RAY_ENV_PATH], environment: { RAY_ADDRESS: rayAddress }, after: [`${UNITS.ray}.service`] }
+        : { envFiles: [], environment: {}, after: [] };
     return renderUnit({
         name: UNITS.vllm,
         description: `spark-cluster: vLLM serving ${spec.servedName}${rank > 0 ? ` (headless rank ${rank})` : ""}`,
         runtime,
         container: CONTAINER_NAMES.vllm,
         argv: vllmServeArgv(spec),
-        // The Ray executor's driver joins the Ray cluster: it needs the cluster's token too.
-        envFiles: rayAddress ? [RUNTIME_ENV_PATH, RAY_ENV_PATH, VLLM_SECRETS_PATH] : [RUNTIME_ENV_PATH, VLLM_SECRETS_PATH],
+        envFiles: [RUNTIME_ENV_PATH, ...ray.envFiles, VLLM_SECRETS_PATH],
         // Offline: the model is already on this node (components/modelSync.ts), never fetched here.
-        environment: { ...(rayAddress ? { RAY_ADDRESS: rayAddress } : {}), HF_HUB_OFFLINE: "1" },
+        environment: { ...ray.environment, HF_HUB_OFFLINE: "1" },
         // A local model directory: the container sees it where vLLM is told to look.
-        readOnlyMounts: spec.source.startsWith("/") ? [spec.source] : [],
+        readOnlyMounts: isLocalModelPath(spec.source) ? [spec.source] : [],
         inputs: { "runtime.env": envHash, ...(peersHash ? { "units of ranks 1+": peersHash } : {}) },
-        after: rayAddress ? [`${UNITS.ray}.service`] : [],
+        after: ray.after,
     });
 }
 
@@ -162,6 +168,66 @@ export function renderVllmFollowUnit(spec: VllmServeSpec): string | undefined {
             "WantedBy=multi-user.target",
         ].join("\n") + "\n"
     );
+}
+
+/** A step's scripts: create (as root), delete, and the read-back a refresh runs. */
+export interface StepScripts {
+    create: string;
+    delete: string;
+    read: string;
+}
+
+/**
+ * Everything the vLLM layer puts on one node, asked for once by its component, which wires it:
+ * the root-only secrets file and its step, the unit and its step, and (rank 0) the readiness
+ * probe. The unit and the secrets file wait for values known at deploy time (the runtime env's
+ * hash, the other ranks' units, the secrets), so they are functions of those.
+ */
+export interface VllmPlan {
+    rank: number;
+    /** Rendered secrets file (API key, HF token), read by the runtime's env-file reader. */
+    secretsFile(apiKey: string, hfToken: string): string;
+    /** The secrets step: the file from stdin, root-only. */
+    secrets: StepScripts;
+    /** The unit; `peerUnits` (rank 0 of the mp executor): a change of any restarts this one after them. */
+    unit(envHash: string, peerUnits: readonly string[]): string;
+    /** The unit step: its create and read-back scripts for the rendered unit, and its delete. */
+    unitStep: { create(unit: string): string; read(unit: string): string; delete: string };
+    /** The readiness probe (rank 0 only: a real chat request answered). */
+    ready?: string;
+    /** A headless rank's follower unit step (mp executor, rank 1+): restarts it when the head's engine ends. */
+    follow?: StepScripts;
+}
+
+/** The vLLM layer's plan for one node. `rayAddress`: the Ray cluster vLLM joins (ray executor). */
+export function vllmPlan(spec: VllmServeSpec, runtime: Runtime, rayAddress?: string): VllmPlan {
+    const rank = spec.multiNode?.rank ?? 0;
+    const reader = envFileReader(runtime);
+    const followUnit = renderVllmFollowUnit(spec);
+    return {
+        rank,
+        secretsFile: (apiKey, hfToken) => renderVllmSecrets(reader, apiKey, hfToken),
+        secrets: {
+            create: installFileFromStdinScript(VLLM_SECRETS_PATH, "600", UNITS.vllm),
+            delete: removeFilesScript([VLLM_SECRETS_PATH], [CONFIG_DIR]),
+            read: secretFileReadScript(VLLM_SECRETS_PATH, "600"),
+        },
+        unit: (envHash, peerUnits) => renderVllmUnit(spec, runtime, envHash, rayAddress, peerUnits.length > 0 ? contentHash(peerUnits.join("\n")) : undefined),
+        unitStep: {
+            create: (unit) => installUnitScript(UNITS.vllm, unit),
+            read: (unit) => unitReadScript(UNITS.vllm, unit),
+            delete: removeUnitScript(UNITS.vllm),
+        },
+        ready: rank === 0 ? chatReadyScript({ port: spec.apiPort, model: spec.servedName, envFile: VLLM_SECRETS_PATH, reader, unit: UNITS.vllm }) : undefined,
+        follow:
+            followUnit === undefined
+                ? undefined
+                : {
+                      create: installUnitScript(UNITS.vllmFollow, followUnit),
+                      delete: removeUnitScript(UNITS.vllmFollow),
+                      read: unitReadScript(UNITS.vllmFollow, followUnit),
+                  },
+    };
 }
 
 /** The root-only env file vLLM reads its API key (and the HF token) from. */

@@ -4,6 +4,7 @@
 // node waits for it.
 import type { Runtime } from "../../config";
 import { VLLM_FLAG_VERSIONS, compareVllmVersions, flagAccepted, parseVllmVersion } from "../../config/vllmFlags";
+import { runtimeStrategy } from "./host/runtime";
 import { bashScript, shellQuote } from "./host/shell";
 import { IMAGE_ID_PREFIX, VLLM_VERSION_PREFIX, runtimeLabel } from "./probe";
 
@@ -165,8 +166,8 @@ export function vllmVerdict(nodes: readonly NodeVllm[], tables: FlagTables): Vll
         const list = [...byVersion].map(([v, ns]) => `${v} on ${ns.map((n) => `${n.node} (${runtimeLabel(n.runtime)})`).join(", ")}`).join("; ");
         problems.push(`the nodes' vLLM versions differ: ${list}. Every rank of one model must run the same vLLM. Fix: give every node the same vLLM version.`);
     }
-    const docker = found.filter((n) => n.runtime.kind === "docker" && n.probe.imageId);
-    for (const [image, ns] of groupBy(docker, (n) => (n.runtime.kind === "docker" ? n.runtime.image : ""))) {
+    const imaged = found.filter((n) => runtimeStrategy(n.runtime).image !== undefined && n.probe.imageId);
+    for (const [image, ns] of groupBy(imaged, (n) => runtimeStrategy(n.runtime).image ?? "")) {
         const ids = groupBy(ns, (n) => n.probe.imageId ?? "");
         if (ids.size > 1) {
             const list = [...ids].map(([id, holders]) => `${id} on ${holders.map((n) => n.node).join(", ")}`).join("; ");

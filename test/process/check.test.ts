@@ -23,16 +23,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { DockerRuntimeSchema, Runtime } from "../../config";
 import type { ClusterSummary } from "../../components/clusterSummary";
-import {
-    BENCH_DEFAULTS,
-    BenchServeSpec,
-    benchServeArgv,
-    benchServeCommand,
-    benchServeScript,
-    benchTargetFromCluster,
-    parseRuntimeLabel,
-    parseSshLabel,
-} from "../../components/render/bench";
+import { BENCH_DEFAULTS, BenchServeSpec, benchServeArgv, benchServeCommand, benchServeScript, benchTargetFromCluster } from "../../components/render/bench";
 import {
     NCCL_CHECK_PATH,
     NcclCheckSpec,
@@ -368,12 +359,20 @@ describe("benchmark renderer and scripts/bench-serve.sh", () => {
                 name: "spark-b",
                 kind: "spark",
                 head: false,
-                ssh: "root@10.77.0.12:22",
+                ssh: { user: "root", host: "10.77.0.12", port: 22 },
                 gpus: 1,
-                runtime: "docker nvcr.io/nvidia/vllm:25.09-py3",
+                runtime: { ...dockerRuntime, image: "nvcr.io/nvidia/vllm:25.09-py3" },
                 interconnect: [],
             },
-            { name: "spark-a", kind: "spark", head: true, ssh: "ubuntu@10.77.0.11:2222", gpus: 1, runtime: "venv /opt/vllm-venv", interconnect: [] },
+            {
+                name: "spark-a",
+                kind: "spark",
+                head: true,
+                ssh: { user: "ubuntu", host: "10.77.0.11", port: 2222 },
+                gpus: 1,
+                runtime: { kind: "venv", path: "/opt/vllm-venv" },
+                interconnect: [],
+            },
         ],
         model: { source: "lab/tiny-chat", servedName: "tiny-chat", executor: "ray", tensorParallel: 2, pipelineParallel: 1, apiPort: 8001 },
     };
@@ -450,9 +449,9 @@ describe("benchmark renderer and scripts/bench-serve.sh", () => {
         assert.equal(target.spec.servedName, "tiny-chat");
         assert.equal(target.spec.numPrompts, 20);
         assert.equal(target.spec.randomInputLen, 1024);
-        assert.deepEqual(parseRuntimeLabel("docker nvcr.io/nvidia/vllm:26.10-py3"), dockerRuntime);
-        assert.throws(() => parseRuntimeLabel("podman x"), /not a runtime/);
-        assert.throws(() => parseSshLabel("10.0.0.1"), /not an ssh target/);
+        const withHead = (change: object) => ({ ...cluster, nodes: cluster.nodes.map((n) => (n.head ? { ...n, ...change } : n)) });
+        assert.throws(() => benchTargetFromCluster(withHead({ runtime: { kind: "podman", image: "x" } })), /runtime of spark-a is not a runtime/);
+        assert.throws(() => benchTargetFromCluster(withHead({ ssh: "root@10.0.0.1:22" })), /ssh of spark-a is not \{ user, host, port \}/);
         assert.throws(() => benchTargetFromCluster({ ...cluster, head: "nope", nodes: cluster.nodes.map((n) => ({ ...n, head: false })) }), /no such node/);
     });
 

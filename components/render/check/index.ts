@@ -10,10 +10,10 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import type { Runtime } from "../../../config";
 import { isHostOrIpv4 } from "../../../config/ipv4";
-import { envFileReader, envValueProblem } from "../host/envFile";
+import { envValueProblem } from "../host/envFile";
 import { HOST_LIB } from "../host/lib";
-import { dockerRunArgv } from "../host/runtime";
-import { bashScript, heredoc, shellJoin, shellQuote } from "../host/shell";
+import { runtimeStrategy } from "../host/runtime";
+import { bashScript, heredoc, shellQuote } from "../host/shell";
 import { RUNTIME_ENV_PATH, STATE_DIR } from "../paths";
 
 /** NVIDIA's pass mark for NCCL on a Spark pair: 175 Gb/s of the 200 Gb/s link, in GB/s (1e9 bytes/s). */
@@ -141,26 +141,13 @@ export function ncclCheckArgs(spec: NcclCheckSpec): string[] {
  * Venv: the venv's python, which loads runtime.env itself as systemd would.
  */
 export function ncclCheckCommand(spec: NcclCheckSpec, scriptPath: string = NCCL_CHECK_PATH): string {
-    const args = ncclCheckArgs(spec);
-    const environment = spec.environment ?? {};
-    if (spec.runtime.kind === "docker") {
-        const run = dockerRunArgv(spec.runtime, NCCL_CHECK_CONTAINER, [RUNTIME_ENV_PATH], environment);
-        const image = run.lastIndexOf("--");
-        // `-i` feeds the script on stdin; python3 is the image's own (the probe runs it the same way).
-        const argv = [...run.slice(0, 2), "-i", ...run.slice(2, image), "--entrypoint", "python3", ...run.slice(image), "-", ...args];
-        return `${shellJoin(argv)} < ${shellQuote(scriptPath)}`;
-    }
-    const overrides = Object.entries(environment).flatMap(([key, value]) => ["--env", `${key}=${value}`]);
-    return shellJoin([
-        `${spec.runtime.path}/bin/python`,
+    return runtimeStrategy(spec.runtime).pythonScript({
+        container: NCCL_CHECK_CONTAINER,
         scriptPath,
-        "--env-file",
-        RUNTIME_ENV_PATH,
-        "--env-format",
-        envFileReader(spec.runtime),
-        ...overrides,
-        ...args,
-    ]);
+        args: ncclCheckArgs(spec),
+        envFile: RUNTIME_ENV_PATH,
+        environment: spec.environment ?? {},
+    });
 }
 
 /**
@@ -172,21 +159,20 @@ export function ncclCheckCommand(spec: NcclCheckSpec, scriptPath: string = NCCL_
 export function ncclCheckScript(spec: NcclCheckSpec): string {
     const command = ncclCheckCommand(spec);
     const bound = Math.ceil((spec.timeoutSeconds ?? 300) + 60);
-    const docker = spec.runtime.kind === "docker";
-    const removeContainer = `docker rm -f ${NCCL_CHECK_CONTAINER} >/dev/null 2>&1 || true`;
+    // A container left by an interrupted check would block the name.
+    const removeContainer = runtimeStrategy(spec.runtime).removeThrowaway(NCCL_CHECK_CONTAINER);
     return bashScript([
         HOST_LIB,
         `mkdir -p ${NCCL_CHECK_DIR}`,
         heredoc(`cat > ${NCCL_CHECK_PATH}`, spec.source ?? ncclCheckSource()),
         `sc_check_cleanup() {`,
-        ...(docker ? [`  ${removeContainer}`] : []),
+        ...removeContainer.map((line) => `  ${line}`),
         `  rm -f ${NCCL_CHECK_PATH}`,
         `  rmdir ${NCCL_CHECK_DIR} 2>/dev/null || true`,
         `  sc_cleanup_state`,
         `}`,
         `trap sc_check_cleanup EXIT`,
-        // A container left by an interrupted check would block the name.
-        ...(docker ? [removeContainer] : []),
+        ...removeContainer,
         `sc_log ${shellQuote(`NCCL check on ${spec.node}: rank ${spec.rank} of ${spec.worldSize}, master ${spec.masterAddr}:${spec.masterPort ?? NCCL_CHECK_PORT}`)}`,
         `rc=0`,
         `timeout --kill-after=15 ${bound} ${command} || rc=$?`,

@@ -5,13 +5,14 @@
 // (cli/opts/envfile.go) takes everything after the first `=` verbatim. So each
 // file is rendered for its reader, and values neither can carry are refused.
 import type { Runtime } from "../../../config";
+import { runtimeStrategy } from "./runtime";
 
 /** Who reads the file. */
 export type EnvFileReader = "systemd" | "docker";
 
 /** The reader of env files for a runtime: the container runtime hands them to docker, the venv runtime to systemd. */
 export function envFileReader(runtime: Runtime): EnvFileReader {
-    return runtime.kind === "docker" ? "docker" : "systemd";
+    return runtimeStrategy(runtime).envFileReader;
 }
 
 /** Why `value` cannot reach a process intact through an env file (either reader), or undefined when it can. */

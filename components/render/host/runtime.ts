@@ -1,8 +1,11 @@
-// The one thing the runtime changes: how a unit's ExecStart runs a program (a
-// container with the seeds' docker flags, or the venv's own binaries), and how
-// a one-off command runs beside it.
-import type { DockerRuntime, Runtime } from "../../../config";
-import { shellJoin } from "./shell";
+// The runtime strategies: what differs between running in a container (docker,
+// with the docker flags a Spark's vLLM container needs) and running a venv's own binaries: a unit's
+// ExecStart and its lines around it, a one-off command beside a unit, a
+// throwaway Python, the env files' reader, the model download.
+import type { DockerRuntime, Runtime, VenvRuntime } from "../../../config";
+import { HF_HOME_DIR } from "../paths";
+import type { EnvFileReader } from "./envFile";
+import { shellJoin, shellQuote } from "./shell";
 
 /** What a unit runs: its argv, in which runtime, with which env files (in order, later wins). */
 export interface ExecSpec {
@@ -15,7 +18,7 @@ export interface ExecSpec {
     readOnlyMounts?: string[];
 }
 
-/** docker run flags from the seeds; privileged, memlock and /dev/infiniband are configuration: real Sparks want them for RDMA, a VM (the lab) cannot grant them. */
+/** docker run flags for a Spark's vLLM container; privileged, memlock and /dev/infiniband are configuration: real Sparks want them for RDMA, a VM (the lab) cannot grant them. */
 export function dockerRunArgv(
     runtime: DockerRuntime,
     container: string,
@@ -49,7 +52,7 @@ export function dockerRunArgv(
     if (runtime.infiniband) argv.push("-v", "/dev/infiniband:/dev/infiniband");
     argv.push(
         "-v",
-        "/root/.cache/huggingface:/root/.cache/huggingface",
+        `${HF_HOME_DIR}:${HF_HOME_DIR}`,
         // Ray's session directory (raylet and object store sockets): the vLLM
         // container's Ray driver reaches the Ray container's node through it.
         "-v",
@@ -63,20 +66,156 @@ export function dockerRunArgv(
     return [...argv, "--", runtime.image];
 }
 
+/** A process of ours in the node's runtime, as a unit's ExecStart or a throwaway run. */
+export interface RuntimeProcess {
+    container: string;
+    argv: string[];
+    envFiles: string[];
+    environment: Record<string, string>;
+    /** Host directories the container sees at the same path, read-only (a local model). Defaults to none. */
+    readOnlyMounts?: readonly string[];
+}
+
+/**
+ * Everything that differs between the runtimes, behind one interface: renderers and components
+ * call it and never ask which runtime a node has. Adding a runtime is adding one object here.
+ */
+export interface RuntimeStrategy {
+    /** Where the runtime is, in the user's words, for messages: `the image …`, `the venv …`. */
+    readonly label: string;
+    /** The container image (its tag can name different images on different nodes); undefined for a runtime without one. */
+    readonly image: string | undefined;
+    /** Who reads the env files the units name: docker (--env-file) or systemd (EnvironmentFile=). */
+    readonly envFileReader: EnvFileReader;
+    /** A unit's ExecStart argv. */
+    execStart(process: RuntimeProcess): string[];
+    /** A one-off command next to a unit's process (readiness checks), as shell. */
+    execBeside(container: string, argv: string[]): string;
+    /** {@link execBeside} with OPENAI_API_KEY of the calling shell handed to the command by name (never its value in argv). */
+    execBesideWithApiKey(container: string, argv: string[]): string;
+    /** The runtime's units: extra [Unit] lines, whether systemd reads the env files, and the lines around ExecStart. */
+    unit(container: string): { after: string[]; requires: string[]; systemdReadsEnvFiles: boolean; preStart: string[]; stop: string[] };
+    /** Shell that runs Python `code` in the runtime without touching anything (no network for a container). */
+    pythonOneOff(code: string): string;
+    /** Probe lines that print `<prefix><id>` of the image the node would run; none for a runtime without an image. */
+    imageIdLines(prefix: string): string[];
+    /** Shell that runs the Python script at `scriptPath` with `args`, the env file as the units read it, and `environment` on top. */
+    pythonScript(spec: { container: string; scriptPath: string; args: string[]; envFile: string; environment: Record<string, string> }): string;
+    /** Lines that remove a throwaway container left by an interrupted run; none for a runtime without containers. */
+    removeThrowaway(container: string): string[];
+    /** The Hugging Face download of `repoId` into `hfHome`, with the runtime's own `hf` (HF_TOKEN from the shell's `$token` when `withToken`). */
+    hfDownload(spec: { container: string; hfHome: string; repoId: string; withToken: boolean }): string;
+    /** The download tool: where it runs (for messages), the shell test that it is there, and what to say when it is not. */
+    hfTool(node: string): { where: string; present: string; missing: string };
+}
+
+function dockerStrategy(runtime: DockerRuntime): RuntimeStrategy {
+    const pythonIn = (extra: string[], tail: string[]) => ["docker", "run", "--rm", ...extra, "--entrypoint", "python3", "--", runtime.image, ...tail];
+    return {
+        label: `the image ${runtime.image}`,
+        image: runtime.image,
+        envFileReader: "docker",
+        execStart: (p) => [...dockerRunArgv(runtime, p.container, p.envFiles, p.environment, p.readOnlyMounts), ...p.argv],
+        execBeside: (container, argv) => shellJoin(["docker", "exec", container, ...argv]),
+        // `-e NAME` without a value: docker copies it from this shell's environment.
+        execBesideWithApiKey: (container, argv) => shellJoin(["docker", "exec", "-e", "OPENAI_API_KEY", container, ...argv]),
+        unit: (container) => ({
+            after: ["docker.service"],
+            requires: ["docker.service"],
+            // The container runtime hands the env files to docker (--env-file): systemd must not read them too.
+            systemdReadsEnvFiles: false,
+            preStart: [`ExecStartPre=-/usr/bin/docker rm -f ${container}`],
+            stop: [`ExecStop=/usr/bin/docker stop ${container}`],
+        }),
+        // A throwaway container of the same image, no network: nothing else is touched.
+        pythonOneOff: (code) => shellJoin(pythonIn(["--network", "none"], ["-c", code])),
+        imageIdLines: (prefix) => [`echo "${prefix}$(${shellJoin(["docker", "image", "inspect", "--format", "{{.Id}}", "--", runtime.image])})"`],
+        pythonScript: (spec) => {
+            // A throwaway container with the units' docker flags; `-i` feeds the script on stdin to the image's own python3.
+            const run = dockerRunArgv(runtime, spec.container, [spec.envFile], spec.environment);
+            const image = run.lastIndexOf("--");
+            const argv = [...run.slice(0, 2), "-i", ...run.slice(2, image), "--entrypoint", "python3", ...run.slice(image), "-", ...spec.args];
+            return `${shellJoin(argv)} < ${shellQuote(spec.scriptPath)}`;
+        },
+        removeThrowaway: (container) => [`docker rm -f ${container} >/dev/null 2>&1 || true`],
+        hfDownload: (spec) => {
+            const argv = ["docker", "run", "--rm", "--name", spec.container, "--network", "host", "-v", `${spec.hfHome}:${spec.hfHome}`];
+            // `-e NAME` without a value: docker copies it from its own environment, so the token is in no argv.
+            argv.push(
+                "-e",
+                "HF_HUB_DISABLE_PROGRESS_BARS=1",
+                ...(spec.withToken ? ["-e", "HF_TOKEN"] : []),
+                "--",
+                runtime.image,
+                "hf",
+                "download",
+                spec.repoId,
+            );
+            return `${spec.withToken ? 'HF_TOKEN="$token" ' : ""}${shellJoin(argv)}`;
+        },
+        hfTool: (node) => ({
+            where: `a throwaway container of ${runtime.image}`,
+            present: "command -v docker >/dev/null",
+            missing: `docker is not installed on ${node}`,
+        }),
+    };
+}
+
+function venvStrategy(runtime: VenvRuntime): RuntimeStrategy {
+    const bin = (program: string) => `${runtime.path}/bin/${program}`;
+    const run = (argv: string[]) => {
+        const [program, ...args] = argv;
+        return [bin(program), ...args];
+    };
+    return {
+        label: `the venv ${runtime.path}`,
+        image: undefined,
+        envFileReader: "systemd",
+        execStart: (p) => run(p.argv),
+        execBeside: (_container, argv) => shellJoin(run(argv)),
+        // The variable is exported by the calling shell: the venv's program inherits it.
+        execBesideWithApiKey: (_container, argv) => shellJoin(run(argv)),
+        unit: () => ({ after: [], requires: [], systemdReadsEnvFiles: true, preStart: [], stop: [] }),
+        pythonOneOff: (code) => shellJoin([bin("python"), "-c", code]),
+        imageIdLines: () => [],
+        pythonScript: (spec) => {
+            // The venv's python loads the env file itself, as systemd would.
+            const overrides = Object.entries(spec.environment).flatMap(([key, value]) => ["--env", `${key}=${value}`]);
+            return shellJoin([bin("python"), spec.scriptPath, "--env-file", spec.envFile, "--env-format", "systemd", ...overrides, ...spec.args]);
+        },
+        removeThrowaway: () => [],
+        hfDownload: (spec) => {
+            const env = `HF_HOME=${spec.hfHome} HF_HUB_DISABLE_PROGRESS_BARS=1${spec.withToken ? ' HF_TOKEN="$token"' : ""}`;
+            return `${env} ${shellJoin([bin("hf"), "download", spec.repoId])}`;
+        },
+        hfTool: (node) => ({
+            where: `the venv ${runtime.path}`,
+            present: `[ -x ${shellQuote(bin("hf"))} ]`,
+            missing: `${bin("hf")} is missing on ${node} (huggingface_hub >= 0.34 provides it: ${bin("pip")} install -U huggingface_hub)`,
+        }),
+    };
+}
+
+/** The strategy of a node's runtime: the one place that tells the runtimes apart. */
+export function runtimeStrategy(runtime: Runtime): RuntimeStrategy {
+    switch (runtime.kind) {
+        case "docker":
+            return dockerStrategy(runtime);
+        case "venv":
+            return venvStrategy(runtime);
+        default: {
+            const never: never = runtime;
+            throw new Error(`unknown runtime ${JSON.stringify(never)}`);
+        }
+    }
+}
+
 /** The unit's ExecStart argv: the only thing that differs between runtimes. */
 export function execStartArgv(spec: ExecSpec): string[] {
-    if (spec.runtime.kind === "docker") {
-        return [...dockerRunArgv(spec.runtime, spec.container, spec.envFiles, spec.environment, spec.readOnlyMounts), ...spec.argv];
-    }
-    const [program, ...args] = spec.argv;
-    return [`${spec.runtime.path}/bin/${program}`, ...args];
+    return runtimeStrategy(spec.runtime).execStart(spec);
 }
 
 /** How to run a one-off command next to a unit's process (readiness checks). */
 export function execBeside(runtime: Runtime, container: string, argv: string[]): string {
-    if (runtime.kind === "docker") {
-        return shellJoin(["docker", "exec", container, ...argv]);
-    }
-    const [program, ...args] = argv;
-    return shellJoin([`${runtime.path}/bin/${program}`, ...args]);
+    return runtimeStrategy(runtime).execBeside(container, argv);
 }

@@ -2,7 +2,7 @@
 // journald, stopped and removed by `pulumi destroy`.
 import type { Runtime } from "../../../config";
 import { MANAGED_MARKER } from "../paths";
-import { execStartArgv } from "./runtime";
+import { runtimeStrategy } from "./runtime";
 
 export interface UnitSpec {
     /** Unit name without `.service`, e.g. `spark-cluster-ray`. */
@@ -48,8 +48,9 @@ export function systemdText(text: string): string {
 
 /** The unit file. Only ExecStart (and the container's stop/cleanup) depend on the runtime. */
 export function renderUnit(spec: UnitSpec): string {
-    const docker = spec.runtime.kind === "docker";
-    const after = ["network-online.target", ...(docker ? ["docker.service"] : []), ...(spec.after ?? [])];
+    const runtime = runtimeStrategy(spec.runtime);
+    const unit = runtime.unit(spec.container);
+    const after = ["network-online.target", ...unit.after, ...(spec.after ?? [])];
     const lines = [
         `# ${MANAGED_MARKER}`,
         ...Object.entries(spec.inputs ?? {}).map(([what, hash]) => `# input ${what}: ${hash}`),
@@ -57,21 +58,19 @@ export function renderUnit(spec: UnitSpec): string {
         `Description=${systemdText(spec.description)}`,
         `Wants=network-online.target`,
         `After=${after.join(" ")}`,
-        ...(docker ? ["Requires=docker.service"] : []),
+        ...unit.requires.map((required) => `Requires=${required}`),
         "StartLimitIntervalSec=0",
         "",
         "[Service]",
         "Type=simple",
-        // The container runtime hands the env files to docker (--env-file): systemd must not read them too.
-        ...(docker ? [] : spec.envFiles.map((file) => `EnvironmentFile=${file}`)),
+        ...(unit.systemdReadsEnvFiles ? spec.envFiles.map((file) => `EnvironmentFile=${file}`) : []),
         ...Object.entries(spec.environment ?? {}).map(
             ([k, v]) => `Environment="${`${k}=${v}`.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/%/g, "%%")}"`,
         ),
-        ...(docker ? [`ExecStartPre=-/usr/bin/docker rm -f ${spec.container}`] : []),
+        ...unit.preStart,
         ...(spec.preStart ?? []).map((argv) => `ExecStartPre=${systemdJoin(argv)}`),
         `ExecStart=${systemdJoin(
-            execStartArgv({
-                runtime: spec.runtime,
+            runtime.execStart({
                 container: spec.container,
                 argv: spec.argv,
                 envFiles: spec.envFiles,
@@ -79,7 +78,7 @@ export function renderUnit(spec: UnitSpec): string {
                 readOnlyMounts: spec.readOnlyMounts,
             }),
         )}`,
-        ...(docker ? [`ExecStop=/usr/bin/docker stop ${spec.container}`] : []),
+        ...unit.stop,
         // Always: vLLM exits when its engine dies (a lost Ray actor or --headless peer), and
         // the cluster heals by restarting it, however it ended. No start limit (StartLimitIntervalSec=0).
         "Restart=always",

@@ -1,0 +1,137 @@
+// The import graph of config/: facts before rules before resolve, no phase importing a later
+// one, and no cycle. Read from the sources, so a new import that breaks the order fails here.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+
+function repoRoot(): string {
+    let dir = __dirname;
+    while (!fs.existsSync(path.join(dir, "package.json"))) {
+        const parent = path.dirname(dir);
+        if (parent === dir) throw new Error(`no package.json above ${__dirname}`);
+        dir = parent;
+    }
+    return dir;
+}
+
+const CONFIG_DIR = path.join(repoRoot(), "config");
+
+/** The phase of each config module; a module not named here is phase 0 (schema, field checks, pure helpers). */
+const PHASES: Record<string, number> = {
+    facts: 1,
+    rules: 2,
+    portRules: 2,
+    secretRules: 2,
+    fitRule: 2,
+    resolve: 3,
+    index: 4,
+};
+/** What a config module may import from outside config/: leaf modules of names only. */
+const ALLOWED_OUTSIDE = new Set(["components/render/paths"]);
+
+/** Every relative import and re-export of a source text, type-only ones included. */
+export function importsOf(source: string): string[] {
+    const specifiers = [...source.matchAll(/^\s*(?:import|export)\b[^;]*?\bfrom\s+"([^"]+)"/gms), ...source.matchAll(/^\s*import\s+"([^"]+)"/gm)].map(
+        (m) => m[1],
+    );
+    return specifiers.filter((s) => s.startsWith("."));
+}
+
+/** The config module graph: module name (path under config/, no extension) → imported module names. */
+function configGraph(): Map<string, string[]> {
+    const graph = new Map<string, string[]>();
+    for (const file of fs.readdirSync(CONFIG_DIR).filter((f) => f.endsWith(".ts"))) {
+        const name = file.slice(0, -3);
+        const source = fs.readFileSync(path.join(CONFIG_DIR, file), "utf8");
+        graph.set(
+            name,
+            importsOf(source).map((s) => path.relative(CONFIG_DIR, path.resolve(CONFIG_DIR, s)).replace(/\\/g, "/")),
+        );
+    }
+    return graph;
+}
+
+/** A cycle in `graph` as a path of names, or undefined. */
+export function findCycle(graph: Map<string, string[]>): string[] | undefined {
+    const state = new Map<string, "open" | "done">();
+    const stack: string[] = [];
+    const visit = (node: string): string[] | undefined => {
+        if (state.get(node) === "done") return undefined;
+        if (state.get(node) === "open") return [...stack.slice(stack.indexOf(node)), node];
+        state.set(node, "open");
+        stack.push(node);
+        for (const next of graph.get(node) ?? []) {
+            if (!graph.has(next)) continue;
+            const cycle = visit(next);
+            if (cycle) return cycle;
+        }
+        stack.pop();
+        state.set(node, "done");
+        return undefined;
+    };
+    for (const node of graph.keys()) {
+        const cycle = visit(node);
+        if (cycle) return cycle;
+    }
+    return undefined;
+}
+
+describe("config/ import graph", () => {
+    const graph = configGraph();
+
+    it("reads the modules and their imports", () => {
+        assert.ok(graph.size >= 10, `config modules: ${[...graph.keys()].join(", ")}`);
+        assert.ok(graph.get("index")?.includes("resolve"), "index imports resolve");
+        assert.ok(graph.get("rules")?.includes("facts"), "rules import facts");
+    });
+
+    it("has no cycle", () => {
+        assert.equal(findCycle(graph)?.join(" → "), undefined);
+    });
+
+    it("finds a cycle when there is one", () => {
+        const cyclic = new Map([
+            ["a", ["b"]],
+            ["b", ["c"]],
+            ["c", ["a"]],
+        ]);
+        assert.deepEqual(findCycle(cyclic), ["a", "b", "c", "a"]);
+        assert.equal(
+            findCycle(
+                new Map([
+                    ["a", ["b"]],
+                    ["b", []],
+                ]),
+            ),
+            undefined,
+        );
+    });
+
+    it("reads type-only imports, re-exports and multi-line imports", () => {
+        const source = ['import type { A } from "./a";', "import {", "    B,", '} from "./b";', 'export * from "./c";', 'import { z } from "zod";'].join("\n");
+        assert.deepEqual(importsOf(source), ["./a", "./b", "./c"]);
+    });
+
+    it("imports no later phase: facts before rules before resolve", () => {
+        const wrong: string[] = [];
+        for (const [name, imports] of graph) {
+            for (const target of imports) {
+                if (target.startsWith("../")) {
+                    if (!ALLOWED_OUTSIDE.has(target.slice(3))) wrong.push(`${name} imports ${target} from outside config/`);
+                    continue;
+                }
+                if (!graph.has(target)) continue; // a JSON table
+                if ((PHASES[target] ?? 0) > (PHASES[name] ?? 0)) wrong.push(`${name} (phase ${PHASES[name] ?? 0}) imports ${target} (phase ${PHASES[target]})`);
+            }
+        }
+        assert.deepEqual(wrong, []);
+    });
+
+    it("the rules do not import resolve", () => {
+        for (const rule of ["rules", "portRules", "secretRules", "fitRule", "valueRules", "facts"]) {
+            assert.ok(graph.has(rule), `${rule}.ts exists`);
+            assert.ok(!graph.get(rule)?.includes("resolve"), `${rule} imports resolve`);
+        }
+    });
+});
