@@ -34,6 +34,17 @@ export function totalGpusOf(nodes: readonly Pick<ParsedNode, "gpus">[]): number 
     return nodes.reduce((sum, node) => sum + node.gpus, 0);
 }
 
+/**
+ * What each runtime kind is, for the rules (the rendering side of a runtime is its strategy in
+ * components/render/host/runtime.ts): whether vLLM runs in a container, which sees only the
+ * directories we mount, and whether the kind can run on a Jetson Thor (vLLM's pip wheels and
+ * containers lack sm_110 kernels, so a Thor runs a source-built venv).
+ */
+export const RUNTIME_TRAITS: Record<Runtime["kind"], { containerized: boolean; runsOnThor: boolean }> = {
+    docker: { containerized: true, runsOnThor: false },
+    venv: { containerized: false, runsOnThor: true },
+};
+
 /** A node's runtime: as configured, else the container runtime with its defaults. */
 export function runtimeOf(node: Pick<ParsedNode, "runtime">): Runtime {
     return node.runtime ?? DockerRuntimeSchema.parse({ kind: "docker" });

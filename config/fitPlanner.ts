@@ -34,7 +34,7 @@ export const UNIFIED_GPU_MEMORY_GIB = 121.63;
  * What the OS keeps of a unified-memory node while vLLM starts: free memory was 110.37 of
  * 121.69 GiB at vLLM's start on a headless Spark (MiaAI-Lab #47 above), ~11 GiB held by the OS,
  * services and page cache. vLLM refuses to start when free memory is below utilization × total
- * (seed 004 "Free memory less than desired GPU memory utilization"; vllm-project/vllm#35313), so
+ * (a Spark + Thor guide: "Free memory less than desired GPU memory utilization"; vllm-project/vllm#35313), so
  * on a Spark gpuMemoryUtilization above (121.63 − 11) / 121.63 = 0.90 does not start.
  */
 export const UNIFIED_OS_RESERVED_GIB = 11;
@@ -44,7 +44,7 @@ export const RUNTIME_OVERHEAD_GIB = 2;
 export const ACTIVATION_PEAK_GIB = 2;
 /** CUDA graphs, unless --enforce-eager: 2.4 GiB more per GPU measured without it (vllm-project/vllm#7553). */
 export const CUDA_GRAPHS_GIB = 2.5;
-/** A proposal never shortens the context below this (seed 000 serves 72B with 2048). */
+/** A proposal never shortens the context below this (a community guide serves a 72B model with 2048). */
 export const MIN_PROPOSED_CONTEXT = 2048;
 
 export type NodeKind = "spark" | "thor" | "workstation";

@@ -11,7 +11,7 @@ export const WEIGHT_DTYPES = ["fp32", "bf16", "fp16", "fp8", "int8", "fp4", "int
 export type WeightDtype = (typeof WEIGHT_DTYPES)[number];
 
 /**
- * Bytes per parameter: BF16 2, FP8 1, FP4/INT4 0.5 (seed 002; shared/FACTS.md "Memory"). Block
+ * Bytes per parameter: BF16 2, FP8 1, FP4/INT4 0.5 (the community guides' sizing). Block
  * scales of FP8/FP4 checkpoints and embeddings a quantized checkpoint keeps in BF16 are not
  * counted: an FP4 estimate runs a few percent low.
  */
@@ -277,7 +277,7 @@ export function modelSizeFromHfConfig(name: string, config: unknown, paramsB?: n
 
 /**
  * KV cache bytes per token for the layers `[start, end)` on one TP rank: per layer
- * 2 (K and V) × kv_heads/TP × head_dim × bytes per element (seed 002's formula, with the KV heads
+ * 2 (K and V) × kv_heads/TP × head_dim × bytes per element (the community guides' formula, with the KV heads
  * of GQA, not the attention heads; TP beyond the KV heads replicates them), or the MLA latent
  * (not split by TP). Returns the bytes of full-attention and of sliding-window layers apart
  * (a sliding layer holds at most `slidingWindow` tokens); undefined when the shapes are unknown.
@@ -308,7 +308,7 @@ export function kvBytesPerToken(
 // What vLLM's flags make of it
 // ---------------------------------------------------------------------------------------------
 
-/** vLLM --quantization names → stored weight type; "fp4" is seed 002's spelling (vLLM itself has no method of that name). */
+/** vLLM --quantization names → stored weight type; "fp4" is a community guide's spelling (vLLM itself has no method of that name). */
 const QUANTIZATION_DTYPES: Readonly<Record<string, WeightDtype>> = {
     fp8: "fp8",
     fbgemm_fp8: "fp8",

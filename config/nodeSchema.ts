@@ -86,7 +86,7 @@ export const DockerRuntimeSchema = z.strictObject({
         .meta({ example: "16g" }),
 });
 
-/** Runs vLLM and Ray from a Python venv on the host (Jetson Thor: a source build, seed 004). */
+/** Runs vLLM and Ray from a Python venv on the host (Jetson Thor: a source build). */
 export const VenvRuntimeSchema = z.strictObject({
     /** Selects this runtime. Required when `runtime` is given. */
     kind: z.literal("venv").meta({ example: "docker (or venv)" }),

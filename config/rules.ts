@@ -6,7 +6,7 @@
  */
 import { ConfigIssue, describeValue } from "./issues";
 import { formatIpv4, formatSubnet, parseCidr, subnetsOverlap } from "./ipv4";
-import { Facts, gatherFacts, hasThorIn, localModelFacts, resolveParallelism, runtimeOf, totalGpusOf } from "./facts";
+import { Facts, RUNTIME_TRAITS, gatherFacts, hasThorIn, localModelFacts, resolveParallelism, runtimeOf, totalGpusOf } from "./facts";
 import { HF_HOME_DIR } from "../components/render/paths";
 import type { InterconnectSchema, NcclSchema, ParsedConfig, ParsedModel, ParsedNode } from "./schema";
 import { checkPorts } from "./portRules";
@@ -23,14 +23,14 @@ export function checkNodeKinds(nodes: readonly Pick<ParsedNode, "name" | "kind" 
         if (node.kind === "thor" && node.runtime === undefined) {
             issues.push({
                 path: `nodes[${i}].runtime`,
-                message: "is required on a thor: vLLM's pip wheels lack sm_110 kernels, so a Jetson Thor runs vLLM from a source-built venv (seed 004)",
+                message: "is required on a thor: vLLM's pip wheels lack sm_110 kernels, so a Jetson Thor runs vLLM from a source-built venv",
                 got: "nothing",
                 example: "{ kind: venv, path: /opt/vllm-venv }",
             });
-        } else if (node.kind === "thor" && node.runtime?.kind === "docker") {
+        } else if (node.kind === "thor" && node.runtime !== undefined && !RUNTIME_TRAITS[node.runtime.kind].runsOnThor) {
             issues.push({
                 path: `nodes[${i}].runtime.kind`,
-                message: "must be venv on a thor: vLLM's pip wheels lack sm_110 kernels, so a Jetson Thor runs vLLM from a source-built venv (seed 004)",
+                message: "must be venv on a thor: vLLM's pip wheels lack sm_110 kernels, so a Jetson Thor runs vLLM from a source-built venv",
                 got: describeValue(node.runtime.kind),
                 example: "{ kind: venv, path: /opt/vllm-venv }",
             });
@@ -251,9 +251,6 @@ export function checkMpLayout(
     nodes: readonly Pick<ParsedNode, "name" | "gpus">[],
     facts: Pick<Facts, "totalGpus" | "parallelism"> = { totalGpus: totalGpusOf(nodes), parallelism: resolveParallelism(model, totalGpusOf(nodes)) },
 ): ConfigIssue[] {
-    if (model.executor !== "mp") {
-        return [];
-    }
     const totalGpus = facts.totalGpus;
     const { tensorParallel, pipelineParallel } = facts.parallelism;
     const world = tensorParallel * pipelineParallel;
@@ -300,8 +297,8 @@ export function checkLocalModelWithRay(
     nodes: readonly Pick<ParsedNode, "name" | "kind" | "runtime">[],
     facts: Pick<Facts, "localModel" | "localModelInHfCache"> = localModelFacts(model.source),
 ): ConfigIssue[] {
-    const dockerNode = nodes.findIndex((node) => node.kind !== "thor" && runtimeOf(node).kind === "docker");
-    if (model.executor !== "ray" || !facts.localModel || facts.localModelInHfCache || dockerNode < 0) {
+    const dockerNode = nodes.findIndex((node) => node.kind !== "thor" && RUNTIME_TRAITS[runtimeOf(node).kind].containerized);
+    if (!facts.localModel || facts.localModelInHfCache || dockerNode < 0) {
         return [];
     }
     return [
@@ -355,6 +352,31 @@ export function checkTopology(topology: z.output<typeof InterconnectSchema>["top
     return [];
 }
 
+type ExecutorRule = (
+    model: Pick<ParsedModel, "executor" | "tensorParallel" | "pipelineParallel" | "source">,
+    nodes: readonly Pick<ParsedNode, "name" | "kind" | "runtime" | "gpus">[],
+    facts: Pick<Facts, "totalGpus" | "parallelism" | "localModel" | "localModelInHfCache">,
+) => ConfigIssue[];
+
+/** The rules that hold for one executor only: the mp executor's even split, the Ray containers' view of a local model. */
+const EXECUTOR_RULES: Record<ParsedModel["executor"], ExecutorRule> = {
+    mp: checkMpLayout,
+    ray: checkLocalModelWithRay,
+};
+
+/** The rules of the configured executor. */
+export function checkExecutorRules(
+    model: Parameters<ExecutorRule>[0],
+    nodes: Parameters<ExecutorRule>[1],
+    facts: Parameters<ExecutorRule>[2] = {
+        totalGpus: totalGpusOf(nodes),
+        parallelism: resolveParallelism(model, totalGpusOf(nodes)),
+        ...localModelFacts(model.source),
+    },
+): ConfigIssue[] {
+    return EXECUTOR_RULES[model.executor](model, nodes, facts);
+}
+
 /** Every cross-field rule, in the order their issues are reported. */
 export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gatherFacts(config)): ConfigIssue[] {
     const totalGpus = facts.totalGpus;
@@ -368,8 +390,7 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gather
         ...checkTwinSubnets(config.nodes),
         ...checkInterfaceNames(config.nodes),
         ...checkParallelismFitsGpus(config.model, totalGpus, facts.parallelism),
-        ...checkMpLayout(config.model, config.nodes, facts),
-        ...checkLocalModelWithRay(config.model, config.nodes, facts),
+        ...checkExecutorRules(config.model, config.nodes, facts),
         ...checkTransport(config.nccl.transport, config.nodes),
         ...checkPorts(config.ray, config.model, config.nodes),
         ...checkTopology(config.interconnect.topology, config.nodes.length),

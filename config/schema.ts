@@ -187,12 +187,12 @@ export const ModelSchema = z.strictObject({
     /**
      * Tensor-parallel size. When neither parallelism is given, the default is tensor parallelism
      * over every GPU: on two Sparks TP=2 measured 2.09x one Spark while PP=2 gave 1.08x
-     * (community PR), although seed 002 recommends PP across single-GPU nodes — the choice is
+     * (community PR), although a community guide recommends PP across single-GPU nodes — the choice is
      * yours. Defaults to the cluster's total GPUs, or 1 when only pipelineParallel is given.
      */
     tensorParallel: z.int().min(1).optional().meta({ example: "2" }),
     /**
-     * Pipeline-parallel size (seed 004 uses PP=4 over 2 Sparks + 2 Thors on sockets). Defaults to 1.
+     * Pipeline-parallel size (the Sparks + Thors guide uses PP=4 over 2 Sparks + 2 Thors on sockets). Defaults to 1.
      */
     pipelineParallel: z.int().min(1).optional().meta({ example: "1" }),
     /**
@@ -223,7 +223,7 @@ export const ModelSchema = z.strictObject({
         .meta({ example: "fp8" }),
     /** Disable CUDA graphs (--enforce-eager). Defaults to true when any node is a thor, else false. */
     enforceEager: z.boolean().optional().meta({ example: "true" }),
-    /** Attention backend (--attention-backend), e.g. TRITON_ATTN (seed 004 on Thor). Defaults to vLLM's choice. */
+    /** Attention backend (--attention-backend), e.g. TRITON_ATTN (on a Thor). Defaults to vLLM's choice. */
     attentionBackend: z
         .string()
         .regex(/^[A-Za-z0-9_]+$/, { error: "must be a backend name like TRITON_ATTN or FLASH_ATTN" })

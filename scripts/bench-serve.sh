@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks the deployed endpoint with `vllm bench serve`, run on the head node
 # inside the head's own runtime (docker exec into the vLLM container, or the
-# venv's vllm) against 127.0.0.1, the seeds' way (seeds 000 and 003).
+# venv's vllm) against 127.0.0.1, the community guides' way.
 #
 #   scripts/bench-serve.sh --stack STACK [options] [-- more vllm bench serve flags]
 #
@@ -12,7 +12,7 @@
 # it to the benchmark as OPENAI_API_KEY in the environment. The remote script is
 # rendered by components/render/bench.ts (unit-tested).
 #
-# Options (defaults: the seeds' random 1024 in / 128 out, 100 prompts, rate inf):
+# Options (defaults: the community guides' random 1024 in / 128 out, 100 prompts, rate inf):
 #   --stack S               Pulumi stack (required unless --cluster-json)
 #   --config-file F         the stack's config file, e.g. stacks/Pulumi.spark-pair.yaml (for the SSH key)
 #   --random-input-len N    tokens per prompt (1024)

@@ -21,6 +21,7 @@ import {
     checkPorts,
     checkSecretsAreSecret,
     checkSshKeySource,
+    checkExecutorRules,
     checkLocalModelWithRay,
     checkMpLayout,
     checkTopology,
@@ -1106,8 +1107,8 @@ const RULE_CASES: readonly RuleCase[] = [
         message: "nodes[1] (b) has 2 GPU(s)",
     },
     {
-        name: "checkMpLayout: the ray executor places shards itself",
-        issues: () => checkMpLayout({ executor: "ray", tensorParallel: 1 }, [node("a", []), node("b", [])]),
+        name: "executor rules: the ray executor places shards itself (no mp layout rule)",
+        issues: () => checkExecutorRules({ executor: "ray", tensorParallel: 1, source: "org/model" }, [node("a", []), node("b", [])]),
         paths: [],
     },
     {
@@ -1122,8 +1123,8 @@ const RULE_CASES: readonly RuleCase[] = [
         paths: [],
     },
     {
-        name: "checkLocalModelWithRay: the mp executor mounts it",
-        issues: () => checkLocalModelWithRay({ executor: "mp", source: "/models/m" }, [node("a", [])]),
+        name: "executor rules: the mp executor mounts a local model (no Ray container rule)",
+        issues: () => checkExecutorRules({ executor: "mp", tensorParallel: 1, source: "/models/m" }, [node("a", [])]),
         paths: [],
     },
     {
