@@ -258,7 +258,8 @@ class Resolver:
                 for a in args:
                     out |= self.hints(a, mod, depth + 1)
                 return out
-            if origin == "Annotated":
+            # pydantic's SkipValidation[X] is Annotated[X, SkipValidation()]: get_type_hints() sees X
+            if origin in ("Annotated", "SkipValidation"):
                 return self.hints(args[0], mod, depth + 1)
             if origin == "Literal":
                 return {("literal", tuple(self.literal_values(args, mod, depth + 1)))}
