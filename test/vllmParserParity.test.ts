@@ -8,8 +8,10 @@
  * For every version in VLLM_FLAG_VERSIONS:
  * - every flag the renderer can emit (RENDERABLE_VLLM_FLAGS): the parser has the option exactly
  *   when `flagAccepted(version, flag)` says so;
- * - every spelling: the table's options (all `options` of all args) are the parser's option
- *   strings, neither more nor fewer (`-h/--help` aside, which argparse adds and the table omits).
+ * - every spelling: the table's options (all `options` of all args) are the option strings the
+ *   parser matches, neither more nor fewer (`-h/--help` aside, which argparse adds and the table
+ *   omits); in 0.33 that includes the `--no-enable-X`/`--no-disable-X` spellings vLLM hides from
+ *   --help but still accepts.
  *
  * The first run on a machine installs eight venvs from PyPI (see scripts/vllm-parser.sh for what
  * and lab/README.md, "vLLM stand-in", for the cost); later runs only build the parsers.
@@ -29,7 +31,10 @@ interface ParserReport {
     vllm: string;
     torch: string;
     make_arg_parser: string;
+    /** Every option string the parser matches (argparse's `_option_string_actions`), `-h/--help` included. */
     options: string[];
+    /** Those among them that no action lists in `option_strings` (0.33 keeps `--no-enable-X` accepted but out of --help). */
+    hidden: string[];
 }
 
 describe("every flag table against its release's real `vllm serve` parser (scripts/vllm-parser.sh)", () => {
@@ -71,7 +76,7 @@ describe("every flag table against its release's real `vllm serve` parser (scrip
             console.log(
                 `# ${version} (vllm ${report.vllm}, torch ${report.torch}, ${report.make_arg_parser}.make_arg_parser): ` +
                     `${RENDERABLE_VLLM_FLAGS.length} rendered flags checked, ${accepted} accepted by the parser, ${disagree.length} disagreements; ` +
-                    `spellings: parser ${real.size}, table ${spellings.size}`,
+                    `spellings: parser ${real.size} (${report.hidden.length} hidden from --help), table ${spellings.size}`,
             );
             assert.deepEqual(disagree, []);
             assert.deepEqual([...spellings].filter((o) => !real.has(o)).sort(), [], "every spelling in the table is the parser's");
