@@ -258,7 +258,8 @@ class Resolver:
                 for a in args:
                     out |= self.hints(a, mod, depth + 1)
                 return out
-            if origin == "Annotated":
+            # pydantic's SkipValidation[X] is Annotated[X, SkipValidation()]: get_type_hints() sees X
+            if origin in ("Annotated", "SkipValidation"):
                 return self.hints(args[0], mod, depth + 1)
             if origin == "Literal":
                 return {("literal", tuple(self.literal_values(args, mod, depth + 1)))}
@@ -615,7 +616,22 @@ class Interpreter:
             self.run_body(st.body, env, mod)
             self.run_body(st.orelse, env, mod)
         elif isinstance(st, ast.For):
-            if isinstance(st.iter, ast.Call) and ast.unparse(st.iter.func).endswith(".items"):
+            if isinstance(st.iter, (ast.List, ast.Tuple)):
+                # for arg, type in [("--x", str), ...]: add_argument(arg, type=type) once per element
+                for elt in st.iter.elts:
+                    if isinstance(st.target, ast.Tuple) and isinstance(elt, ast.Tuple) and len(elt.elts) == len(st.target.elts):
+                        pairs = list(zip(st.target.elts, elt.elts))
+                    elif isinstance(st.target, ast.Name):
+                        pairs = [(st.target, elt)]
+                    else:
+                        self.unresolved.append(f"loop {ast.unparse(st.target)} over {ast.unparse(elt)}")
+                        continue
+                    env2 = dict(env)
+                    for tgt, val in pairs:
+                        if isinstance(tgt, ast.Name):
+                            env2[tgt.id] = val.value if isinstance(val, ast.Constant) else ("ast", val)
+                    self.run_body(st.body, env2, mod)
+            elif isinstance(st.iter, ast.Call) and ast.unparse(st.iter.func).endswith(".items"):
                 kw = self.eval(st.iter.func.value, env, mod)
                 if isinstance(kw, dict) and isinstance(st.target, ast.Tuple):
                     kname, vname = st.target.elts[0].id, st.target.elts[1].id
@@ -654,6 +670,8 @@ class Interpreter:
                 key = env.get("key")
                 if isinstance(key, str):
                     names.append("--" + key.replace("_", "-"))
+            elif isinstance(a, ast.Name) and isinstance(env.get(a.id), str):   # a loop variable
+                names.append(env[a.id])
             elif isinstance(a, ast.Starred):
                 extra = self.eval(a.value, env, mod)
                 if isinstance(extra, list):
@@ -668,7 +686,11 @@ class Interpreter:
             elif kw.arg == "help":
                 continue
             else:
-                self._set_key(spec, kw.arg, kw.value, mod)
+                value = kw.value
+                bound = env.get(value.id) if isinstance(value, ast.Name) else None
+                if isinstance(bound, tuple) and len(bound) == 2 and bound[0] == "ast":
+                    value = bound[1]        # type=type, bound by a loop over a literal list
+                self._set_key(spec, kw.arg, value, mod)
         spec.pop("help", None)
         spec.pop("flags", None)
         if not names:

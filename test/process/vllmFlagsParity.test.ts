@@ -11,9 +11,10 @@
  *   vllm/entrypoints/{cli/serve,<any>/cli_args}.py, or it is a field of the FrontendArgs
  *   dataclasses there (vLLM turns `host: str` into `--host`).
  *
- * Not vLLM's real parser: importing vLLM needs that release's torch (0.10.1.1 pins torch 2.6 +
- * IPEX, 0.20.1 torch 2.11, 0.31.0 torch 2.13) and ~60 pinned packages per release, which this
- * suite does not install (lab/README.md, "vLLM stand-in", says what was tried).
+ * This is the cheap check (the wheels only, no imports). The same tables against vLLM's REAL
+ * argument parser, every version, every rendered flag and every spelling, is
+ * test/vllmParserParity.test.ts (scripts/vllm-parser.sh installs each release with its torch,
+ * once, into the user cache).
  *
  * The flags are enumerated by rendering specs with every optional turned on, for rank 0 and a
  * headless rank of the mp executor and for the Ray executor; a guard fails when the renderer
