@@ -20,10 +20,10 @@ import { before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import * as path from "node:path";
-import { VLLM_FLAG_VERSIONS, flagAccepted, vllmFlagTable } from "../config/vllmFlags";
-import { RENDERABLE_VLLM_FLAGS } from "./fixtures";
+import { VLLM_FLAG_VERSIONS, flagAccepted, vllmFlagTable } from "../../config/vllmFlags";
+import { RENDERABLE_VLLM_FLAGS } from "../support/fixtures";
 
-const ROOT = path.resolve(__dirname, "..", "..");
+const ROOT = path.resolve(__dirname, "..", "..", "..");
 
 /** One line of scripts/vllm-parser.sh. */
 interface ParserReport {
