@@ -1,7 +1,7 @@
 /**
  * Cross-field rules: what the schema cannot see field by field (one head, unique names and
  * addresses, subnets per link, parallelism vs GPUs, transport vs Thor, ports, topology). Each is
- * pure and exported, and table-tested in test/config.test.ts; {@link checkCrossFieldRules} runs
+ * pure and exported, and table-tested in test/unit/config.test.ts; {@link checkCrossFieldRules} runs
  * them all on a config that passed the schema.
  */
 import { ConfigIssue, describeValue } from "./issues";

@@ -135,7 +135,7 @@ ln -sfn "$plugins_dir/pulumi-resource-command" "$command_dir/pulumi-resource-com
 rm -f "$TOOLS/pulumi-language-nodejs" "$TOOLS/pulumi-resource-command"
 
 # --- 5. actionlint -----------------------------------------------------------------
-# Lints .github/workflows (test/preview.test.ts runs it). Built from its Go module through the
+# Lints .github/workflows (test/mocked/preview.test.ts runs it). Built from its Go module through the
 # module proxy at ACTIONLINT_VERSION (toolchain/versions.env), cached per user by version like
 # the CLI, linked into .tools/bin.
 actionlint_dir="$CACHE/actionlint-v$ACTIONLINT_VERSION"

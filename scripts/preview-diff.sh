@@ -85,7 +85,7 @@ if [ "$real_passphrase" = no ]; then
   export PULUMI_CONFIG_PASSPHRASE
 fi
 placeholder_id=$(od -An -tx1 -N8 /dev/urandom | tr -d ' \n')
-# Every placeholder contains "preview-placeholder-" (test/preview.test.ts looks for it).
+# Every placeholder contains "preview-placeholder-" (test/mocked/preview.test.ts looks for it).
 placeholder_for() { # key
   case "$1" in
     sshPrivateKey) printf -- '-----BEGIN OPENSSH PRIVATE KEY-----\npreview-placeholder-%s\n-----END OPENSSH PRIVATE KEY-----\n' "$placeholder_id" ;;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prints the path of a Python interpreter that has torch with the gloo backend,
-# for the NCCL check's local tests (test/check.test.ts: two processes on
+# for the NCCL check's local tests (test/process/check.test.ts: two processes on
 # loopback, gloo on CPU tensors). Uses python3 when it already has torch;
 # otherwise installs torch from PyPI into a venv cached per user and version in
 # ${XDG_CACHE_HOME:-~/.cache}/spark-cluster/torch-<version>/ (shared by every

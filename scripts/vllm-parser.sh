@@ -4,7 +4,7 @@
 #   {"version": "0.31.0", "vllm": "0.31.0+cpu", "torch": "2.13.0+cu130",
 #    "make_arg_parser": "vllm.entrypoints.launchers.cli_args", "options": ["--api-key", ...],
 #    "hidden": []}
-# Used by test/vllmParserParity.test.ts.
+# Used by test/process/vllmParserParity.test.ts.
 #   scripts/vllm-parser.sh [VERSION...]     (default: every table)
 #
 # The parser is built as vLLM's own CLI builds it (vllm/entrypoints/cli/main.py): a

@@ -2,7 +2,7 @@
 # The wheel each vLLM flag table (config/vllmFlags/<version>.json) was generated from, fetched
 # from PyPI once into ${XDG_CACHE_HOME:-~/.cache}/spark-cluster/vllm-wheels/ (the cache
 # lab/vllm_standin/gen_flags.sh fills too) and checked against the sha256 the table records.
-# Prints one "VERSION<TAB>WHEEL_PATH" line per table. Used by test/vllmFlagsParity.test.ts.
+# Prints one "VERSION<TAB>WHEEL_PATH" line per table. Used by test/process/vllmFlagsParity.test.ts.
 #   scripts/vllm-wheels.sh [VERSION...]     (default: every table)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
