@@ -118,17 +118,20 @@ export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: s
  * master port). A headless rank does not notice its head's engine ending: its workers wait on
  * the head's message queue for ever (vLLM's `run_headless` watches only its local workers). While
  * the rank is in the head's engine, its workers hold a TCP connection to the master port (the
- * torch.distributed store of rank 0); once that connection has been seen and is then gone for
- * three checks in a row (6 s), the follower restarts the vLLM unit, whose new rank joins the head's
- * next engine. A new MainPID of the vLLM unit (it restarted for any reason) starts the watch over.
+ * torch.distributed store of rank 0), and that port answers. Once both have been seen, and then
+ * either is gone for three checks in a row (6 s: the connection closed, or the port refuses or
+ * does not answer, as when the head's node went down without closing its connections), the
+ * follower restarts the vLLM unit, whose new rank joins the head's next engine. A new MainPID of
+ * the vLLM unit (it restarted for any reason) starts the watch over.
  */
 const FOLLOW_LOOP = [
     'unit=$1 head=$2 port=$3 pid="" seen=0 lost=0',
-    'echo "following the head: $unit restarts when its connection to $head:$port ends"',
+    'echo "following the head: $unit restarts when its connection to $head:$port ends or that port stops answering"',
     "while sleep 2; do " +
         'now=$(systemctl show -p MainPID --value "$unit.service"); ' +
         'if [ "$now" != "$pid" ]; then pid=$now seen=0 lost=0; fi; ' +
-        'if [ "$pid" != 0 ] && [ -n "$(ss -Htn state established dst "$head" dport = ":$port")" ]; then ' +
+        'if [ "$pid" != 0 ] && [ -n "$(ss -Htn state established dst "$head" dport = ":$port")" ] && ' +
+        `timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$head" "$port" 2>/dev/null; then ` +
         '[ "$seen" = 1 ] || echo "in the head\'s engine ($unit pid $pid)"; seen=1 lost=0; ' +
         'elif [ "$seen" = 1 ]; then lost=$((lost + 1)); ' +
         'if [ "$lost" -ge 3 ]; then ' +

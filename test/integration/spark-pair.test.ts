@@ -297,7 +297,19 @@ async function healsAfter(
         }
         await new Promise((resolve) => setTimeout(resolve, 1000));
     }
-    const { seconds, text } = await secondsUntilAnswering(endpoint, apiKey, model, 120);
+    const { seconds, text } = await secondsUntilAnswering(endpoint, apiKey, model, 120).catch((error: unknown) => {
+        // Not answering: what our units on both nodes logged, for the failure message.
+        const journals = (["spark-a", "spark-b"] as const).map(
+            (node) =>
+                `--- ${node}:\n` +
+                ssh(
+                    node,
+                    `journalctl -u '${UNITS.vllm}*' -u ${UNITS.ray} --no-pager -q -o short-precise --since '-150s' | tail -n 40; ` +
+                        `systemctl show -p MainPID -p NRestarts -p ActiveState ${UNITS.vllm}.service | tr '\\n' ' '`,
+                ),
+        );
+        throw new Error(`${fault.what}: ${String(error)}\n${journals.join("\n")}`);
+    });
     t.diagnostic(`${fault.what}: answering again after ${seconds} s (limit 120 s)`);
     assert.match(text, /spark-a/);
     assert.match(text, /spark-b/);

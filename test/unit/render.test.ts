@@ -613,9 +613,10 @@ describe("the headless rank's follower unit", () => {
         assert.equal(check.stderr, "");
     });
 
-    // The loop against stand-ins for sleep, ss and systemctl on PATH: each call of `ss` answers the
-    // next line of a script (1 = a connection to the master port, 0 = none), `systemctl show` the
-    // next MainPID, and `systemctl restart` is recorded with the call number it came at.
+    // The loop against stand-ins for sleep, ss, timeout and systemctl on PATH: each check reads the
+    // next letter of a script (1 = a connection to the master port and the port answers, x = the
+    // connection is still there but the port does not answer, 0 = no connection), `systemctl show`
+    // the next MainPID, and `systemctl restart` is recorded with the check it came at.
     function follow(connections: string, pids: string): string[] {
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "follow-"));
         try {
@@ -626,7 +627,9 @@ describe("the headless rank's follower unit", () => {
             const stub = (name: string, body: string) => fs.writeFileSync(path.join(dir, name), `#!/bin/bash\n${body}\n`, { mode: 0o755 });
             // The loop ends when the connection script runs out (`sleep` fails).
             stub("sleep", `[ "$(cat ${dir}/conn.n 2>/dev/null || echo 0)" -lt "$(wc -l < ${dir}/conn)" ]`);
-            stub("ss", `${next("conn")}; [ "$line" = 1 ] && echo "ESTAB 0 0 10.0.0.2:40000 $5:$8" || true`);
+            stub("ss", `${next("conn")}; [ "$line" != 0 ] && echo "ESTAB 0 0 10.0.0.2:40000 $5:$8" || true`);
+            // The probe of the head's port (timeout 2 bash -c 'exec 3<>/dev/tcp/…'): answers on "1", not on "x".
+            stub("timeout", `[ "$(sed -n "$(cat ${dir}/conn.n)p" ${dir}/conn)" = 1 ]`);
             stub(
                 "systemctl",
                 `if [ "$1" = show ]; then ${next("pids")}; echo "\${line:-$(tail -n 1 ${dir}/pids)}"; else echo "$* at $(cat ${dir}/conn.n)" >> ${dir}/log; fi`,
@@ -641,6 +644,11 @@ describe("the headless rank's follower unit", () => {
 
     it("restarts the vLLM unit once the connection it had is gone for three checks in a row", () => {
         assert.deepEqual(follow("0001110000", "100"), ["restart --no-block spark-cluster-vllm.service at 9"]);
+    });
+
+    it("restarts it when the head's port stops answering though the connection looks open (the head's node went down)", () => {
+        assert.deepEqual(follow("0111xxx11", "100"), ["restart --no-block spark-cluster-vllm.service at 7"]);
+        assert.deepEqual(follow("111xx1x1", "100"), []);
     });
 
     it("never restarts a rank that has not joined yet, nor on a gap shorter than three checks", () => {
