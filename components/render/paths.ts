@@ -20,11 +20,13 @@ export const RUNTIME_ENV_PATH = `${CONFIG_DIR}/runtime.env`;
 export const RAY_ENV_PATH = `${CONFIG_DIR}/ray.env`;
 /** Root-only env file with the API key and HF token: never in argv, state or logs. */
 export const VLLM_SECRETS_PATH = `${CONFIG_DIR}/vllm.env`;
-/**
+/*
  * The variables the project itself writes into the runtime env file, the secrets files and the vLLM
- * unit. The renderers name each through these lists (their types allow no other name; NCCL
- * variables from nccl.overrides aside), and model.env refuses every one of them.
+ * unit, one list per place. The renderers name each through these lists (their types allow no
+ * other name; NCCL variables from nccl.overrides aside), and model.env refuses every one of them
+ * (PROJECT_ENV below).
  */
+/** The variables of the runtime env file (components/render/nccl.ts renderRuntimeEnv). */
 export const RUNTIME_ENV_NAMES = [
     "NCCL_SOCKET_IFNAME",
     "NCCL_IB_DISABLE",
