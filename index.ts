@@ -1,9 +1,11 @@
 // Entry point: parse the stack's config once, build the cluster from it, and
 // export what a user needs to reach it.
+import * as fs from "node:fs";
 import * as pulumi from "@pulumi/pulumi";
 import { ConfigError, parseConfig } from "./config";
 import { clusterSummary } from "./components/clusterSummary";
 import { SparkCluster } from "./components/sparkCluster";
+import { stackConfigFile, tryItCommand } from "./components/render/tryIt";
 import { readStackConfig } from "./stackConfig";
 
 function loadConfig() {
@@ -42,5 +44,13 @@ export const ray = sparkCluster.ray;
 export const vllm = sparkCluster.vllm;
 /** How to reach the Ray dashboard (bound to the head's loopback by default). */
 export const rayDashboard = sparkCluster.dashboard;
-/** Try it: the API key stays in config (`pulumi config get spark-cluster:apiKey`). */
-export const tryIt = pulumi.interpolate`curl -s ${sparkCluster.endpoint}/chat/completions -H "Authorization: Bearer $(./scripts/pulumi.sh --stack ${pulumi.getStack()} config get spark-cluster:apiKey)" -H "Content-Type: application/json" -d '{"model":"${sparkCluster.servedModel}","messages":[{"role":"user","content":"Hello"}]}'`;
+/**
+ * Try it: a curl line to paste into bash, every value quoted. The API key stays in config and is read
+ * when the line runs (`pulumi config get spark-cluster:apiKey`, with `--config-file` for a stack under stacks/).
+ */
+export const tryIt = tryItCommand({
+    endpoint: sparkCluster.endpoint,
+    servedModel: sparkCluster.servedModel,
+    stack: pulumi.getStack(),
+    configFile: stackConfigFile(pulumi.getStack(), (file) => fs.existsSync(file)),
+});

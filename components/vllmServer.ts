@@ -96,7 +96,7 @@ export class VllmServer extends pulumi.ComponentResource {
                         ),
                     ],
                     script: plan.ready,
-                    timeout: "20m",
+                    timeout: plan.readyTimeout,
                 },
                 { parent: this, dependsOn: [unitCommand] },
             );

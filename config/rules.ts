@@ -4,7 +4,7 @@
  * pure and exported, and table-tested in test/unit/config.test.ts; {@link checkCrossFieldRules} runs
  * them all on a config that passed the schema.
  */
-import { ConfigIssue, describeValue } from "./issues";
+import { ConfigIssue, describeValue, formatPath } from "./issues";
 import { formatIpv4, formatSubnet, parseCidr, subnetsOverlap } from "./ipv4";
 import { Facts, RUNTIME_TRAITS, gatherFacts, hasThorIn, localModelFacts, resolveParallelism, runtimeOf, totalGpusOf } from "./facts";
 import { HF_HOME_DIR } from "../components/render/paths";
@@ -394,7 +394,24 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gather
         ...checkTransport(config.nccl.transport, config.nodes),
         ...checkPorts(config.ray, config.model, config.nodes),
         ...checkTopology(config.interconnect.topology, config.nodes.length),
+        ...checkModelEnvAgainstOverrides(config.model.env, config.nccl.overrides),
     ];
+}
+
+/**
+ * A variable in both model.env and nccl.overrides: the runtime env file and the unit's own
+ * environment would both set it, and which wins differs by runtime (systemd lets the file win,
+ * docker its `-e`). One place only.
+ */
+export function checkModelEnvAgainstOverrides(env: Readonly<Record<string, string>>, overrides: Readonly<Record<string, string>>): ConfigIssue[] {
+    return Object.keys(env)
+        .filter((name) => Object.hasOwn(overrides, name))
+        .map((name) => ({
+            path: formatPath(["model", "env", name]),
+            message: `is also set by nccl.overrides.${name} (the runtime env file Ray, vLLM and the NCCL check read); set it in one place`,
+            got: describeValue(env[name]),
+            example: `remove it from model.env and keep nccl: { overrides: { ${name}: ${JSON.stringify(overrides[name])} } }`,
+        }));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import { PRIVATE_KEY_TEXT, SECRET_TEXT, hostOrIpv4, keyFilePath, port } from "./
 
 export * from "./nodeSchema";
 export { PRIVATE_KEY_TEXT } from "./schemaFields";
-import { extraArgProblem, modelSourceProblem, overrideKeyProblem } from "./valueRules";
+import { extraArgProblem, modelEnvNameProblem, modelEnvValueProblem, modelSourceProblem, overrideKeyProblem } from "./valueRules";
 
 /** How the nodes are cabled. */
 export const InterconnectSchema = z.strictObject({
@@ -246,6 +246,41 @@ export const ModelSchema = z.strictObject({
         )
         .default([])
         .meta({ example: "[--max-num-batched-tokens=8192, --disable-custom-all-reduce]" }),
+    /**
+     * Extra environment for the vLLM server, name to string value, e.g. `VLLM_USE_FLASHINFER_MOE_FP4:
+     * "1"` or an NCCL tuning variable only vLLM should see. Names the project sets itself (the
+     * runtime env file's NCCL, Gloo and VLLM_HOST_IP variables, VLLM_API_KEY, HF_TOKEN, Ray's token
+     * and address, HF_HUB_OFFLINE) are rejected with the key to set instead, and so are HF_HOME and
+     * HF_HUB_CACHE (vLLM reads the model offline from the cache the model sync fills). Values are
+     * single lines of at most 4096 bytes; they reach vLLM byte for byte. A change restarts only
+     * vLLM. Defaults to {}.
+     */
+    env: z
+        .record(
+            z.string().superRefine((name, ctx) => {
+                const problem = modelEnvNameProblem(name);
+                if (problem) {
+                    ctx.addIssue({ code: "custom", message: problem.message });
+                }
+            }),
+            z
+                .string()
+                .superRefine((value, ctx) => {
+                    const problem = modelEnvValueProblem(value);
+                    if (problem) {
+                        ctx.addIssue({ code: "custom", message: problem });
+                    }
+                })
+                .meta({ example: 'VLLM_USE_FLASHINFER_MOE_FP4: "1"' }),
+        )
+        .default({})
+        .meta({ example: '{ VLLM_USE_FLASHINFER_MOE_FP4: "1" }' }),
+    /**
+     * Seconds `up` waits for the first chat answer after vLLM (re)starts. The default covers a warm
+     * start and a cold start of a mid-size model from the page cache; a cold start of a large model
+     * (a 235B MoE read from disk, compiled and captured) can need longer. 60-7200. Defaults to 600.
+     */
+    readyTimeoutSeconds: z.int().min(60).max(7200).default(600).meta({ example: "1800" }),
     /** Port of the OpenAI-compatible API on the head. Defaults to 8000. */
     apiPort: port().default(8000).meta({ example: "8000" }),
     /** Address the API binds to on the head. Defaults to "0.0.0.0". */

@@ -2,6 +2,7 @@
 // sources, extra vLLM flags (not one the project renders, not an abbreviation
 // of one), and NCCL override names.
 import { CONFIG_NAMESPACE } from "./namespace";
+import { PROJECT_ENV, RUNTIME_ENV_PATH } from "../components/render/paths";
 
 /**
  * `org/name` as the hub client takes it (huggingface_hub's validate_repo_id, which `hf download`
@@ -131,4 +132,67 @@ export function overrideKeyProblem(key: string): { message: string; example: str
         };
     }
     return RESERVED_NCCL_VARIABLES[key];
+}
+
+/** A shell and environment variable name: a letter or `_`, then letters, digits or `_`. */
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+
+/** Where to set instead a variable the project writes into the runtime env file. */
+const RUNTIME_ENV_KEYS: Readonly<Record<string, { key: string; example: string }>> = {
+    NCCL_DEBUG: { key: "nccl.debug", example: "nccl: { debug: INFO }" },
+    NCCL_SOCKET_IFNAME: { key: "nccl.socketIfname", example: "nccl: { socketIfname: enp1s0f1np1 }" },
+    NCCL_IB_HCA: { key: "nccl.ibHca", example: "nccl: { ibHca: [rocep1s0f1, roceP2p1s0f1] }" },
+    NCCL_IB_DISABLE: { key: "nccl.transport", example: "nccl: { transport: socket }" },
+};
+
+/**
+ * Why a name of `model.env` is rejected, or undefined: it must be an environment variable name,
+ * and not one the project sets for vLLM itself ({@link PROJECT_ENV}: the runtime env file, the
+ * secrets files, the unit), nor HF_HOME/HF_HUB_CACHE (vLLM reads the model offline from the cache
+ * the model sync fills).
+ */
+export function modelEnvNameProblem(name: string): { message: string; example: string } | undefined {
+    if (!ENV_NAME.test(name)) {
+        return {
+            message: "is not an environment variable name: a letter or _, then letters, digits or _ (at most 128)",
+            example: 'VLLM_USE_FLASHINFER_MOE_FP4: "1"',
+        };
+    }
+    const where = PROJECT_ENV.get(name);
+    if (where !== undefined) {
+        const own = RUNTIME_ENV_KEYS[name];
+        const fix =
+            own !== undefined
+                ? `set ${own.key} instead`
+                : where === RUNTIME_ENV_PATH && name.startsWith("NCCL_")
+                  ? "set nccl.overrides instead (it applies to Ray, vLLM and the NCCL check alike)"
+                  : "remove it";
+        return {
+            message: `is set by the project itself (${where}); ${fix}`,
+            example:
+                own?.example ?? (name.startsWith("NCCL_") ? `nccl: { overrides: { ${name}: "..." } }` : 'model: { env: { VLLM_USE_FLASHINFER_MOE_FP4: "1" } }'),
+        };
+    }
+    if (name === "HF_HOME" || name === "HF_HUB_CACHE") {
+        return {
+            message:
+                "must not move the Hugging Face cache: vLLM reads the model offline from /root/.cache/huggingface, where the model sync puts it; remove it",
+            example: 'model: { env: { VLLM_USE_FLASHINFER_MOE_FP4: "1" } }',
+        };
+    }
+    return undefined;
+}
+
+/**
+ * Why a value of `model.env` cannot reach vLLM intact, or undefined. It lands in the unit's
+ * Environment= line (venv: systemd unquotes it) or docker's `-e NAME=value` (docker takes it as
+ * it is): both carry any text but control characters, which systemd refuses in an environment
+ * value and which would end the unit's line.
+ */
+export function modelEnvValueProblem(value: string): string | undefined {
+    if (/[\0-\x1f\x7f]/.test(value)) return "must be a single line without control characters (tabs and line breaks included)";
+    if (/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(value)) return "must be valid Unicode (no lone surrogate halves)";
+    // Every script that carries the unit is one argument of the SSH login shell (at most 128 KiB).
+    if (Buffer.byteLength(value, "utf8") > 4096) return "must be at most 4096 bytes (put a long value in a file and name its path)";
+    return undefined;
 }

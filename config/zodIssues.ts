@@ -6,7 +6,7 @@ import { ConfigIssue, describeSecret, describeValue, formatPath } from "./issues
 import type { RawConfig } from "./raw";
 import { ClusterConfigSchema, PRIVATE_KEY_TEXT } from "./schema";
 import { SECRET_KEYS } from "./secret";
-import { extraArgProblem, overrideKeyProblem } from "./valueRules";
+import { extraArgProblem, modelEnvNameProblem, overrideKeyProblem } from "./valueRules";
 
 const EXPECTED_TYPE_WORDS: Readonly<Record<string, string>> = {
     string: "must be a string",
@@ -205,7 +205,7 @@ export function fromZodIssue(issue: z.core.$ZodIssue, raw: RawConfig): ConfigIss
     }
     if (issue.code === "invalid_key") {
         const key = String(path[path.length - 1]);
-        const problem = overrideKeyProblem(key);
+        const problem = path[0] === "model" && path[1] === "env" ? modelEnvNameProblem(key) : overrideKeyProblem(key);
         return [
             {
                 path: formatPath(path),

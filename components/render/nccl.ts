@@ -3,7 +3,7 @@
 // config or from `ibdev2netdev` on the node. No GID index is ever written:
 // it moved from 3 to 4 within 30 minutes on one Spark, and NCCL >= 2.21 picks it itself.
 import { EnvFileReader, renderEnvFile } from "./host/envFile";
-import { MANAGED_MARKER } from "./paths";
+import { MANAGED_MARKER, RuntimeEnvName } from "./paths";
 
 export interface NcclSpec {
     transport: "roce" | "socket";
@@ -21,22 +21,24 @@ export interface NcclSpec {
 
 /** NCCL variables, in a stable order, overrides last. */
 export function ncclVariables(spec: NcclSpec): [string, string][] {
-    const vars: [string, string][] = [["NCCL_SOCKET_IFNAME", spec.socketIfname]];
+    // The names the project writes: the type admits only those of RUNTIME_ENV_NAMES (model.env refuses them).
+    const own: [RuntimeEnvName, string][] = [["NCCL_SOCKET_IFNAME", spec.socketIfname]];
     if (spec.transport === "roce") {
         if (spec.ibHca.length === 0) {
             throw new Error("RoCE transport needs at least one RDMA device (nccl.ibHca or ibdev2netdev)");
         }
-        vars.push(["NCCL_IB_DISABLE", "0"], ["NCCL_IB_HCA", spec.ibHca.join(",")], ["NCCL_IB_ROCE_VERSION_NUM", "2"]);
+        own.push(["NCCL_IB_DISABLE", "0"], ["NCCL_IB_HCA", spec.ibHca.join(",")], ["NCCL_IB_ROCE_VERSION_NUM", "2"]);
         if (spec.ibHca.length > 1) {
-            vars.push(["NCCL_CROSS_NIC", "1"]);
+            own.push(["NCCL_CROSS_NIC", "1"]);
         }
     } else {
-        vars.push(["NCCL_IB_DISABLE", "1"]);
+        own.push(["NCCL_IB_DISABLE", "1"]);
         if (spec.heterogeneous) {
-            vars.push(["NCCL_P2P_DISABLE", "1"], ["NCCL_SHM_DISABLE", "1"], ["NCCL_PROTO", "Simple"]);
+            own.push(["NCCL_P2P_DISABLE", "1"], ["NCCL_SHM_DISABLE", "1"], ["NCCL_PROTO", "Simple"]);
         }
     }
-    vars.push(["NCCL_DEBUG", spec.debug]);
+    own.push(["NCCL_DEBUG", spec.debug]);
+    const vars: [string, string][] = own;
     for (const [key, value] of Object.entries(spec.overrides).sort(([a], [b]) => a.localeCompare(b))) {
         const at = vars.findIndex(([k]) => k === key);
         if (at >= 0) {
@@ -66,11 +68,10 @@ export interface RuntimeEnvSpec {
  * names, and the node's own address (containers do not read profile.d).
  */
 export function renderRuntimeEnv(spec: RuntimeEnvSpec): string {
-    const vars: [string, string][] = [
-        ...ncclVariables(spec.nccl),
+    const own: [RuntimeEnvName, string][] = [
         ["GLOO_SOCKET_IFNAME", spec.nccl.interfaceName],
         ["TP_SOCKET_IFNAME", spec.nccl.interfaceName],
         ["VLLM_HOST_IP", spec.nodeIp],
     ];
-    return renderEnvFile(MANAGED_MARKER, vars, spec.reader);
+    return renderEnvFile(MANAGED_MARKER, [...ncclVariables(spec.nccl), ...own], spec.reader);
 }

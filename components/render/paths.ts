@@ -20,6 +20,37 @@ export const RUNTIME_ENV_PATH = `${CONFIG_DIR}/runtime.env`;
 export const RAY_ENV_PATH = `${CONFIG_DIR}/ray.env`;
 /** Root-only env file with the API key and HF token: never in argv, state or logs. */
 export const VLLM_SECRETS_PATH = `${CONFIG_DIR}/vllm.env`;
+/*
+ * The variables the project itself writes into the runtime env file, the secrets files and the vLLM
+ * unit, one list per place. The renderers name each through these lists (their types allow no
+ * other name; NCCL variables from nccl.overrides aside), and model.env refuses every one of them
+ * (PROJECT_ENV below).
+ */
+/** The variables of the runtime env file (components/render/nccl.ts renderRuntimeEnv). */
+export const RUNTIME_ENV_NAMES = [
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_IB_DISABLE",
+    "NCCL_IB_HCA",
+    "NCCL_IB_ROCE_VERSION_NUM",
+    "NCCL_CROSS_NIC",
+    "NCCL_P2P_DISABLE",
+    "NCCL_SHM_DISABLE",
+    "NCCL_PROTO",
+    "NCCL_DEBUG",
+    "GLOO_SOCKET_IFNAME",
+    "TP_SOCKET_IFNAME",
+    "VLLM_HOST_IP",
+] as const;
+export type RuntimeEnvName = (typeof RUNTIME_ENV_NAMES)[number];
+/** The variables of the vLLM secrets file. */
+export const VLLM_SECRET_NAMES = ["VLLM_API_KEY", "HF_TOKEN"] as const;
+export type VllmSecretName = (typeof VLLM_SECRET_NAMES)[number];
+/** The variables of Ray's token file. */
+export const RAY_ENV_NAMES = ["RAY_AUTH_MODE", "RAY_AUTH_TOKEN"] as const;
+export type RayEnvName = (typeof RAY_ENV_NAMES)[number];
+/** The variables the vLLM unit sets itself (Environment=, or docker's -e). */
+export const VLLM_UNIT_ENV_NAMES = ["RAY_ADDRESS", "HF_HUB_OFFLINE"] as const;
+export type VllmUnitEnvName = (typeof VLLM_UNIT_ENV_NAMES)[number];
 export const PEERMEM_CONF = "/etc/modules-load.d/nvidia-peermem.conf";
 /** The nftables ruleset of our table, loaded by the firewall unit at boot. */
 export const FIREWALL_RULES_PATH = `${CONFIG_DIR}/firewall.nft`;
@@ -39,6 +70,13 @@ export const UNITS = {
     pfc: "spark-cluster-pfc",
     firewall: "spark-cluster-firewall",
 } as const;
+/** Every variable the project sets for the vLLM process, with where it is set: model.env refuses these names. */
+export const PROJECT_ENV: ReadonlyMap<string, string> = new Map<string, string>([
+    ...RUNTIME_ENV_NAMES.map((name) => [name, RUNTIME_ENV_PATH] as const),
+    ...VLLM_SECRET_NAMES.map((name) => [name, VLLM_SECRETS_PATH] as const),
+    ...RAY_ENV_NAMES.map((name) => [name, RAY_ENV_PATH] as const),
+    ...VLLM_UNIT_ENV_NAMES.map((name) => [name, `the unit ${UNITS.vllm}.service`] as const),
+]);
 /** Container names of our units (docker runtime), so ExecStop and `docker exec` find them. */
 export const CONTAINER_NAMES = { ray: "spark-cluster-ray", vllm: "spark-cluster-vllm" } as const;
 

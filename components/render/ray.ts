@@ -8,7 +8,7 @@ import { secretFileReadScript, unitReadScript } from "./host/read";
 import { runtimeStrategy } from "./host/runtime";
 import { bashScript, shellQuote } from "./host/shell";
 import { renderUnit } from "./host/systemd";
-import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, RAY_ENV_PATH, RUNTIME_ENV_PATH, UNITS } from "./paths";
+import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, RAY_ENV_PATH, RUNTIME_ENV_PATH, RayEnvName, UNITS } from "./paths";
 
 /** Ray's ports that `ray start` would otherwise pick at random: pinned, so each can be named (and firewalled). */
 export interface RayPorts {
@@ -171,8 +171,8 @@ export function renderRayEnv(reader: EnvFileReader, token: string): string {
     return renderEnvFile(
         MANAGED_MARKER,
         [
-            ["RAY_AUTH_MODE", "token"],
-            ["RAY_AUTH_TOKEN", token],
+            ["RAY_AUTH_MODE" satisfies RayEnvName, "token"],
+            ["RAY_AUTH_TOKEN" satisfies RayEnvName, token],
         ],
         reader,
     );

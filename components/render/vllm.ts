@@ -8,7 +8,17 @@ import { installFileFromStdinScript, installUnitScript, removeFilesScript, remov
 import { secretFileReadScript, unitReadScript } from "./host/read";
 import { bashScript, contentHash, heredoc, shellQuote } from "./host/shell";
 import { renderUnit, systemdJoin, systemdText } from "./host/systemd";
-import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, RAY_ENV_PATH, RUNTIME_ENV_PATH, UNITS, VLLM_SECRETS_PATH } from "./paths";
+import {
+    CONFIG_DIR,
+    CONTAINER_NAMES,
+    MANAGED_MARKER,
+    RAY_ENV_PATH,
+    RUNTIME_ENV_PATH,
+    UNITS,
+    VLLM_SECRETS_PATH,
+    VllmSecretName,
+    VllmUnitEnvName,
+} from "./paths";
 
 /** What `vllm serve` is rendered from: the model settings as config resolves them, plus the mp executor's rank. */
 export type VllmServeSpec = Pick<
@@ -29,6 +39,8 @@ export type VllmServeSpec = Pick<
     | "attentionBackend"
     | "trustRemoteCode"
     | "extraArgs"
+    | "env"
+    | "readyTimeoutSeconds"
 > & {
     /** mp executor only: this node's rank and the head's address. */
     multiNode?: { nnodes: number; rank: number; masterAddr: string; masterPort: number };
@@ -94,9 +106,11 @@ export function vllmServeArgv(spec: VllmServeSpec): string[] {
 export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: string, rayAddress?: string, peersHash?: string): string {
     const rank = spec.multiNode?.rank ?? 0;
     // The Ray executor's driver joins the Ray cluster: it needs the cluster's token and address, and Ray up first.
-    const ray: { envFiles: string[]; environment: Record<string, string>; after: string[] } = rayAddress
+    const ray: { envFiles: string[]; environment: Partial<Record<VllmUnitEnvName, string>>; after: string[] } = rayAddress
         ? { envFiles: [RAY_ENV_PATH], environment: { RAY_ADDRESS: rayAddress }, after: [`${UNITS.ray}.service`] }
         : { envFiles: [], environment: {}, after: [] };
+    // Offline: the model is already on this node (components/modelSync.ts), never fetched here.
+    const own: Partial<Record<VllmUnitEnvName, string>> = { ...ray.environment, HF_HUB_OFFLINE: "1" };
     return renderUnit({
         name: UNITS.vllm,
         description: `spark-cluster: vLLM serving ${spec.servedName}${rank > 0 ? ` (headless rank ${rank})` : ""}`,
@@ -104,8 +118,8 @@ export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: s
         container: CONTAINER_NAMES.vllm,
         argv: vllmServeArgv(spec),
         envFiles: [RUNTIME_ENV_PATH, ...ray.envFiles, VLLM_SECRETS_PATH],
-        // Offline: the model is already on this node (components/modelSync.ts), never fetched here.
-        environment: { ...ray.environment, HF_HUB_OFFLINE: "1" },
+        // model.env last: config refuses the names the project sets, so it only adds.
+        environment: { ...own, ...spec.env },
         // A local model directory: the container sees it where vLLM is told to look.
         readOnlyMounts: isLocalModelPath(spec.source) ? [spec.source] : [],
         inputs: { "runtime.env": envHash, ...(peersHash ? { "units of ranks 1+": peersHash } : {}) },
@@ -198,6 +212,8 @@ export interface VllmPlan {
     unitStep: { create(unit: string): string; read(unit: string): string; delete: string };
     /** The readiness probe (rank 0 only: a real chat request answered). */
     ready?: string;
+    /** The readiness step's Pulumi timeout: the probe's wait (model.readyTimeoutSeconds) and 10 minutes for its last attempt and SSH. */
+    readyTimeout: string;
     /** A headless rank's follower unit step (mp executor, rank 1+): restarts it when the head's engine ends. */
     follow?: StepScripts;
 }
@@ -221,7 +237,18 @@ export function vllmPlan(spec: VllmServeSpec, runtime: Runtime, rayAddress?: str
             read: (unit) => unitReadScript(UNITS.vllm, unit),
             delete: removeUnitScript(UNITS.vllm),
         },
-        ready: rank === 0 ? chatReadyScript({ port: spec.apiPort, model: spec.servedName, envFile: VLLM_SECRETS_PATH, reader, unit: UNITS.vllm }) : undefined,
+        ready:
+            rank === 0
+                ? chatReadyScript({
+                      port: spec.apiPort,
+                      model: spec.servedName,
+                      envFile: VLLM_SECRETS_PATH,
+                      reader,
+                      unit: UNITS.vllm,
+                      seconds: spec.readyTimeoutSeconds,
+                  })
+                : undefined,
+        readyTimeout: readinessTimeout(spec.readyTimeoutSeconds),
         follow:
             followUnit === undefined
                 ? undefined
@@ -233,9 +260,18 @@ export function vllmPlan(spec: VllmServeSpec, runtime: Runtime, rayAddress?: str
     };
 }
 
+/** A Pulumi timeout covering a readiness wait of `seconds`: the wait plus 10 minutes, in whole minutes (600 s: "20m"). */
+export function readinessTimeout(seconds: number): string {
+    return `${Math.ceil((seconds + 600) / 60)}m`;
+}
+
 /** The root-only env file vLLM reads its API key (and the HF token) from. */
 export function renderVllmSecrets(reader: EnvFileReader, apiKey: string, hfToken?: string): string {
-    return renderEnvFile(MANAGED_MARKER, [["VLLM_API_KEY", apiKey], ...(hfToken ? [["HF_TOKEN", hfToken] as const] : [])], reader);
+    return renderEnvFile(
+        MANAGED_MARKER,
+        [["VLLM_API_KEY" satisfies VllmSecretName, apiKey], ...(hfToken ? [["HF_TOKEN" satisfies VllmSecretName, hfToken] as const] : [])],
+        reader,
+    );
 }
 
 /**

@@ -104,6 +104,8 @@ const devStackSpec: VllmServeSpec = {
     enforceEager: false,
     trustRemoteCode: false,
     extraArgs: [],
+    env: {},
+    readyTimeoutSeconds: 600,
 };
 /** The same stack with the mp executor: rank 0 of two. */
 const devStackMpRank0: VllmServeSpec = { ...devStackSpec, executor: "mp", multiNode: { nnodes: 2, rank: 0, masterAddr: "10.77.0.11", masterPort: 29501 } };

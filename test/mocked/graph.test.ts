@@ -89,6 +89,16 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
         values: withChange((v) => ((v.model as ModelValues).servedName = "qwen")),
         secretKeys: SECRET_KEYS,
     },
+    modelEnv: {
+        clusterName: "dev",
+        values: withChange((v) => ((v.model as ModelValues).env = { VLLM_USE_FLASHINFER_MOE_FP4: "1" })),
+        secretKeys: SECRET_KEYS,
+    },
+    readyTimeout: {
+        clusterName: "dev",
+        values: withChange((v) => ((v.model as ModelValues).readyTimeoutSeconds = 1800)),
+        secretKeys: SECRET_KEYS,
+    },
     mtu: { clusterName: "dev", values: withChange((v) => (v.interconnect = { topology: "pair", mtu: 1500 })), secretKeys: SECRET_KEYS },
     ncclDebug: { clusterName: "dev", values: withChange((v) => (v.nccl = { debug: "INFO" })), secretKeys: SECRET_KEYS },
     apiKey: {
@@ -673,6 +683,22 @@ describe("what one config key changes", () => {
         assert.ok(changed.includes("spark-a-vllm-unit") && changed.includes("spark-a-ray-probe"), changed.join(", "));
         const hostLayers = changed.filter((name) => /-(ssh|probe|interconnect|roce|nccl|firewall)(-|$)/.test(name) && !/-ray-probe$/.test(name));
         assert.deepEqual(hostLayers, [], "a changed probe would make every layer that reads its output an update in the preview");
+    });
+
+    it("model.env: only the vLLM units (each rank's environment) and the readiness check that follows them", async () => {
+        const base = await scenario("base");
+        const changed = await scenario("modelEnv");
+        assert.deepEqual(changedNames(base, changed), ["spark-a-vllm-ready", "spark-a-vllm-unit"]);
+        assert.match(String(plain(get(changed, "spark-a-vllm-unit").inputs.create)), /VLLM_USE_FLASHINFER_MOE_FP4=1/);
+    });
+
+    it("model.readyTimeoutSeconds: only the readiness check, whose Pulumi timeout covers the longer wait", async () => {
+        const base = await scenario("base");
+        const changed = await scenario("readyTimeout");
+        assert.deepEqual(changedNames(base, changed), ["spark-a-vllm-ready"]);
+        assert.match(String(plain(get(changed, "spark-a-vllm-ready").inputs.create)), /sc_wait 1800 /);
+        assert.equal(get(base, "spark-a-vllm-ready").createTimeout, "20m");
+        assert.equal(get(changed, "spark-a-vllm-ready").createTimeout, "40m");
     });
 
     it("interconnect.mtu: only the netplan steps, not the NCCL files or the Ray and vLLM units", async () => {

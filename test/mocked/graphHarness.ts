@@ -42,6 +42,8 @@ export interface RecordedResource {
     replaceOnChanges: string[];
     /** The `deleteBeforeReplace` option. */
     deleteBeforeReplace: boolean;
+    /** The `customTimeouts` option's create timeout, if any. */
+    createTimeout?: string;
     /** The `aliases` option, each as the name of the parent it names (`(stack)` for none). */
     aliasParents: string[];
 }
@@ -92,7 +94,7 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     const unexpectedTypes: string[] = [];
     const errors: string[] = [];
     const inputsByName = new Map<string, { type: string; custom: boolean; inputs: Record<string, unknown> }>();
-    const optionsByName = new Map<string, Pick<RecordedResource, "parent" | "replaceOnChanges" | "deleteBeforeReplace" | "aliasParents">>();
+    const optionsByName = new Map<string, Pick<RecordedResource, "parent" | "replaceOnChanges" | "deleteBeforeReplace" | "createTimeout" | "aliasParents">>();
     const dependsOnByName = new Map<string, Promise<string[]>>();
     const created: pulumi.Resource[] = [];
     process.on("unhandledRejection", (err) => errors.push(message(err)));
@@ -129,6 +131,7 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
                             parent: args.opts.parent ? pulumi.resourceName(args.opts.parent) : undefined,
                             replaceOnChanges: args.opts.replaceOnChanges ?? [],
                             deleteBeforeReplace: (args.opts as pulumi.CustomResourceOptions).deleteBeforeReplace ?? false,
+                            createTimeout: (args.opts as pulumi.CustomResourceOptions).customTimeouts?.create,
                             aliasParents: (args.opts.aliases ?? []).map((alias) => {
                                 const parent = typeof alias === "object" && "parent" in alias ? alias.parent : undefined;
                                 return pulumi.Resource.isInstance(parent) ? pulumi.resourceName(parent) : "(not a parent alias)";

@@ -656,6 +656,27 @@ const KEYS: Key[] = [
         },
     },
     {
+        path: "model.env{key}",
+        lanes: [
+            { variant: "mp", at: ["model", "env", "{key}"], sentinel: "ZQENVKEYZQ" },
+            { variant: "ray", at: ["model", "env", "{key}"], sentinel: "ZQENVKEYZQ" },
+        ],
+        examples: ["VLLM_USE_FLASHINFER_MOE_FP4", "NCCL_NVLS_ENABLE", "_x1", "VLLM_HOST_IP", "HF_TOKEN", "RAY_ADDRESS", "HF_HOME", "a-b", "1X"],
+        wrap: () => "1",
+        generate: () =>
+            fc.tuple(fc.constantFrom("VLLM_", "NCCL_", "RAY_", "HF_", "", "_", "9"), printable(8)).map(([prefix, rest]) => `${prefix}${rest.toUpperCase()}`),
+    },
+    {
+        path: "model.env{}",
+        lanes: [
+            { variant: "mp", at: ["model", "env", "ZQENVVALUEKEYZQ"], sentinel: "zqenvvaluezq" },
+            { variant: "ray", at: ["model", "env", "ZQENVVALUEKEYZQ"], sentinel: "zqenvvaluezq" },
+        ],
+        examples: ["1", "0.9", 'a "quoted" $value %n \\ end', " leading and trailing ", "", "x".repeat(5000)],
+        // Any printable ASCII up to 4096 bytes: both systemd's Environment= and docker's -e carry it.
+        mustAccept: (value) => /^[\x20-\x7e]*$/.test(value) && value.length <= 4096,
+    },
+    {
         path: "model.apiHost",
         lanes: [
             { variant: "mp", at: ["model", "apiHost"], sentinel: "zqapihostzq" },
@@ -784,13 +805,16 @@ function place(values: Values, key: Key, lane: Lane, value: string): Values {
     const wrapped = key.wrap ? key.wrap(value) : value;
     const at = lane.at;
     if (at[at.length - 1] !== "{key}") return setAt(values, at, wrapped);
-    // A record's key: the value takes the sentinel's place.
-    const record = structuredClone(
-        (at.slice(0, -1).reduce<unknown>((node, step) => (node as Record<string | number, unknown>)?.[step], values) ?? {}) as Record<string, unknown>,
-    );
-    if (lane.sentinel !== undefined) delete record[lane.sentinel];
-    record[value] = wrapped;
-    return setAt(values, at.slice(0, -1), record);
+    // A record's key: the value takes the sentinel's place, at its position (model.env renders in the config's order).
+    const record = (at.slice(0, -1).reduce<unknown>((node, step) => (node as Record<string | number, unknown>)?.[step], values) ?? {}) as Record<
+        string,
+        unknown
+    >;
+    const entries = Object.entries(structuredClone(record)).filter(([k]) => k !== value);
+    const slot = entries.findIndex(([k]) => k === lane.sentinel);
+    if (slot >= 0) entries.splice(slot, 1, [value, wrapped]);
+    else entries.push([value, wrapped]);
+    return setAt(values, at.slice(0, -1), Object.fromEntries(entries));
 }
 
 /** The concrete path an issue about this value names (`nodes[1].runtime.path`, `nccl.overrides["NCCL X"]`). */

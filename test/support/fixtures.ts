@@ -33,6 +33,8 @@ export const VLLM_MP_BASE: Omit<VllmServeSpec, "multiNode"> = {
     enforceEager: false,
     trustRemoteCode: false,
     extraArgs: [],
+    env: {},
+    readyTimeoutSeconds: 600,
 };
 
 /** `vllm serve` settings with every optional flag on. */
@@ -53,6 +55,8 @@ const EVERY_OPTIONAL: VllmServeSpec = {
     attentionBackend: "FLASHINFER",
     trustRemoteCode: true,
     extraArgs: [],
+    env: {},
+    readyTimeoutSeconds: 600,
 };
 const SPECS: Record<string, VllmServeSpec> = {
     "ray, rank 0": EVERY_OPTIONAL,

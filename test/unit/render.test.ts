@@ -58,7 +58,18 @@ import {
     renderRayEnv,
     renderRayUnit,
 } from "../../components/render/ray";
-import { VllmServeSpec, chatReadyScript, renderVllmFollowUnit, renderVllmUnit, vllmFollowArgv, vllmServeArgv } from "../../components/render/vllm";
+import {
+    VllmServeSpec,
+    chatReadyScript,
+    readinessTimeout,
+    renderVllmFollowUnit,
+    renderVllmSecrets,
+    renderVllmUnit,
+    vllmFollowArgv,
+    vllmPlan,
+    vllmServeArgv,
+} from "../../components/render/vllm";
+import { PROJECT_ENV } from "../../components/render/paths";
 import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE, runProbeInFakeVenv } from "../support/fixtures";
 import { argvText, matchSnapshot, unusedSnapshots } from "../support/snapshot";
 
@@ -176,6 +187,8 @@ const VLLM_RAY_FULL: VllmServeSpec = {
     attentionBackend: "TRITON_ATTN",
     trustRemoteCode: true,
     extraArgs: ["--max-num-batched-tokens=8192", "--disable-custom-all-reduce"],
+    env: {},
+    readyTimeoutSeconds: 600,
 };
 const VLLM_MP_RANK0: VllmServeSpec = {
     ...VLLM_MP_BASE,
@@ -1109,6 +1122,67 @@ describe("SSH host keys", () => {
 });
 
 // Last: every describe above has matched its snapshots by now.
+describe("model.env and model.readyTimeoutSeconds", () => {
+    const envNames = (file: string) =>
+        file
+            .split("\n")
+            .filter((line) => /^[A-Za-z_][A-Za-z0-9_]*=/.test(line))
+            .map((line) => line.slice(0, line.indexOf("=")));
+    const unitEnvNames = (unit: string) =>
+        unit
+            .split("\n")
+            .filter((line) => line.startsWith('Environment="'))
+            .map((line) => line.slice('Environment="'.length, line.indexOf("=", 'Environment="'.length)));
+
+    it("PROJECT_ENV (what model.env refuses) is exactly what the renderers write", () => {
+        const written = new Set([
+            ...envNames(renderRuntimeEnv({ nccl: NCCL_ROCE, reader: "systemd", nodeIp: "192.168.100.11" })),
+            ...envNames(renderRuntimeEnv({ nccl: { ...NCCL_SOCKET_THOR, overrides: {} }, reader: "systemd", nodeIp: "192.168.100.11" })),
+            ...envNames(renderVllmSecrets("systemd", "k".repeat(20), "hf_x")),
+            ...envNames(renderRayEnv("systemd", "0123456789abcdef0123456789abcdef")),
+            ...unitEnvNames(renderVllmUnit({ ...VLLM_MP_BASE, executor: "ray" }, VENV, "h", "192.168.100.11:6379")),
+        ]);
+        assert.deepEqual([...written].sort(), [...PROJECT_ENV.keys()].sort());
+    });
+
+    const spec: VllmServeSpec = { ...VLLM_MP_BASE, env: { VLLM_USE_FLASHINFER_MOE_FP4: "1", NCCL_NVLS_ENABLE: 'a "b" $c %d \\e' } };
+
+    it("venv: each variable is an Environment= line after the unit's own", () => {
+        const unit = renderVllmUnit(spec, VENV, "h");
+        assert.deepEqual(unitEnvNames(unit), ["HF_HUB_OFFLINE", "VLLM_USE_FLASHINFER_MOE_FP4", "NCCL_NVLS_ENABLE"]);
+        assert.match(unit, /^Environment="NCCL_NVLS_ENABLE=a \\"b\\" \$c %%d \\\\e"$/m);
+    });
+
+    it("docker: each variable is a -e NAME=value of docker run, as it is", () => {
+        const unit = renderVllmUnit(spec, DOCKER_DEFAULT, "h");
+        const execStart = unit.split("\n").find((line) => line.startsWith("ExecStart=")) ?? "";
+        const argv = systemdSplit(execStart.slice("ExecStart=".length));
+        const env = argv.filter((_, i) => argv[i - 1] === "-e");
+        assert.deepEqual(env, ["HF_HUB_OFFLINE=1", "VLLM_USE_FLASHINFER_MOE_FP4=1", 'NCCL_NVLS_ENABLE=a "b" $c %d \\e']);
+    });
+
+    it("an empty model.env renders the unit as before", () => {
+        assert.equal(renderVllmUnit({ ...VLLM_MP_BASE, env: {} }, VENV, "h"), renderVllmUnit(VLLM_MP_BASE, VENV, "h"));
+        assert.doesNotMatch(renderVllmUnit(VLLM_MP_BASE, DOCKER_DEFAULT, "h"), /VLLM_USE/);
+    });
+
+    it("the readiness wait is model.readyTimeoutSeconds; 600 renders the probe of the fixed wait", () => {
+        const opts = { port: 8000, model: "m", envFile: "/etc/spark-cluster/vllm.env", reader: "systemd" as const, unit: "spark-cluster-vllm" };
+        assert.equal(chatReadyScript({ ...opts, seconds: 600 }), chatReadyScript(opts));
+        assert.equal(vllmPlan(VLLM_MP_BASE, VENV).ready, chatReadyScript({ ...opts, model: VLLM_MP_BASE.servedName }));
+        const long = vllmPlan({ ...VLLM_MP_BASE, readyTimeoutSeconds: 1800 }, VENV);
+        assert.match(long.ready ?? "", /^if ! sc_wait 1800 /m);
+        assert.equal(long.readyTimeout, "40m");
+    });
+
+    it("the Pulumi timeout covers the wait and 10 minutes: 20m for 600 s as before", () => {
+        assert.equal(readinessTimeout(600), "20m");
+        assert.equal(readinessTimeout(60), "11m");
+        assert.equal(readinessTimeout(7200), "130m");
+        assert.equal(readinessTimeout(601), "21m");
+    });
+});
+
 test("no snapshot file under test/unit/__snapshots__/render.* is left unused", () => {
     assert.deepEqual(unusedSnapshots("render."), []);
 });
