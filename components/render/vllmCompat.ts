@@ -112,8 +112,8 @@ const FLAG_KEYS: Record<string, string> = {
 export interface VllmVerdict {
     problems: string[];
     warnings: string[];
-    /** Per node: `vLLM 0.31.0 (the image …, sha256:…)`. */
-    versions: Record<string, string>;
+    /** Per node, in the nodes' order (an object would list an all-digit name first): `vLLM 0.31.0 (the image …, sha256:…)`. */
+    versions: readonly (readonly [node: string, text: string])[];
 }
 
 /**
@@ -177,13 +177,14 @@ export function vllmVerdict(nodes: readonly NodeVllm[], tables: FlagTables): Vll
             );
         }
     }
-    const versions = Object.fromEntries(
-        nodes.map((n) => [
-            n.node,
-            n.probe.version === "none"
-                ? `no vLLM found in ${runtimeLabel(n.runtime)}`
-                : `vLLM ${n.probe.version} (${runtimeLabel(n.runtime)}${n.probe.imageId ? `, ${n.probe.imageId}` : ""})`,
-        ]),
+    const versions = nodes.map(
+        (n) =>
+            [
+                n.node,
+                n.probe.version === "none"
+                    ? `no vLLM found in ${runtimeLabel(n.runtime)}`
+                    : `vLLM ${n.probe.version} (${runtimeLabel(n.runtime)}${n.probe.imageId ? `, ${n.probe.imageId}` : ""})`,
+            ] as const,
     );
     return { problems, warnings, versions };
 }
@@ -194,7 +195,7 @@ export function vllmVerdict(nodes: readonly NodeVllm[], tables: FlagTables): Vll
  */
 export function vllmCheckScript(verdict: VllmVerdict): string {
     const lines = [
-        ...Object.entries(verdict.versions).map(([node, v]) => `echo ${shellQuote(`${node}: ${v}`)}`),
+        ...verdict.versions.map(([node, v]) => `echo ${shellQuote(`${node}: ${v}`)}`),
         ...verdict.warnings.map((w) => `echo ${shellQuote(`warning: ${w}`)} >&2`),
     ];
     if (verdict.problems.length > 0) {

@@ -70,7 +70,7 @@ describe("the vLLM check", () => {
         const v = vllmVerdict([node("spark-a", "0.31.0"), node("spark-b", "0.31.0")], SHIPPED_FLAG_TABLES);
         assert.deepEqual(v.problems, []);
         assert.deepEqual(v.warnings, []);
-        assert.equal(v.versions["spark-a"], "vLLM 0.31.0 (the image nvcr.io/nvidia/vllm:26.10-py3, sha256:aaaa)");
+        assert.equal(new Map(v.versions).get("spark-a"), "vLLM 0.31.0 (the image nvcr.io/nvidia/vllm:26.10-py3, sha256:aaaa)");
     });
 
     it("refuses the mp executor across nodes on a vLLM without multi-node mp, naming model.executor, the image, the version and the fix", () => {
