@@ -129,34 +129,39 @@ export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: s
 
 /**
  * The loop of the follower unit (bash; its arguments: the vLLM unit, the head's address, its
- * master port). A headless rank does not notice its head's engine ending: its workers wait on
- * the head's message queue for ever (vLLM's `run_headless` watches only its local workers). While
- * the rank is in the head's engine, its workers hold a TCP connection to the master port (the
- * torch.distributed store of rank 0), and that port answers. Once both have been seen, and then
- * either is gone for three checks in a row (6 s: the connection closed, or the port refuses or
- * does not answer, as when the head's node went down without closing its connections), the
- * follower restarts the vLLM unit, whose new rank joins the head's next engine. A new MainPID of
- * the vLLM unit (it restarted for any reason) starts the watch over.
+ * master port, the grace in seconds). A headless rank does not notice its head's engine ending:
+ * its workers wait on the head's message queue for ever (vLLM's `run_headless` watches only its
+ * local workers). While the rank is in the head's engine, its workers hold a TCP connection to
+ * the master port (the torch.distributed store of rank 0), and that port answers. The follower
+ * checks both every 2 s; when either fails three checks in a row (6 s: the connection closed, or
+ * the port refuses or does not answer, as when the head's node went down without closing its
+ * connections), it restarts the vLLM unit, whose new rank joins the head's next engine. A rank
+ * it has not yet seen in an engine gets the grace first (from its start: a rank can join a head
+ * that goes away before the next check). A new MainPID of the vLLM unit starts the watch over.
  */
 const FOLLOW_LOOP = [
-    'unit=$1 head=$2 port=$3 pid="" seen=0 lost=0',
+    'unit=$1 head=$2 port=$3 grace=$4 pid="" since=0 joined=0 lost=0',
     'echo "following the head: $unit restarts when its connection to $head:$port ends or that port stops answering"',
     "while sleep 2; do " +
         'now=$(systemctl show -p MainPID --value "$unit.service"); ' +
-        'if [ "$now" != "$pid" ]; then pid=$now seen=0 lost=0; fi; ' +
-        'if [ "$pid" != 0 ] && [ -n "$(ss -Htn state established dst "$head" dport = ":$port")" ] && ' +
+        'if [ "$now" != "$pid" ]; then pid=$now since=$(date +%s) joined=0 lost=0; fi; ' +
+        'if [ "$pid" = 0 ]; then continue; fi; ' +
+        'if [ -n "$(ss -Htn state established dst "$head" dport = ":$port")" ] && ' +
         `timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$head" "$port" 2>/dev/null; then ` +
-        '[ "$seen" = 1 ] || echo "in the head\'s engine ($unit pid $pid)"; seen=1 lost=0; ' +
-        'elif [ "$seen" = 1 ]; then lost=$((lost + 1)); ' +
+        '[ "$joined" = 1 ] || echo "in the head\'s engine ($unit pid $pid)"; joined=1 lost=0; ' +
+        'elif [ "$joined" = 1 ] || [ $(( $(date +%s) - since )) -ge "$grace" ]; then lost=$((lost + 1)); ' +
         'if [ "$lost" -ge 3 ]; then ' +
-        'echo "the head\'s engine at $head:$port ended: restarting $unit to join the next one"; ' +
-        'systemctl restart --no-block "$unit.service"; seen=0 lost=0; ' +
+        'echo "no engine of the head at $head:$port for this rank: restarting $unit to join the next one"; ' +
+        'systemctl restart --no-block "$unit.service"; joined=0 lost=0 since=$(date +%s); ' +
         "fi; fi; done",
 ].join("; ");
 
+/** How long a rank not yet seen in an engine may take to join one before the follower restarts it. */
+export const FOLLOW_GRACE_SECONDS = 60;
+
 /** The follower's argv: the loop above, with the unit, the head's address and port as its arguments. */
-export function vllmFollowArgv(unit: string, head: string, port: number): string[] {
-    return ["/bin/bash", "-c", FOLLOW_LOOP, "follow", unit, head, String(port)];
+export function vllmFollowArgv(unit: string, head: string, port: number, graceSeconds = FOLLOW_GRACE_SECONDS): string[] {
+    return ["/bin/bash", "-c", FOLLOW_LOOP, "follow", unit, head, String(port), String(graceSeconds)];
 }
 
 /**

@@ -630,7 +630,8 @@ describe("the headless rank's follower unit", () => {
     // next letter of a script (1 = a connection to the master port and the port answers, x = the
     // connection is still there but the port does not answer, 0 = no connection), `systemctl show`
     // the next MainPID, and `systemctl restart` is recorded with the check it came at.
-    function follow(connections: string, pids: string): string[] {
+    function follow(connections: string, pids: string, grace = 1000): string[] {
+        const argv = vllmFollowArgv("spark-cluster-vllm", VLLM_MP_RANK1.multiNode!.masterAddr, VLLM_MP_RANK1.multiNode!.masterPort, grace);
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "follow-"));
         try {
             fs.writeFileSync(path.join(dir, "conn"), connections.split("").join("\n") + "\n");
@@ -643,6 +644,8 @@ describe("the headless rank's follower unit", () => {
             stub("ss", `${next("conn")}; [ "$line" != 0 ] && echo "ESTAB 0 0 10.0.0.2:40000 $5:$8" || true`);
             // The probe of the head's port (timeout 2 bash -c 'exec 3<>/dev/tcp/…'): answers on "1", not on "x".
             stub("timeout", `[ "$(sed -n "$(cat ${dir}/conn.n)p" ${dir}/conn)" = 1 ]`);
+            // The clock: each check is 2 s.
+            stub("date", `echo $(( 1000 + 2 * $(cat ${dir}/conn.n 2>/dev/null || echo 0) ))`);
             stub(
                 "systemctl",
                 `if [ "$1" = show ]; then ${next("pids")}; echo "\${line:-$(tail -n 1 ${dir}/pids)}"; else echo "$* at $(cat ${dir}/conn.n)" >> ${dir}/log; fi`,
@@ -664,7 +667,16 @@ describe("the headless rank's follower unit", () => {
         assert.deepEqual(follow("111xx1x1", "100"), []);
     });
 
-    it("never restarts a rank that has not joined yet, nor on a gap shorter than three checks", () => {
+    it("restarts a rank it never saw in an engine once the grace has passed, and again a grace later", () => {
+        // Grace 6 s = the first three checks; then three checks in a row without an engine.
+        assert.deepEqual(follow("0000000", "100", 6), ["restart --no-block spark-cluster-vllm.service at 5"]);
+        assert.deepEqual(follow("00000000000", "100", 6), [
+            "restart --no-block spark-cluster-vllm.service at 5",
+            "restart --no-block spark-cluster-vllm.service at 10",
+        ]);
+    });
+
+    it("never restarts a rank that has not joined yet within the grace, nor on a gap shorter than three checks", () => {
         assert.deepEqual(follow("0000000", "100"), []);
         assert.deepEqual(follow("1100110011", "100"), []);
     });
