@@ -140,6 +140,7 @@ const ROWS: Row[] = [
             "spark-b-ray-worker-auth(create)",
             "spark-b-ray-worker-unit(create)",
             "spark-b-vllm(delete)",
+            "spark-b-vllm-follow(delete)",
             "spark-b-vllm-probe(update)",
             "spark-b-vllm-secrets(delete)",
             "spark-b-vllm-unit(delete)",
