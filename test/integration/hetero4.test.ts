@@ -122,7 +122,10 @@ describe("the mp executor on Sparks + Thors: pipeline parallel over four nodes, 
         pulumiWithConfig(session, "destroy", "--yes", "--skip-preview");
         for (const node of members) {
             assert.equal(
-                ssh(node, `ls ${NETPLAN_PATH} ${CONFIG_DIR} ${STATE_DIR} ${unitPath(UNITS.vllm)} ${unitPath(UNITS.firewall)} 2>/dev/null || true`).trim(),
+                ssh(
+                    node,
+                    `ls ${NETPLAN_PATH} ${CONFIG_DIR} ${STATE_DIR} ${unitPath(UNITS.vllm)} ${unitPath(UNITS.vllmFollow)} ${unitPath(UNITS.firewall)} 2>/dev/null || true`,
+                ).trim(),
                 "",
                 `${node} is clean`,
             );

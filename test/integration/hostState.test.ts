@@ -39,7 +39,17 @@ const SPARK_B_SSH = "root@10.77.0.12:22";
 /** nodes[].ssh.connectTimeoutSeconds as the lab stack leaves it (the default). */
 const BOUND_SECONDS = 60;
 /** Everything of ours on a node (as spark-pair.test.ts checks after destroy). */
-const OUR_PATHS = [NETPLAN_PATH, CONFIG_DIR, STATE_DIR, unitPath(UNITS.ray), unitPath(UNITS.vllm), unitPath(UNITS.pfc), unitPath(UNITS.firewall), PEERMEM_CONF];
+const OUR_PATHS = [
+    NETPLAN_PATH,
+    CONFIG_DIR,
+    STATE_DIR,
+    unitPath(UNITS.ray),
+    unitPath(UNITS.vllm),
+    unitPath(UNITS.vllmFollow),
+    unitPath(UNITS.pfc),
+    unitPath(UNITS.firewall),
+    PEERMEM_CONF,
+];
 
 interface Outcome {
     status: number;

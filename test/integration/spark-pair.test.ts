@@ -54,7 +54,17 @@ const userNcclConf = "# the user's own nccl.conf, from before spark-cluster\nNCC
 withExclusiveLab({ setUp: () => void run(undefined, path.join(root, "lab", "lab.sh"), ["up"], 1800) });
 
 /** Everything of ours a destroy must remove from a node. */
-const OUR_PATHS = [NETPLAN_PATH, CONFIG_DIR, STATE_DIR, unitPath(UNITS.ray), unitPath(UNITS.vllm), unitPath(UNITS.pfc), unitPath(UNITS.firewall), PEERMEM_CONF];
+const OUR_PATHS = [
+    NETPLAN_PATH,
+    CONFIG_DIR,
+    STATE_DIR,
+    unitPath(UNITS.ray),
+    unitPath(UNITS.vllm),
+    unitPath(UNITS.vllmFollow),
+    unitPath(UNITS.pfc),
+    unitPath(UNITS.firewall),
+    PEERMEM_CONF,
+];
 
 /**
  * The NCCL check, on: the lab lends torch to its runtimes (lab/README.md), torch sees no GPU, so
