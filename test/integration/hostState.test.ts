@@ -26,10 +26,10 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
 import * as path from "node:path";
-import { CONFIG_DIR, NETPLAN_PATH, PEERMEM_CONF, STATE_DIR, UNITS, unitPath } from "../../components/render/paths";
+import { NETPLAN_PATH, UNITS, unitPath } from "../../components/render/paths";
 import { sshRun, withExclusiveLab } from "../lab/lab-harness";
 import { DRIFTS, asLines, expectedDrift, reportedDrift } from "./drift";
-import { NodeName, Session, apiKeyOf, newSession, pulumi, removeSession, root, run, secondsUntilAnswering, setConfig, ssh } from "./stackSession";
+import { NodeName, OUR_PATHS, Session, apiKeyOf, newSession, pulumi, removeSession, root, run, secondsUntilAnswering, setConfig, ssh } from "./stackSession";
 
 withExclusiveLab({ setUp: () => void run(undefined, path.join(root, "lab", "lab.sh"), ["up"], 1800) });
 
@@ -38,18 +38,6 @@ const SPARK_B_MGMT_LINK = "scm-sb";
 const SPARK_B_SSH = "root@10.77.0.12:22";
 /** nodes[].ssh.connectTimeoutSeconds as the lab stack leaves it (the default). */
 const BOUND_SECONDS = 60;
-/** Everything of ours on a node (as spark-pair.test.ts checks after destroy). */
-const OUR_PATHS = [
-    NETPLAN_PATH,
-    CONFIG_DIR,
-    STATE_DIR,
-    unitPath(UNITS.ray),
-    unitPath(UNITS.vllm),
-    unitPath(UNITS.vllmFollow),
-    unitPath(UNITS.pfc),
-    unitPath(UNITS.firewall),
-    PEERMEM_CONF,
-];
 
 interface Outcome {
     status: number;

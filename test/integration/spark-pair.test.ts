@@ -12,22 +12,12 @@ import { before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import {
-    CONFIG_DIR,
-    CONTAINER_NAMES,
-    NCCL_CONF_PATH,
-    NETPLAN_PATH,
-    PEERMEM_CONF,
-    RAY_ENV_PATH,
-    STATE_DIR,
-    UNITS,
-    VLLM_SECRETS_PATH,
-    unitPath,
-} from "../../components/render/paths";
+import { CONTAINER_NAMES, NCCL_CONF_PATH, NETPLAN_PATH, PEERMEM_CONF, RAY_ENV_PATH, UNITS, VLLM_SECRETS_PATH, unitPath } from "../../components/render/paths";
 import { lab, withExclusiveLab } from "../lab/lab-harness";
 import {
     LAB_IMAGES,
     NodeName,
+    OUR_PATHS,
     Session,
     apiKeyOf,
     chat,
@@ -52,19 +42,6 @@ const members: NodeName[] = ["spark-a", "spark-b"];
 const userNcclConf = "# the user's own nccl.conf, from before spark-cluster\nNCCL_DEBUG=INFO\n";
 
 withExclusiveLab({ setUp: () => void run(undefined, path.join(root, "lab", "lab.sh"), ["up"], 1800) });
-
-/** Everything of ours a destroy must remove from a node. */
-const OUR_PATHS = [
-    NETPLAN_PATH,
-    CONFIG_DIR,
-    STATE_DIR,
-    unitPath(UNITS.ray),
-    unitPath(UNITS.vllm),
-    unitPath(UNITS.vllmFollow),
-    unitPath(UNITS.pfc),
-    unitPath(UNITS.firewall),
-    PEERMEM_CONF,
-];
 
 /**
  * The NCCL check, on: the lab lends torch to its runtimes (lab/README.md), torch sees no GPU, so

@@ -9,7 +9,20 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { sleep, ssh as labSsh } from "../lab/lab-harness";
+import { CONFIG_DIR, NETPLAN_PATH, PEERMEM_CONF, STATE_DIR, UNITS, unitPath } from "../../components/render/paths";
 
+/** Everything of ours on a node: what a destroy must remove (spark-pair, hostState). */
+export const OUR_PATHS = [
+    NETPLAN_PATH,
+    CONFIG_DIR,
+    STATE_DIR,
+    unitPath(UNITS.ray),
+    unitPath(UNITS.vllm),
+    unitPath(UNITS.vllmFollow),
+    unitPath(UNITS.pfc),
+    unitPath(UNITS.firewall),
+    PEERMEM_CONF,
+];
 export const root = path.resolve(__dirname, "..", "..", "..");
 export const labKey = path.join(root, "lab", ".state", "id_ed25519");
 /** Management addresses of the lab's nodes (lab/README.md, "Fixed interface"). */
