@@ -23,6 +23,7 @@ import { resolveConfig, type Config } from "./resolve";
 import { checkCrossFieldRules } from "./rules";
 import { ClusterConfigSchema } from "./schema";
 import { checkSecretsAreSecret, checkSshKeySource } from "./secretRules";
+import { checkNoPrototypeKeys } from "./rawRules";
 import { fromZodIssue, zodMessage } from "./zodIssues";
 import { fitIssues, fitReport, planModelFit } from "./fitRule";
 import { gatherFacts } from "./facts";
@@ -49,6 +50,11 @@ export type { RawConfig } from "./raw";
  * rules, which assume well-typed input).
  */
 export function parseConfig(raw: RawConfig): Config {
+    // Before the schema: zod would drop a `__proto__` key silently, so it is refused here.
+    const rawIssues = checkNoPrototypeKeys(raw.values);
+    if (rawIssues.length > 0) {
+        throw new ConfigError(rawIssues);
+    }
     const result = ClusterConfigSchema.safeParse(raw.values, { error: zodMessage });
     const fieldIssues = [
         ...(result.success ? [] : result.error.issues.flatMap((issue) => fromZodIssue(issue, raw))),

@@ -751,6 +751,22 @@ describe("parseConfig rejects bad configs with the exact path and an actionable 
     }
 });
 
+describe("a key named __proto__ is refused before the schema drops it", () => {
+    for (const [where, json, path] of [
+        ["nccl", '{"overrides": {"__proto__": "1", "NCCL_IB_MERGE_NICS": "1"}}', "nccl.overrides.__proto__"],
+        ["model.env", '{"__proto__": "x"}', "model.env.__proto__"],
+    ] as const) {
+        test(`at ${path}`, () => {
+            // JSON.parse makes `__proto__` an own key, as Pulumi's config reader does.
+            const err = parseError(edited([[where, JSON.parse(json)]]));
+            assert.equal(err.issues.length, 1, err.message);
+            assert.equal(err.issues[0]?.path, path);
+            assert.match(err.message, /reserves for the prototype/);
+            assert.match(renderIssue(err.issues[0]!), / \(got "__proto__"\)\. Example: .+$/);
+        });
+    }
+});
+
 describe("secrets take any printable character", () => {
     test("quotes, backslashes, $, %, backticks and inner spaces are accepted as they are", () => {
         const apiKey = `sk-lab only'"\\$HOME%n%%\`id\`$(id)#;&|<>{}=~!`;
