@@ -32,6 +32,11 @@ export interface VllmServerArgs {
     peers?: VllmServer[];
 }
 
+/** The OpenAI-compatible base URL rank 0 serves on `publicHost`. */
+export function apiBaseUrl(publicHost: string, apiPort: number): string {
+    return `http://${publicHost}:${apiPort}/v1`;
+}
+
 /**
  * The `vllm serve` unit (on the head; on every node, `--headless` on the
  * others, for the mp executor). Complete only when a real chat request is
@@ -53,7 +58,7 @@ export class VllmServer extends pulumi.ComponentResource {
     constructor(name: string, args: VllmServerArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
         const plan = vllmPlan(args.serve, args.runtime, args.rayAddress);
-        this.baseUrl = `http://${args.publicHost}:${args.serve.apiPort}/v1`;
+        this.baseUrl = apiBaseUrl(args.publicHost, args.serve.apiPort);
         this.servedModel = args.serve.servedName;
 
         const secretsFile = pulumi.all([args.apiKey, args.hfToken ?? ""]).apply(([key, token]) => plan.secretsFile(key, token));
