@@ -1,4 +1,4 @@
-// The toolchain as the README promises it: pinned versions that agree with
+// The toolchain as docs/development.md ("Toolchain") promises it: pinned versions that agree with
 // each other, a project-local Pulumi CLI with its plugins, and a preview of the
 // lab stack that runs on the local backend without contacting any host.
 import { describe, it } from "node:test";
