@@ -1,7 +1,8 @@
 /**
  * The documentation stays true to the repository: docs/configuration.md is what the generator
  * makes of the schema today, every relative link in README.md and docs/*.md reaches a file (and,
- * with a #fragment, a heading) of the repository, and the README stays short.
+ * with a #fragment, a heading) of the repository, every file they name in inline code exists, and
+ * the README stays short.
  */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -82,6 +83,60 @@ export function linkProblem(root: string, file: string, target: string): string 
     return undefined;
 }
 
+/** Directories that hold no file a document may name: dependencies, build output, local state. */
+const SKIPPED_DIRS = new Set(["node_modules", "build", ".git", ".tools", ".pulumi-state", ".state"]);
+
+/** The basename of every file of the repository's tree (dependencies, build output and local state left out). */
+function repositoryBasenames(dir: string = ROOT, names: Set<string> = new Set()): Set<string> {
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+        if (entry.isDirectory()) {
+            if (!SKIPPED_DIRS.has(entry.name)) {
+                repositoryBasenames(path.join(dir, entry.name), names);
+            }
+        } else {
+            names.add(entry.name);
+        }
+    }
+    return names;
+}
+
+/** A path in inline code that names a file of the repository: under a top-level folder, or a bare `*.md`/`*.ts`/`*.sh`/`*.mjs` name. */
+const REPO_PATH = /^(?:\.github|bench|components|config|docs|lab|scripts|stacks|test|toolchain)\/[\w./-]*$/;
+const BARE_FILE = /^[\w.-]+\.(?:md|ts|sh|mjs)$/;
+
+/**
+ * Files a Markdown text names in inline code (outside code blocks) that the repository does not
+ * hold: a path must exist from the root or from the document's folder; a bare name must be the
+ * name of some file of the repository. Generated paths (`lab/.state/`) are left out.
+ */
+export function missingFileMentions(root: string, file: string, markdown: string, basenames: Set<string>): string[] {
+    const missing: string[] = [];
+    let fenced = false;
+    for (const line of markdown.split("\n")) {
+        if (/^\s*```/.test(line)) {
+            fenced = !fenced;
+            continue;
+        }
+        if (fenced) {
+            continue;
+        }
+        for (const match of line.matchAll(/`([^`\s]+)`/g)) {
+            const name = match[1];
+            if (name.startsWith("lab/.state/")) {
+                continue;
+            }
+            if (REPO_PATH.test(name)) {
+                if (!fs.existsSync(path.join(root, name)) && !fs.existsSync(path.join(root, path.dirname(file), name))) {
+                    missing.push(`${file}: \`${name}\` is not in the repository`);
+                }
+            } else if (BARE_FILE.test(name) && !basenames.has(name)) {
+                missing.push(`${file}: \`${name}\` names no file of the repository`);
+            }
+        }
+    }
+    return missing;
+}
+
 describe("docs", () => {
     test(`${REFERENCE_PATH} is what the generator makes of the schema today`, () => {
         const committed = fs.readFileSync(path.join(ROOT, REFERENCE_PATH), "utf8");
@@ -113,6 +168,12 @@ describe("docs", () => {
         assert.deepEqual(problems, []);
     });
 
+    test("every file README.md and docs/*.md name in inline code is in the repository", () => {
+        const basenames = repositoryBasenames();
+        const missing = documents().flatMap((file) => missingFileMentions(ROOT, file, fs.readFileSync(path.join(ROOT, file), "utf8"), basenames));
+        assert.deepEqual(missing, []);
+    });
+
     test("the link check catches a missing file and a missing heading", () => {
         assert.match(linkProblem(ROOT, "README.md", "docs/no-such-file.md") ?? "", /does not exist/);
         assert.match(linkProblem(ROOT, "README.md", "docs/configuration.md#no-such-heading") ?? "", /no heading/);
@@ -120,6 +181,12 @@ describe("docs", () => {
         assert.equal(linkProblem(ROOT, "README.md", "https://example.com/x"), undefined);
         assert.deepEqual(linkTargets("see [a](b.md) and `[c](d.md)`\n```\n[e](f.md)\n```\n[g](h.md#i)"), ["b.md", "h.md#i"]);
         assert.equal(headingAnchor("`nodes[].ssh` (kind: docker)"), "nodesssh-kind-docker");
+        const basenames = new Set(["demo.sh"]);
+        assert.deepEqual(missingFileMentions(ROOT, "README.md", "see `config.ts`, `DESIGN.md`, `demo.sh`, `lab/no-such.sh`, `lab/lab.sh`", basenames), [
+            "README.md: `config.ts` names no file of the repository",
+            "README.md: `DESIGN.md` names no file of the repository",
+            "README.md: `lab/no-such.sh` is not in the repository",
+        ]);
     });
 
     test(`README.md has at most ${README_MAX_LINES} lines`, () => {
