@@ -21,8 +21,17 @@ export const REPO_ROOT = path.resolve(__dirname, "..", "..");
 export const REFERENCE_PATH = "docs/configuration.md";
 /** The command that rewrites it. */
 export const REGENERATE_COMMAND = "npm run docs:config";
-/** The source files that hold the schema's fields and their doc comments. */
-export const SCHEMA_SOURCES = ["config/schema.ts", "config/nodeSchema.ts", "config/modelSize.ts", "config/fitPlanner.ts"];
+/** The folder whose TypeScript files hold the schema's fields and their doc comments. */
+export const SCHEMA_DIR = "config";
+
+/** The TypeScript files of SCHEMA_DIR (not its subfolders), relative to the repository root. */
+function schemaSources(root: string): string[] {
+    return fs
+        .readdirSync(path.join(root, SCHEMA_DIR))
+        .filter((name) => name.endsWith(".ts"))
+        .sort()
+        .map((name) => `${SCHEMA_DIR}/${name}`);
+}
 
 /** A JSON Schema node as zod writes it (only what the reference reads). */
 interface JsonSchema {
@@ -69,10 +78,35 @@ function docComment(node: ts.Node, source: ts.SourceFile): string | undefined {
         .replace(/\{@link ([^}]+)\}/g, "`$1`");
 }
 
+/** A top-level `const` of the schema's sources. */
+interface Declaration {
+    init: ts.Expression;
+    doc?: string;
+    source: ts.SourceFile;
+}
+
+/**
+ * Every top-level `const NAME = …` of the schema's source files, with its initializer and doc
+ * comment. `get(name, from)` prefers a declaration in the file `from` (a name declared in two
+ * files resolves to the one beside its use), else the only one of that name.
+ */
+class Declarations {
+    private readonly byName = new Map<string, Declaration[]>();
+
+    add(name: string, declaration: Declaration): void {
+        this.byName.set(name, [...(this.byName.get(name) ?? []), declaration]);
+    }
+
+    get(name: string, from?: ts.SourceFile): Declaration | undefined {
+        const found = this.byName.get(name) ?? [];
+        return found.find((d) => d.source === from) ?? (found.length === 1 ? found[0] : undefined);
+    }
+}
+
 /** Reads every `const NAME = …` of the schema's source files: its initializer and its doc comment. */
-function readDeclarations(root: string): Map<string, { init: ts.Expression; doc?: string; source: ts.SourceFile }> {
-    const declarations = new Map<string, { init: ts.Expression; doc?: string; source: ts.SourceFile }>();
-    for (const file of SCHEMA_SOURCES) {
+function readDeclarations(root: string): Declarations {
+    const declarations = new Declarations();
+    for (const file of schemaSources(root)) {
         const source = ts.createSourceFile(file, fs.readFileSync(path.join(root, file), "utf8"), ts.ScriptTarget.ES2022, true);
         for (const statement of source.statements) {
             if (!ts.isVariableStatement(statement)) {
@@ -80,7 +114,7 @@ function readDeclarations(root: string): Map<string, { init: ts.Expression; doc?
             }
             for (const declaration of statement.declarationList.declarations) {
                 if (ts.isIdentifier(declaration.name) && declaration.initializer) {
-                    declarations.set(declaration.name.text, { init: declaration.initializer, doc: docComment(statement, source), source });
+                    declarations.add(declaration.name.text, { init: declaration.initializer, doc: docComment(statement, source), source });
                 }
             }
         }
@@ -106,7 +140,7 @@ export function collectDocs(root: string = REPO_ROOT): DocMap {
             node = node.expression.expression;
         }
         if (ts.isIdentifier(node)) {
-            const declaration = declarations.get(node.text);
+            const declaration = declarations.get(node.text, node.getSourceFile());
             const key = `${node.text}@${at}`;
             if (declaration && !seen.has(key)) {
                 seen.add(key);
@@ -155,9 +189,9 @@ export function collectDocs(root: string = REPO_ROOT): DocMap {
             }
         }
     };
-    const top = declarations.get("ClusterConfigSchema");
+    const top = declarations.get("ClusterConfigSchema", undefined);
     if (!top) {
-        throw new Error("gen-config-reference: ClusterConfigSchema not found in " + SCHEMA_SOURCES.join(", "));
+        throw new Error(`gen-config-reference: no single ClusterConfigSchema in ${SCHEMA_DIR}/*.ts`);
     }
     walk(top.init, "");
     return docs;
@@ -169,12 +203,12 @@ function isZodCall(node: ts.CallExpression): boolean {
 }
 
 /** The doc comment of the named schema a field's initializer starts from (`GpuMemoryGiBSchema`, …). */
-function namedSchemaDoc(expression: ts.Expression, declarations: ReturnType<typeof readDeclarations>): string | undefined {
+function namedSchemaDoc(expression: ts.Expression, declarations: Declarations): string | undefined {
     let node: ts.Expression = expression;
     while (ts.isCallExpression(node) && ts.isPropertyAccessExpression(node.expression)) {
         node = node.expression.expression;
     }
-    return ts.isIdentifier(node) ? declarations.get(node.text)?.doc : undefined;
+    return ts.isIdentifier(node) ? declarations.get(node.text, node.getSourceFile())?.doc : undefined;
 }
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
