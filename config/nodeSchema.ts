@@ -6,6 +6,7 @@ import { z } from "zod";
 import { GpuMemoryGiBSchema } from "./fitPlanner";
 import { interfaceAddressProblem } from "./ipv4";
 import { DEFAULT_VLLM_IMAGE } from "./namespace";
+import { interconnectNameProblem } from "./valueRules";
 import { DNS_LABEL, IFNAME, IMAGE_REFERENCE, hostOrIpv4, keyFilePath, port } from "./schemaFields";
 
 /** How long a step tries to reach a node over SSH before it fails, when `ssh.connectTimeoutSeconds` is not given. */
@@ -13,7 +14,10 @@ export const DEFAULT_SSH_CONNECT_TIMEOUT_SECONDS = 60;
 
 /** How to reach a node over SSH (the management network, not the interconnect). */
 export const SshSchema = z.strictObject({
-    /** IPv4 address or hostname of the node's management interface. Required. */
+    /**
+     * IPv4 address or hostname of the node's management interface. Required. An address inside the
+     * node's own interconnect subnets is refused: netplan would route it over the interconnect.
+     */
     host: hostOrIpv4().meta({ example: "10.0.0.11" }),
     /** SSH port. Defaults to 22. */
     port: port().default(22).meta({ example: "22" }),
@@ -110,10 +114,18 @@ export const InterfaceSchema = z
         /**
          * Linux interface name, e.g. enp1s0f1np1. Defaults to detection on the node at deploy time
          * (the next linked-up RoCE interface `ibdev2netdev` reports); required on a thor, which has none.
+         * Loopback (`lo`), the kernel's `all`/`default`, and software devices (docker0, br-*, veth*,
+         * virbr*, tun/tap, WireGuard, Tailscale, ZeroTier, CNI) are refused: none is a NIC's port.
          */
         name: z
             .string()
             .regex(IFNAME, { error: "must be a Linux interface name: up to 15 letters, digits, _ . -" })
+            .superRefine((name, ctx) => {
+                const problem = interconnectNameProblem(name);
+                if (problem) {
+                    ctx.addIssue({ code: "custom", message: problem });
+                }
+            })
             .optional()
             .meta({ example: "enp1s0f1np1" }),
         /** Static address with prefix length, a.b.c.d/prefix. Required. */

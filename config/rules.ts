@@ -5,7 +5,7 @@
  * them all on a config that passed the schema.
  */
 import { ConfigIssue, describeValue, formatPath } from "./issues";
-import { formatIpv4, formatSubnet, parseCidr, subnetsOverlap } from "./ipv4";
+import { formatIpv4, formatSubnet, parseCidr, parseIpv4, subnetsOverlap } from "./ipv4";
 import { Facts, RUNTIME_TRAITS, gatherFacts, hasThorIn, localModelFacts, resolveParallelism, runtimeOf, totalGpusOf } from "./facts";
 import { HF_HOME_DIR } from "../components/render/paths";
 import type { InterconnectSchema, NcclSchema, ParsedConfig, ParsedModel, ParsedNode } from "./schema";
@@ -112,6 +112,32 @@ export function checkUniqueSshEndpoints(nodes: readonly (Pick<ParsedNode, "name"
                 example: "10.0.0.12",
             });
         }
+    });
+    return issues;
+}
+
+/**
+ * A node's SSH address lies outside its own interconnect subnets: netplan would route that subnet
+ * over the interconnect, taking the management connection with it (and `destroy` would cut it).
+ * A host name is not resolved here, so only an IPv4 `ssh.host` is checked.
+ */
+export function checkSshHostOutsideInterconnect(nodes: readonly (Pick<ParsedNode, "name" | "interconnect"> & { ssh: { host: string } })[]): ConfigIssue[] {
+    const issues: ConfigIssue[] = [];
+    nodes.forEach((node, i) => {
+        const ip = parseIpv4(node.ssh.host);
+        if (ip === undefined) return;
+        const k = node.interconnect.findIndex((iface) => {
+            const cidr = parseCidr(iface.address);
+            return ip >= cidr.network && ip <= cidr.broadcast;
+        });
+        if (k < 0) return;
+        const cidr = parseCidr(node.interconnect[k].address);
+        issues.push({
+            path: `nodes[${i}].ssh.host`,
+            message: `lies inside ${formatSubnet(cidr)}, the subnet of this node's interconnect[${k}] (${node.interconnect[k].address}): netplan would route it over the interconnect and cut the SSH connection; give the node's management address (its 10 GbE port or Wi-Fi)`,
+            got: describeValue(node.ssh.host),
+            example: "10.0.0.11",
+        });
     });
     return issues;
 }
@@ -385,6 +411,7 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gather
         ...checkExactlyOneHead(config.nodes),
         ...checkUniqueNodeNames(config.nodes),
         ...checkUniqueSshEndpoints(config.nodes),
+        ...checkSshHostOutsideInterconnect(config.nodes),
         ...checkUniqueAddresses(config.nodes),
         ...checkAddressesInSubnets(config.nodes),
         ...checkTwinSubnets(config.nodes),

@@ -21,6 +21,7 @@ import {
     checkPorts,
     checkSecretsAreSecret,
     checkSshKeySource,
+    checkSshHostOutsideInterconnect,
     checkExecutorRules,
     checkLocalModelWithRay,
     checkMpLayout,
@@ -33,6 +34,7 @@ import {
     checkUniqueSshEndpoints,
     defaultServedName,
     extraArgProblem,
+    interconnectNameProblem,
     interfaceAddressProblem,
     ipv4RangeProblem,
     isHostOrIpv4,
@@ -412,6 +414,26 @@ const BAD_CONFIGS: readonly BadCase[] = [
         edits: [["nodes[0].interconnect[0].name", "enp1s0f1np1-too-long"]],
         path: "nodes[0].interconnect[0].name",
         message: "must be a Linux interface name",
+    },
+    {
+        name: "loopback as an interconnect interface",
+        edits: [["nodes[0].interconnect[0].name", "lo"]],
+        path: "nodes[0].interconnect[0].name",
+        message: "names the loopback interface, which cannot be an interconnect port; give the NIC's port (`ibdev2netdev` lists them",
+        got: '"lo"',
+    },
+    {
+        name: "docker0 as an interconnect interface",
+        edits: [["nodes[1].interconnect[1].name", "docker0"]],
+        path: "nodes[1].interconnect[1].name",
+        message: "names a Docker bridge",
+    },
+    {
+        name: "ssh.host inside the node's own interconnect subnet",
+        edits: [["nodes[0].ssh.host", "192.168.101.50"]],
+        path: "nodes[0].ssh.host",
+        message: "lies inside 192.168.101.0/24, the subnet of this node's interconnect[1] (192.168.101.11/24): netplan would route it over the interconnect",
+        example: "10.0.0.11",
     },
     {
         name: "address without prefix",
@@ -1072,6 +1094,27 @@ const RULE_CASES: readonly RuleCase[] = [
         paths: ["nodes[1].ssh.host"],
     },
     {
+        name: "checkSshHostOutsideInterconnect: an address in the node's own subnet, or its own interconnect address",
+        issues: () =>
+            checkSshHostOutsideInterconnect([
+                node("a", ["192.168.100.1/24", "192.168.101.1/24"], { ssh: { host: "192.168.101.9", port: 22, user: "root" } }),
+                node("b", ["192.168.100.2/24"], { ssh: { host: "192.168.100.2", port: 22, user: "root" } }),
+            ]),
+        paths: ["nodes[0].ssh.host", "nodes[1].ssh.host"],
+        message: "netplan would route it over the interconnect and cut the SSH connection",
+    },
+    {
+        name: "checkSshHostOutsideInterconnect: management addresses, host names, and a subnet only another node has",
+        issues: () =>
+            checkSshHostOutsideInterconnect([
+                node("a", ["192.168.100.1/24"], { ssh: { host: "10.0.0.11", port: 22, user: "root" } }),
+                node("b", ["192.168.100.2/24"], { ssh: { host: "192.168.100.2.lan", port: 22, user: "root" } }),
+                node("c", ["10.9.0.1/31"], { ssh: { host: "192.168.100.3", port: 22, user: "root" } }),
+                node("d", ["192.168.100.4/30"], { ssh: { host: "192.168.100.8", port: 22, user: "root" } }),
+            ]),
+        paths: [],
+    },
+    {
         name: "checkUniqueSshEndpoints: other port is fine",
         issues: () =>
             checkUniqueSshEndpoints([
@@ -1299,6 +1342,43 @@ describe("cross-field rules", () => {
         assert.equal(resolveTransport("socket", false), "socket");
         assert.equal(resolveTransport("roce", false), "roce");
     });
+});
+
+describe("interconnect names that cannot be a NIC's port are refused", () => {
+    const names: [string, string | undefined][] = [
+        ["enp1s0f1np1", undefined],
+        ["enP2p1s0f1np1", undefined],
+        ["mgbe0_0", undefined],
+        ["eth0", undefined],
+        ["bond0", undefined],
+        ["enp1s0f1np1.100", undefined],
+        ["lo", "the loopback interface"],
+        ["all", "/proc/sys/net/ipv6/conf"],
+        ["default", "/proc/sys/net/ipv6/conf"],
+        ["bonding_masters", "control file of the bonding driver"],
+        ["docker0", "a Docker bridge"],
+        ["docker1", "a Docker bridge"],
+        ["br-1a2b3c4d5e6f", "a Docker bridge"],
+        ["veth12ab", "virtual Ethernet pair"],
+        ["virbr0", "libvirt bridge"],
+        ["tun0", "TUN/TAP"],
+        ["tap3", "TUN/TAP"],
+        ["wg0", "VPN device"],
+        ["tailscale0", "VPN device"],
+        ["zt5u4y6j4c", "VPN device"],
+        ["cni0", "Kubernetes"],
+        ["flannel.1", "Kubernetes"],
+    ];
+    for (const [name, problem] of names) {
+        test(`interconnectNameProblem(${name})`, () => {
+            const got = interconnectNameProblem(name);
+            if (problem === undefined) assert.equal(got, undefined);
+            else {
+                assert.ok(got?.includes(problem), `${name}: ${String(got)}`);
+                assert.ok(got?.includes("ibdev2netdev"), "the message says where the right names are");
+            }
+        });
+    }
 });
 
 describe("field formats", () => {
