@@ -10,6 +10,7 @@ import { Facts, RUNTIME_TRAITS, gatherFacts, hasThorIn, localModelFacts, resolve
 import { HF_HOME_DIR } from "../components/render/paths";
 import type { InterconnectSchema, NcclSchema, ParsedConfig, ParsedModel, ParsedNode } from "./schema";
 import { checkPorts } from "./portRules";
+import { mountTargets } from "./dockerOptions";
 import type { z } from "zod";
 
 function nodeLabel(index: number, nodes: readonly { name: string }[]): string {
@@ -422,7 +423,39 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gather
         ...checkPorts(config.ray, config.model, config.nodes),
         ...checkTopology(config.interconnect.topology, config.nodes.length),
         ...checkModelEnvAgainstOverrides(config.model.env, config.nccl.overrides),
+        ...checkDockerMountsAgainstLocalModel(config.nodes, config.model.source, facts),
     ];
+}
+
+/**
+ * A bind mount of runtime.extraOptions whose container path is the local model's directory, or
+ * lies inside or around it: the project mounts that directory (read-only, at the same path) into
+ * vLLM's container, and docker refuses a path mounted twice.
+ */
+export function checkDockerMountsAgainstLocalModel(
+    nodes: readonly Pick<ParsedNode, "name" | "runtime">[],
+    source: string,
+    facts: Pick<Facts, "localModel">,
+): ConfigIssue[] {
+    if (!facts.localModel) return [];
+    const model = source.replace(/\/+$/, "");
+    const clash = (target: string) => target === model || model.startsWith(target + "/") || target.startsWith(model + "/");
+    return nodes.flatMap((node, i) => {
+        const options = node.runtime?.kind === "docker" ? (node.runtime.extraOptions ?? []) : [];
+        return options.flatMap((option, k) => {
+            const [target] = mountTargets([option]);
+            return target !== undefined && clash(target)
+                ? [
+                      {
+                          path: `nodes[${i}].runtime.extraOptions[${k}]`,
+                          message: `mounts ${target}, which clashes with the local model ${source} that the project mounts into vLLM's container`,
+                          got: describeValue(option),
+                          example: "--mount=type=bind,source=/data/templates,target=/templates,readonly",
+                      },
+                  ]
+                : [];
+        });
+    });
 }
 
 /**

@@ -94,6 +94,14 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
         values: withChange((v) => ((v.model as ModelValues).env = { VLLM_USE_FLASHINFER_MOE_FP4: "1" })),
         secretKeys: SECRET_KEYS,
     },
+    dockerOptions: {
+        clusterName: "dev",
+        values: withChange((v) => {
+            const [a] = v.nodes as Record<string, unknown>[];
+            a.runtime = { kind: "docker", extraOptions: ["--ulimit=nofile=1048576:1048576", "--cap-add=IPC_LOCK"] };
+        }),
+        secretKeys: SECRET_KEYS,
+    },
     readyTimeout: {
         clusterName: "dev",
         values: withChange((v) => ((v.model as ModelValues).readyTimeoutSeconds = 1800)),
@@ -690,6 +698,14 @@ describe("what one config key changes", () => {
         const changed = await scenario("modelEnv");
         assert.deepEqual(changedNames(base, changed), ["spark-a-vllm-ready", "spark-a-vllm-unit"]);
         assert.match(String(plain(get(changed, "spark-a-vllm-unit").inputs.create)), /VLLM_USE_FLASHINFER_MOE_FP4=1/);
+    });
+
+    it("runtime.extraOptions: only that node's serving units (Ray, vLLM) and the checks that follow them", async () => {
+        const base = await scenario("base");
+        const changed = await scenario("dockerOptions");
+        assert.deepEqual(changedNames(base, changed), ["spark-a-ray-head-ready", "spark-a-ray-head-unit", "spark-a-vllm-ready", "spark-a-vllm-unit"]);
+        for (const unit of ["spark-a-ray-head-unit", "spark-a-vllm-unit"])
+            assert.match(String(plain(get(changed, unit).inputs.create)), / --ulimit=nofile=1048576:1048576 --cap-add=IPC_LOCK --env-file /);
     });
 
     it("model.readyTimeoutSeconds: only the readiness check, whose Pulumi timeout covers the longer wait", async () => {
