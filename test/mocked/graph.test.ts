@@ -860,6 +860,25 @@ describe("secrets", () => {
         }
     });
 
+    it("every command's connection says what to do when its node cannot be reached: which node, retired, --continue-on-error", async () => {
+        const result = await scenario("base");
+        const nodeAt: Record<string, string> = { "10.0.0.11": "spark-a (root@10.0.0.11:22)", "10.0.0.12": "spark-b (ubuntu@10.0.0.12:22)" };
+        const commands = result.resources.filter((r) => r.type === COMMAND);
+        assert.ok(commands.length > 10);
+        for (const r of commands) {
+            const connection = plain(r.inputs.connection) as { host: string; unreachableHint?: string };
+            const hint = connection.unreachableHint ?? "";
+            assert.ok(hint.startsWith(`spark-cluster: node ${nodeAt[connection.host]} could not be reached over SSH. What to do next:`), `${r.name}: ${hint}`);
+            for (const part of [
+                "`pulumi up --continue-on-error`",
+                "`pulumi destroy --continue-on-error`",
+                "set `retired: true` on the node named",
+                "`pulumi destroy --run-program`",
+            ])
+                assert.ok(hint.includes(part), `${r.name}: the hint lacks ${part}`);
+        }
+    });
+
     it("a configured host key is checked by every command, the SSH step included", async () => {
         const result = await scenario("pinnedHostKey");
         const pinned = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIConfiguredConfiguredConfiguredConfigured";

@@ -433,6 +433,43 @@ const KEYS: Key[] = [
         examples: ["16g", "10240m", "1gb"],
     },
     {
+        path: "nodes[].runtime<docker>.extraOptions[]",
+        lanes: [
+            { variant: "mp", at: ["nodes", 0, "runtime", "extraOptions", 0], sentinel: "--group-add=zqdockeroptzq" },
+            { variant: "ray", at: ["nodes", 1, "runtime", "extraOptions", 0], sentinel: "--group-add=zqdockeroptzq" },
+        ],
+        examples: [
+            "--ulimit=nofile=1048576:1048576",
+            "--mount=type=bind,source=/data/templates,target=/templates,readonly",
+            "--mount=type=bind,src=/srv/a_b.c@1+2,dst=/x",
+            "--device=/dev/infiniband/uverbs0",
+            "--device=/dev/a:/dev/b:rwm",
+            "--cap-add=IPC_LOCK",
+            "--group-add=video",
+            "--privileged",
+            "-v /data:/data",
+            "--entrypoint=/bin/sh",
+            "--env=A=1",
+        ],
+        // An allowed flag with a value of any shape: what the config accepts must reach docker as one argument it parses.
+        generate: () =>
+            fc
+                .tuple(
+                    fc.constantFrom(
+                        "--mount=type=bind,source=",
+                        "--mount=",
+                        "--device=/dev/",
+                        "--device=",
+                        "--ulimit=nofile=",
+                        "--ulimit=",
+                        "--cap-add=",
+                        "--group-add=",
+                    ),
+                    fc.oneof(printable(16), dangerous, unicode),
+                )
+                .map(([flag, value]) => flag + value),
+    },
+    {
         path: "nodes[].runtime<venv>.kind",
         decides: "selects the runtime",
         lanes: [{ variant: "mp", at: ["nodes", 1, "runtime", "kind"] }],
