@@ -8,8 +8,13 @@ import * as pulumi from "@pulumi/pulumi";
 import * as command from "@pulumi/command";
 import type { NodeConfig } from "../config";
 import { remoteCommand } from "./render/host/shell";
+import { unreachableHint } from "./render/unreachableHint";
 
-export type Connection = command.types.input.remote.ConnectionArgs;
+/**
+ * A remote.Command's connection, with our command provider's own `unreachableHint`: the text it
+ * adds to the error when the host cannot be reached (no diff when it changes).
+ */
+export type Connection = command.types.input.remote.ConnectionArgs & { unreachableHint?: pulumi.Input<string> };
 
 const COMMAND_TYPE = "command:remote:Command";
 
@@ -211,8 +216,9 @@ export function nodeConnection(node: NodeConfig): pulumi.Output<Connection> {
         port: node.ssh.port,
         user: node.ssh.user,
         privateKey: text,
-        // A node that does not answer fails the step within ssh.connectTimeoutSeconds.
+        // A node that does not answer fails the step within ssh.connectTimeoutSeconds, saying what to do next.
         dialErrorLimit,
         perDialTimeout,
+        unreachableHint: unreachableHint(node),
     });
 }

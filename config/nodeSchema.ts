@@ -6,6 +6,8 @@ import { z } from "zod";
 import { GpuMemoryGiBSchema } from "./fitPlanner";
 import { interfaceAddressProblem } from "./ipv4";
 import { DEFAULT_VLLM_IMAGE } from "./namespace";
+import { dockerOptionProblem, dockerOptionsProblems } from "./dockerOptions";
+import { interconnectNameProblem } from "./valueRules";
 import { DNS_LABEL, IFNAME, IMAGE_REFERENCE, hostOrIpv4, keyFilePath, port } from "./schemaFields";
 
 /** How long a step tries to reach a node over SSH before it fails, when `ssh.connectTimeoutSeconds` is not given. */
@@ -13,7 +15,10 @@ export const DEFAULT_SSH_CONNECT_TIMEOUT_SECONDS = 60;
 
 /** How to reach a node over SSH (the management network, not the interconnect). */
 export const SshSchema = z.strictObject({
-    /** IPv4 address or hostname of the node's management interface. Required. */
+    /**
+     * IPv4 address or hostname of the node's management interface. Required. An address inside the
+     * node's own interconnect subnets is refused: netplan would route it over the interconnect.
+     */
     host: hostOrIpv4().meta({ example: "10.0.0.11" }),
     /** SSH port. Defaults to 22. */
     port: port().default(22).meta({ example: "22" }),
@@ -84,6 +89,39 @@ export const DockerRuntimeSchema = z.strictObject({
         .regex(/^[1-9][0-9]*([bkmg]|[kmg]b)?$/i, { error: "must be a size like 16g or 10240m" })
         .default("16g")
         .meta({ example: "16g" }),
+    /**
+     * Extra `docker run` options for this node's serving containers (vLLM, and Ray for the ray
+     * executor), each one token `--flag=value` from an allow-list (config/dockerOptions.ts):
+     * `--mount=type=bind,source=/HOST/DIR,target=/DIR[,readonly]` (a host directory; a missing one
+     * fails the start, where `-v` would create it and leave it behind), `--device=/dev/NAME`,
+     * `--ulimit=NAME=SOFT[:HARD]` (not memlock or stack), `--cap-add=IPC_LOCK|SYS_NICE|SYS_PTRACE|SYS_RESOURCE`,
+     * `--group-add=GROUP`. Everything else is refused with the reason: options the project renders
+     * (`--privileged`, `--shm-size`, `--network`, `--ipc`, `--pid`, `--gpus`, `--name`, `--rm`)
+     * point at their key, and options that would change what runs, as whom or where its output
+     * goes (`--entrypoint`, `--user`, `-e`/`--env`, `--env-file`, `-p`, `--restart`, `--log-driver`,
+     * `--security-opt`, …) are refused outright. The NCCL check and the model download do not get
+     * them. A change restarts only the serving units. Defaults to none.
+     */
+    extraOptions: z
+        .array(
+            z
+                .string()
+                .superRefine((option, ctx) => {
+                    const problem = dockerOptionProblem(option);
+                    if (problem) {
+                        ctx.addIssue({ code: "custom", message: problem.message });
+                    }
+                })
+                .meta({ example: "--ulimit=nofile=1048576:1048576" }),
+        )
+        .max(32)
+        .superRefine((options, ctx) => {
+            for (const { index, problem } of dockerOptionsProblems(options)) {
+                ctx.addIssue({ code: "custom", message: problem.message, path: [index] });
+            }
+        })
+        .optional()
+        .meta({ example: "[--ulimit=nofile=1048576:1048576, --mount=type=bind,source=/data/templates,target=/templates,readonly]" }),
 });
 
 /** Runs vLLM and Ray from a Python venv on the host (Jetson Thor: a source build). */
@@ -110,10 +148,18 @@ export const InterfaceSchema = z
         /**
          * Linux interface name, e.g. enp1s0f1np1. Defaults to detection on the node at deploy time
          * (the next linked-up RoCE interface `ibdev2netdev` reports); required on a thor, which has none.
+         * Loopback (`lo`), the kernel's `all`/`default`, and software devices (docker0, br-*, veth*,
+         * virbr*, tun/tap, WireGuard, Tailscale, ZeroTier, CNI) are refused: none is a NIC's port.
          */
         name: z
             .string()
             .regex(IFNAME, { error: "must be a Linux interface name: up to 15 letters, digits, _ . -" })
+            .superRefine((name, ctx) => {
+                const problem = interconnectNameProblem(name);
+                if (problem) {
+                    ctx.addIssue({ code: "custom", message: problem });
+                }
+            })
             .optional()
             .meta({ example: "enp1s0f1np1" }),
         /** Static address with prefix length, a.b.c.d/prefix. Required. */

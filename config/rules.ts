@@ -5,11 +5,12 @@
  * them all on a config that passed the schema.
  */
 import { ConfigIssue, describeValue, formatPath } from "./issues";
-import { formatIpv4, formatSubnet, parseCidr, subnetsOverlap } from "./ipv4";
+import { formatIpv4, formatSubnet, parseCidr, parseIpv4, subnetsOverlap } from "./ipv4";
 import { Facts, RUNTIME_TRAITS, gatherFacts, hasThorIn, localModelFacts, resolveParallelism, runtimeOf, totalGpusOf } from "./facts";
 import { HF_HOME_DIR } from "../components/render/paths";
 import type { InterconnectSchema, NcclSchema, ParsedConfig, ParsedModel, ParsedNode } from "./schema";
 import { checkPorts } from "./portRules";
+import { mountTargets } from "./dockerOptions";
 import type { z } from "zod";
 
 function nodeLabel(index: number, nodes: readonly { name: string }[]): string {
@@ -112,6 +113,32 @@ export function checkUniqueSshEndpoints(nodes: readonly (Pick<ParsedNode, "name"
                 example: "10.0.0.12",
             });
         }
+    });
+    return issues;
+}
+
+/**
+ * A node's SSH address lies outside its own interconnect subnets: netplan would route that subnet
+ * over the interconnect, taking the management connection with it (and `destroy` would cut it).
+ * A host name is not resolved here, so only an IPv4 `ssh.host` is checked.
+ */
+export function checkSshHostOutsideInterconnect(nodes: readonly (Pick<ParsedNode, "name" | "interconnect"> & { ssh: { host: string } })[]): ConfigIssue[] {
+    const issues: ConfigIssue[] = [];
+    nodes.forEach((node, i) => {
+        const ip = parseIpv4(node.ssh.host);
+        if (ip === undefined) return;
+        const k = node.interconnect.findIndex((iface) => {
+            const cidr = parseCidr(iface.address);
+            return ip >= cidr.network && ip <= cidr.broadcast;
+        });
+        if (k < 0) return;
+        const cidr = parseCidr(node.interconnect[k].address);
+        issues.push({
+            path: `nodes[${i}].ssh.host`,
+            message: `lies inside ${formatSubnet(cidr)}, the subnet of this node's interconnect[${k}] (${node.interconnect[k].address}): netplan would route it over the interconnect and cut the SSH connection; give the node's management address (its 10 GbE port or Wi-Fi)`,
+            got: describeValue(node.ssh.host),
+            example: "10.0.0.11",
+        });
     });
     return issues;
 }
@@ -385,6 +412,7 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gather
         ...checkExactlyOneHead(config.nodes),
         ...checkUniqueNodeNames(config.nodes),
         ...checkUniqueSshEndpoints(config.nodes),
+        ...checkSshHostOutsideInterconnect(config.nodes),
         ...checkUniqueAddresses(config.nodes),
         ...checkAddressesInSubnets(config.nodes),
         ...checkTwinSubnets(config.nodes),
@@ -395,7 +423,39 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gather
         ...checkPorts(config.ray, config.model, config.nodes),
         ...checkTopology(config.interconnect.topology, config.nodes.length),
         ...checkModelEnvAgainstOverrides(config.model.env, config.nccl.overrides),
+        ...checkDockerMountsAgainstLocalModel(config.nodes, config.model.source, facts),
     ];
+}
+
+/**
+ * A bind mount of runtime.extraOptions whose container path is the local model's directory, or
+ * lies inside or around it: the project mounts that directory (read-only, at the same path) into
+ * vLLM's container, and docker refuses a path mounted twice.
+ */
+export function checkDockerMountsAgainstLocalModel(
+    nodes: readonly Pick<ParsedNode, "name" | "runtime">[],
+    source: string,
+    facts: Pick<Facts, "localModel">,
+): ConfigIssue[] {
+    if (!facts.localModel) return [];
+    const model = source.replace(/\/+$/, "");
+    const clash = (target: string) => target === model || model.startsWith(target + "/") || target.startsWith(model + "/");
+    return nodes.flatMap((node, i) => {
+        const options = node.runtime?.kind === "docker" ? (node.runtime.extraOptions ?? []) : [];
+        return options.flatMap((option, k) => {
+            const [target] = mountTargets([option]);
+            return target !== undefined && clash(target)
+                ? [
+                      {
+                          path: `nodes[${i}].runtime.extraOptions[${k}]`,
+                          message: `mounts ${target}, which clashes with the local model ${source} that the project mounts into vLLM's container`,
+                          got: describeValue(option),
+                          example: "--mount=type=bind,source=/data/templates,target=/templates,readonly",
+                      },
+                  ]
+                : [];
+        });
+    });
 }
 
 /**

@@ -196,3 +196,35 @@ export function modelEnvValueProblem(value: string): string | undefined {
     if (Buffer.byteLength(value, "utf8") > 4096) return "must be at most 4096 bytes (put a long value in a file and name its path)";
     return undefined;
 }
+
+/**
+ * Names that can never be an interconnect port (a QSFP/RDMA NIC), with why: netplan would take the
+ * device over, and the destroy step would restore the wrong thing. Loopback; the kernel's
+ * `all`/`default` entries of /proc/sys/net/ipv{4,6}/conf (writing there would change every
+ * interface); /sys/class/net/bonding_masters (a file, not a device); and the software devices
+ * container engines, VPNs and hypervisors create (docker0, br-*, veth*, virbr*, tun/tap, WireGuard,
+ * Tailscale, ZeroTier, CNI bridges).
+ */
+const NOT_AN_INTERCONNECT: readonly { pattern: RegExp; what: string }[] = [
+    { pattern: /^lo$/, what: "the loopback interface" },
+    { pattern: /^(all|default)$/, what: "the kernel's name for every interface's settings (/proc/sys/net/ipv6/conf)" },
+    { pattern: /^bonding_masters$/, what: "a control file of the bonding driver, not an interface" },
+    { pattern: /^docker[0-9]*$|^br-[0-9a-f]+$/, what: "a Docker bridge" },
+    { pattern: /^veth/, what: "a virtual Ethernet pair (containers)" },
+    { pattern: /^virbr[0-9]/, what: "a libvirt bridge" },
+    { pattern: /^(tun|tap)[0-9]/, what: "a TUN/TAP device (VPN, VM)" },
+    { pattern: /^wg[0-9]|^tailscale[0-9]|^zt[0-9a-z]/, what: "a VPN device" },
+    { pattern: /^(cni|flannel|cali|cilium_|kube-)/, what: "a Kubernetes network device" },
+];
+
+/**
+ * Why `name` cannot be an interconnect interface, or undefined: the loopback, kernel and software
+ * names of {@link NOT_AN_INTERCONNECT}. The interconnect is the RoCE NIC's port (`ibdev2netdev`
+ * shows the names on a Spark).
+ */
+export function interconnectNameProblem(name: string): string | undefined {
+    const hit = NOT_AN_INTERCONNECT.find((entry) => entry.pattern.test(name));
+    return hit
+        ? `names ${hit.what}, which cannot be an interconnect port; give the NIC's port (\`ibdev2netdev\` lists them: enp1s0f1np1 and enP2p1s0f1np1 on a Spark)`
+        : undefined;
+}

@@ -6,6 +6,7 @@ import { ConfigIssue, describeSecret, describeValue, formatPath } from "./issues
 import type { RawConfig } from "./raw";
 import { ClusterConfigSchema, PRIVATE_KEY_TEXT } from "./schema";
 import { SECRET_KEYS } from "./secret";
+import { dockerOptionProblem } from "./dockerOptions";
 import { extraArgProblem, modelEnvNameProblem, overrideKeyProblem } from "./valueRules";
 
 const EXPECTED_TYPE_WORDS: Readonly<Record<string, string>> = {
@@ -64,6 +65,20 @@ function knownKeys(raw: RawConfig, path: readonly PropertyKey[]): readonly strin
     const schema = schemaAt(path, raw.values);
     const object = schema && armOf(unwrap(schema).schema, valueAt(raw.values, [...path, "kind"]));
     return object && "shape" in object ? Object.keys(object.shape as object) : [];
+}
+
+/** The `kind`s of the other arms of the union at `path` that have the key `key` (a docker key on a venv runtime). */
+function armsWithKey(raw: RawConfig, path: readonly PropertyKey[], key: string): string[] {
+    const schema = schemaAt(path, raw.values);
+    const def = schema && (unwrap(schema).schema._zod.def as { type: string; options?: z.ZodType[] });
+    if (!def || def.type !== "union" || !def.options) {
+        return [];
+    }
+    return def.options
+        .map((option) => unwrap(option).schema as z.ZodObject)
+        .filter((arm) => key in arm.shape)
+        .map((arm) => [...((arm.shape["kind"] as z.ZodType | undefined)?._zod.values ?? [])].map(String)[0])
+        .filter((kind): kind is string => kind !== undefined && kind !== valueAt(raw.values, [...path, "kind"]));
 }
 
 /** For a union of objects, the arm whose `kind` literal is `kind` (else the first); any other schema as it is. */
@@ -194,6 +209,15 @@ export function fromZodIssue(issue: z.core.$ZodIssue, raw: RawConfig): ConfigIss
     if (issue.code === "unrecognized_keys") {
         const known = knownKeys(raw, path);
         return issue.keys.map((key) => {
+            const arms = armsWithKey(raw, path, key);
+            if (arms.length > 0) {
+                return {
+                    path: formatPath([...path, key]),
+                    message: `is a key of the ${arms.join(" or ")} ${String(path[path.length - 1])} only; this one is ${String(valueAt(raw.values, [...path, "kind"]))}`,
+                    got: describeAt(raw, [...path, key]),
+                    example: `remove it, or use kind: ${arms[0]}; the keys here are ${known.join(", ")}`,
+                };
+            }
             const suggestion = closestKey(key, known);
             return {
                 path: formatPath([...path, key]),
@@ -219,6 +243,10 @@ export function fromZodIssue(issue: z.core.$ZodIssue, raw: RawConfig): ConfigIss
     if (issue.code === "custom" && path[0] === "model" && path[1] === "extraArgs") {
         const value = valueAt(raw.values, path);
         example = (typeof value === "string" ? extraArgProblem(value)?.example : undefined) ?? example;
+    }
+    if (issue.code === "custom" && path[0] === "nodes" && path[2] === "runtime" && path[3] === "extraOptions") {
+        const value = valueAt(raw.values, path);
+        example = (typeof value === "string" ? dockerOptionProblem(value)?.example : undefined) ?? example;
     }
     return [{ path: formatPath(path), message: issue.message, got: describeAt(raw, path), example }];
 }

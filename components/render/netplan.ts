@@ -44,6 +44,35 @@ export function renderNetplan(spec: NetplanSpec): string {
 }
 
 /**
+ * The interface's IPv6 link-local state as found, and its restore. Our netplan file turns
+ * link-local addressing off (`link-local: []`): networkd sets the interface's IPv6 address
+ * generation mode to none and drops its fe80::/64 address, and nothing gives it back when the file
+ * goes. Saved before the first apply: the mode (/proc/sys/net/ipv6/conf/IF/addr_gen_mode) and the
+ * link-local addresses; restored on destroy by writing the mode back (the kernel makes the
+ * link-local address again when the mode changes), then adding any saved address still missing.
+ */
+const LINK_LOCAL_LIB = [
+    `sc_save_link_local() {`,
+    `  local conf=/proc/sys/net/ipv6/conf/$1/addr_gen_mode`,
+    `  [ -r "$conf" ] || return 0`,
+    `  mkdir -p "$SC_STATE/ipv6ll"`,
+    `  { cat "$conf"; ip -6 -o addr show dev "$1" scope link | awk '{print $4}'; } > "$SC_STATE/ipv6ll/$1"`,
+    `}`,
+    `sc_restore_link_local() {`,
+    `  local saved="$SC_STATE/ipv6ll/$1" conf=/proc/sys/net/ipv6/conf/$1/addr_gen_mode mode address`,
+    `  [ -e "$saved" ] || return 0`,
+    `  if [ -w "$conf" ]; then`,
+    `    mode=$(head -n 1 "$saved")`,
+    `    if [ "$(cat "$conf")" != "$mode" ]; then echo "$mode" > "$conf" || sc_log "$1: cannot set addr_gen_mode $mode"; fi`,
+    `    tail -n +2 "$saved" | while read -r address; do`,
+    `      ip -6 -o addr show dev "$1" scope link | grep -F " $address " >/dev/null || ip -6 addr add "$address" dev "$1" scope link || sc_log "$1: cannot add $address back"`,
+    `    done`,
+    `  fi`,
+    `  rm -f "$saved"`,
+    `}`,
+];
+
+/**
  * Installs the netplan file, applies it when anything differs, then verifies:
  * every address is up with the MTU and every peer answers over the link
  * (bounded wait, the peers converge in parallel). On failure it puts the
@@ -59,6 +88,7 @@ export function netplanApplyScript(spec: NetplanSpec, peerWaitSeconds = 120): st
         (iface) =>
             `[ -e "$SC_STATE/mtu/${iface.name}" ] || { mkdir -p "$SC_STATE/mtu"; cat /sys/class/net/${shellQuote(iface.name)}/mtu > "$SC_STATE/mtu/${iface.name}"; }`,
     );
+    const originalLinkLocal = spec.interfaces.map((iface) => `[ -e "$SC_STATE/ipv6ll/${iface.name}" ] || sc_save_link_local ${shellQuote(iface.name)}`);
     const peerChecks = spec.peers.map(
         (peer) =>
             `sc_wait ${peerWaitSeconds} ${shellQuote(`${peer.node} at ${peer.ip} over ${peer.via}`)} ` +
@@ -68,6 +98,8 @@ export function netplanApplyScript(spec: NetplanSpec, peerWaitSeconds = 120): st
         HOST_LIB,
         ...spec.interfaces.map((iface) => `[ -e /sys/class/net/${shellQuote(iface.name)} ] || { sc_log "no interface ${iface.name} on $(hostname)"; exit 1; }`),
         ...originalMtu,
+        ...LINK_LOCAL_LIB,
+        ...originalLinkLocal,
         `rollback=$(mktemp); had_previous=0`,
         `if [ -e ${NETPLAN_PATH} ]; then cp -a ${NETPLAN_PATH} "$rollback"; had_previous=1; fi`,
         heredoc(`result=$(sc_install_file ${NETPLAN_PATH} 600`, renderNetplan(spec)) + "\n)",
@@ -110,16 +142,18 @@ export function netplanReadScript(spec: Pick<NetplanSpec, "interfaces" | "mtu" |
     ]);
 }
 
-/** Removes our netplan file (restoring one we replaced), re-applies, and clears our addresses and MTU. */
+/** Removes our netplan file (restoring one we replaced), re-applies, clears our addresses, and puts back the MTU and IPv6 link-local state found. */
 export function netplanDeleteScript(spec: Pick<NetplanSpec, "interfaces">): string {
     return bashScript([
         HOST_LIB,
+        ...LINK_LOCAL_LIB,
         `sc_remove_file ${NETPLAN_PATH}`,
         `netplan apply`,
         ...spec.interfaces.flatMap((iface) => [
             `if [ -e /sys/class/net/${shellQuote(iface.name)} ]; then`,
             `  ip addr del ${shellQuote(iface.address)} dev ${shellQuote(iface.name)} 2>/dev/null || true`,
             `  if [ -e "$SC_STATE/mtu/${iface.name}" ]; then ip link set dev ${shellQuote(iface.name)} mtu "$(cat "$SC_STATE/mtu/${iface.name}")"; rm -f "$SC_STATE/mtu/${iface.name}"; fi`,
+            `  sc_restore_link_local ${shellQuote(iface.name)}`,
             `fi`,
         ]),
         `sc_cleanup_state`,

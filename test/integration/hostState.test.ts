@@ -12,8 +12,8 @@
 // interconnect still carries traffic, but no SSH reaches it:
 //   - `preview --refresh` names spark-b's resources as not read, within ssh.connectTimeoutSeconds;
 //   - `up --refresh --continue-on-error` with a change on both nodes and a drift on spark-a fails
-//     for spark-b only, within the bound, naming its step and address; spark-a converges and its
-//     drift is repaired;
+//     for spark-b only, within the bound, naming its step and address and what to do next
+//     (--continue-on-error, nodes[].retired); spark-a converges and its drift is repaired;
 //   - `destroy --continue-on-error` fails for spark-b's steps within the same bound and cleans
 //     spark-a as far as the dependency graph allows (what waits for spark-b's Ray worker and model
 //     copy stays);
@@ -36,6 +36,8 @@ withExclusiveLab({ setUp: () => void run(undefined, path.join(root, "lab", "lab.
 /** The host side of spark-b's management link: veth `scm-<tag>` on the lab bridge sclab0 (lab/lib/net.sh, node_tag). */
 const SPARK_B_MGMT_LINK = "scm-sb";
 const SPARK_B_SSH = "root@10.77.0.12:22";
+/** How a failed step on spark-b starts saying what to do next (components/render/unreachableHint.ts). */
+const UNREACHABLE_HINT = `spark-cluster: node spark-b (${SPARK_B_SSH}) could not be reached over SSH. What to do next:`;
 /** nodes[].ssh.connectTimeoutSeconds as the lab stack leaves it (the default). */
 const BOUND_SECONDS = 60;
 
@@ -237,6 +239,8 @@ describe("the hosts as they are: drift through refresh, and spark-b's management
             assert.ok(dial.seconds <= BOUND_SECONDS, `${f.step} gave up after ${dial.seconds} s (bound ${BOUND_SECONDS} s)`);
             t.diagnostic(`up: ${f.step} failed after ${dial.attempts} tries in ${dial.seconds} s: ${f.message.split("): ").pop()}`);
         }
+        assert.ok(up.output.includes(UNREACHABLE_HINT), `up's errors say what to do next: ${UNREACHABLE_HINT}`);
+        assert.match(up.output, /set `retired: true` on the node named spark-b/);
         assert.ok(
             failed.some((f) => f.step === "spark-b-interconnect-apply"),
             "spark-b's netplan step (the MTU change) is among them",
@@ -260,6 +264,8 @@ describe("the hosts as they are: drift through refresh, and spark-b's management
             assert.ok(dial.seconds <= BOUND_SECONDS, `${f.step} gave up after ${dial.seconds} s (bound ${BOUND_SECONDS} s)`);
             t.diagnostic(`destroy: ${f.step} failed after ${dial.attempts} tries in ${dial.seconds} s`);
         }
+        assert.ok(destroy.output.includes(UNREACHABLE_HINT), `destroy's errors say what to do next: ${UNREACHABLE_HINT}`);
+        assert.match(destroy.output, /`pulumi destroy --continue-on-error`/);
         const left = stackCommands(session);
         const leftOnA = left.filter((name) => name.startsWith("spark-a-") || (name.startsWith("dev-model-") && !name.endsWith("-spark-b")));
         t.diagnostic(`destroy: ${destroy.seconds} s in all; ${before.length - left.length} of ${before.length} commands removed`);

@@ -18,6 +18,7 @@ import {
     LAB_IMAGES,
     NodeName,
     OUR_PATHS,
+    linkLocalState,
     Session,
     apiKeyOf,
     chat,
@@ -102,6 +103,7 @@ for (const [runtime, adaptConfig] of Object.entries(RUNTIMES)) {
         let session: Session;
         let apiKey = "";
         const originalMtu: Partial<Record<NodeName, string>> = {};
+        const originalLinkLocal: Partial<Record<NodeName, Record<string, string>>> = {};
 
         before(() => {
             session = newSession(adaptConfig);
@@ -109,6 +111,7 @@ for (const [runtime, adaptConfig] of Object.entries(RUNTIMES)) {
             ssh("spark-b", `printf '%s' ${shellQuote(userNcclConf)} > ${NCCL_CONF_PATH}`);
             for (const node of members) {
                 originalMtu[node] = ssh(node, "cat /sys/class/net/enp1s0f1np1/mtu /sys/class/net/enP2p1s0f1np1/mtu");
+                originalLinkLocal[node] = linkLocalState(node, ["enp1s0f1np1", "enP2p1s0f1np1"]);
             }
             pulumiWithConfig(session, "config", "set", "--secret", "spark-cluster:apiKey", HOSTILE_API_KEY);
             pulumiWithConfig(session, "config", "set", "--secret", "spark-cluster:hfToken", HOSTILE_HF_TOKEN);
@@ -240,6 +243,11 @@ for (const [runtime, adaptConfig] of Object.entries(RUNTIMES)) {
                 const leftovers = ssh(node, `ls ${OUR_PATHS.join(" ")} 2>/dev/null || true`);
                 assert.equal(leftovers.trim(), "", `${node} still has: ${leftovers}`);
                 assert.doesNotMatch(ssh(node, "ip -o -4 addr"), /192\.168\.10[01]\./, `${node} keeps an interconnect address`);
+                assert.deepEqual(
+                    linkLocalState(node, ["enp1s0f1np1", "enP2p1s0f1np1"]),
+                    originalLinkLocal[node],
+                    `${node}: the interconnect's IPv6 link-local addresses and mode as found`,
+                );
                 assert.doesNotMatch(ssh(node, "systemctl list-units --all --no-legend 'spark-cluster*'"), /spark-cluster/);
                 for (const iface of ["enp1s0f1np1", "enP2p1s0f1np1"]) {
                     const qos = JSON.parse(ssh(node, `cat /var/lib/lab-sim/mlnx_qos/${iface}.json`));

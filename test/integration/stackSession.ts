@@ -126,6 +126,22 @@ export function ssh(node: NodeName, script: string, timeoutSeconds = 120): strin
     return labSsh(node, script, timeoutSeconds * 1000);
 }
 
+/**
+ * Each interface's IPv6 link-local state: its address generation mode and its fe80::/64 addresses
+ * (sorted), as a destroy must leave them (our netplan file turns link-local addressing off).
+ */
+export function linkLocalState(node: NodeName, interfaces: readonly string[]): Record<string, string> {
+    return Object.fromEntries(
+        interfaces.map((name) => [
+            name,
+            ssh(
+                node,
+                `echo "mode=$(cat /proc/sys/net/ipv6/conf/${name}/addr_gen_mode)"; ip -6 -o addr show dev ${name} scope link | awk '{print $4}' | sort`,
+            ).trim(),
+        ]),
+    );
+}
+
 export function mainPid(node: NodeName, unit: string): string {
     return ssh(node, `systemctl show -p MainPID --value ${unit}.service`).trim();
 }

@@ -95,6 +95,14 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
         values: withChange((v) => ((v.model as ModelValues).env = { VLLM_USE_FLASHINFER_MOE_FP4: "1" })),
         secretKeys: SECRET_KEYS,
     },
+    dockerOptions: {
+        clusterName: "dev",
+        values: withChange((v) => {
+            const [a] = v.nodes as Record<string, unknown>[];
+            a.runtime = { kind: "docker", extraOptions: ["--ulimit=nofile=1048576:1048576", "--cap-add=IPC_LOCK"] };
+        }),
+        secretKeys: SECRET_KEYS,
+    },
     readyTimeout: {
         clusterName: "dev",
         values: withChange((v) => ((v.model as ModelValues).readyTimeoutSeconds = 1800)),
@@ -737,6 +745,14 @@ describe("what one config key changes", () => {
         assert.match(String(plain(get(changed, "spark-a-vllm-unit").inputs.create)), /VLLM_USE_FLASHINFER_MOE_FP4=1/);
     });
 
+    it("runtime.extraOptions: only that node's serving units (Ray, vLLM) and the checks that follow them", async () => {
+        const base = await scenario("base");
+        const changed = await scenario("dockerOptions");
+        assert.deepEqual(changedNames(base, changed), ["spark-a-ray-head-ready", "spark-a-ray-head-unit", "spark-a-vllm-ready", "spark-a-vllm-unit"]);
+        for (const unit of ["spark-a-ray-head-unit", "spark-a-vllm-unit"])
+            assert.match(String(plain(get(changed, unit).inputs.create)), / --ulimit=nofile=1048576:1048576 --cap-add=IPC_LOCK --env-file /);
+    });
+
     it("model.readyTimeoutSeconds: only the readiness check, whose Pulumi timeout covers the longer wait", async () => {
         const base = await scenario("base");
         const changed = await scenario("readyTimeout");
@@ -934,6 +950,25 @@ describe("secrets", () => {
         for (const r of result.resources.filter((r) => r.type === COMMAND)) {
             const connection = plain(r.inputs.connection) as { hostKey?: string };
             assert.equal(connection.hostKey, r.name.endsWith("-ssh") ? undefined : MOCK_HOST_KEY, r.name);
+        }
+    });
+
+    it("every command's connection says what to do when its node cannot be reached: which node, retired, --continue-on-error", async () => {
+        const result = await scenario("base");
+        const nodeAt: Record<string, string> = { "10.0.0.11": "spark-a (root@10.0.0.11:22)", "10.0.0.12": "spark-b (ubuntu@10.0.0.12:22)" };
+        const commands = result.resources.filter((r) => r.type === COMMAND);
+        assert.ok(commands.length > 10);
+        for (const r of commands) {
+            const connection = plain(r.inputs.connection) as { host: string; unreachableHint?: string };
+            const hint = connection.unreachableHint ?? "";
+            assert.ok(hint.startsWith(`spark-cluster: node ${nodeAt[connection.host]} could not be reached over SSH. What to do next:`), `${r.name}: ${hint}`);
+            for (const part of [
+                "`pulumi up --continue-on-error`",
+                "`pulumi destroy --continue-on-error`",
+                "set `retired: true` on the node named",
+                "`pulumi destroy --run-program`",
+            ])
+                assert.ok(hint.includes(part), `${r.name}: the hint lacks ${part}`);
         }
     });
 

@@ -433,6 +433,59 @@ const KEYS: Key[] = [
         examples: ["16g", "10240m", "1gb"],
     },
     {
+        path: "nodes[].runtime<docker>.extraOptions[]",
+        lanes: [
+            { variant: "mp", at: ["nodes", 0, "runtime", "extraOptions", 0], sentinel: "--group-add=zqdockeroptzq" },
+            { variant: "ray", at: ["nodes", 1, "runtime", "extraOptions", 0], sentinel: "--group-add=zqdockeroptzq" },
+        ],
+        examples: [
+            "--ulimit=nofile=1048576:1048576",
+            "--mount=type=bind,source=/data/templates,target=/templates,readonly",
+            "--mount=type=bind,src=/srv/a_b.c@1+2,dst=/x",
+            "--device=/dev/infiniband/uverbs0",
+            "--device=/dev/a:/dev/b:rwm",
+            "--cap-add=IPC_LOCK",
+            "--group-add=video",
+            "--privileged",
+            "-v /data:/data",
+            "--entrypoint=/bin/sh",
+            "--env=A=1",
+        ],
+        // An allowed flag with a value of any shape, or of its own shape with generated parts: what
+        // the config accepts must reach docker as one argument it parses.
+        generate: () => {
+            const part = fc.string({ unit: fc.constantFrom(..."abcXYZ019._@+-".split("")), minLength: 1, maxLength: 8 });
+            const limit = fc.oneof(fc.constantFrom("-1", "0"), fc.nat().map(String));
+            const shaped = fc.oneof(
+                fc
+                    .tuple(part, part, fc.constantFrom("", ",readonly", ",ro", ",readonly=false"))
+                    .map(([a, b, ro]) => `--mount=type=bind,source=/srv/${a},target=/m/${b}${ro}`),
+                fc.tuple(part, fc.constantFrom("", ":rw", ":/dev/x", ":/dev/x:m")).map(([a, tail]) => `--device=/dev/${a}${tail}`),
+                fc
+                    .tuple(fc.constantFrom("nofile", "core", "nproc", "rtprio", "memlock", "stack"), limit, fc.option(limit))
+                    .map(([name, soft, hard]) => `--ulimit=${name}=${soft}${hard === null ? "" : `:${hard}`}`),
+                fc.constantFrom("IPC_LOCK", "CAP_SYS_NICE", "SYS_PTRACE", "ALL", "NET_ADMIN").map((cap) => `--cap-add=${cap}`),
+                fc.oneof(part, fc.nat().map(String)).map((group) => `--group-add=${group}`),
+            );
+            const any = fc
+                .tuple(
+                    fc.constantFrom(
+                        "--mount=type=bind,source=",
+                        "--mount=",
+                        "--device=/dev/",
+                        "--device=",
+                        "--ulimit=nofile=",
+                        "--ulimit=",
+                        "--cap-add=",
+                        "--group-add=",
+                    ),
+                    fc.oneof(printable(16), dangerous, unicode),
+                )
+                .map(([flag, value]) => flag + value);
+            return fc.oneof(shaped, any);
+        },
+    },
+    {
         path: "nodes[].runtime<venv>.kind",
         decides: "selects the runtime",
         lanes: [{ variant: "mp", at: ["nodes", 1, "runtime", "kind"] }],

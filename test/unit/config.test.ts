@@ -21,6 +21,7 @@ import {
     checkPorts,
     checkSecretsAreSecret,
     checkSshKeySource,
+    checkSshHostOutsideInterconnect,
     checkExecutorRules,
     checkLocalModelWithRay,
     checkMpLayout,
@@ -33,6 +34,10 @@ import {
     checkUniqueSshEndpoints,
     defaultServedName,
     extraArgProblem,
+    ALLOWED_DOCKER_OPTIONS,
+    REFUSED_DOCKER_OPTIONS,
+    dockerOptionProblem,
+    interconnectNameProblem,
     interfaceAddressProblem,
     ipv4RangeProblem,
     isHostOrIpv4,
@@ -237,6 +242,52 @@ const BAD_CONFIGS: readonly BadCase[] = [
     },
     { name: "unknown key in model", edits: [["model.tp", 2]], path: "model.tp", message: "is not a known key" },
     {
+        name: "docker options on a venv runtime",
+        edits: [["nodes[0].runtime", { kind: "venv", path: "/opt/vllm-venv", extraOptions: ["--ulimit=nofile=65536"] }]],
+        path: "nodes[0].runtime.extraOptions",
+        message: "is a key of the docker runtime only; this one is venv",
+        example: "use kind: docker",
+    },
+    {
+        name: "a docker option off the allow-list",
+        edits: [["nodes[1].runtime", { kind: "docker", extraOptions: ["--ulimit=nofile=65536", "--entrypoint=/bin/sh"] }]],
+        path: "nodes[1].runtime.extraOptions[1]",
+        message: "sets --entrypoint, which would replace the program the unit runs",
+        got: '"--entrypoint=/bin/sh"',
+    },
+    {
+        name: "-v in docker options points at the --mount it means",
+        edits: [["nodes[0].runtime", { kind: "docker", extraOptions: ["-v /data/models:/models:ro"] }]],
+        path: "nodes[0].runtime.extraOptions[0]",
+        message: "is -v (creates a missing host directory, which destroy would leave behind",
+        example: "--mount=type=bind,source=/data/models,target=/models,readonly",
+    },
+    {
+        name: "a docker option the project renders from its own key",
+        edits: [["nodes[0].runtime", { kind: "docker", extraOptions: ["--shm-size=64g"] }]],
+        path: "nodes[0].runtime.extraOptions[0]",
+        message: "sets --shm-size, which is rendered from runtime.shmSize; set that instead",
+        example: "shmSize: 32g",
+    },
+    {
+        name: "the same container path mounted twice",
+        edits: [
+            ["nodes[0].runtime", { kind: "docker", extraOptions: ["--mount=type=bind,source=/a,target=/t", "--mount=type=bind,source=/b,target=/t,readonly"] }],
+        ],
+        path: "nodes[0].runtime.extraOptions[1]",
+        message: "mounts /t again; docker refuses a container path mounted twice",
+    },
+    {
+        name: "a docker mount over the local model's directory",
+        edits: [
+            ["model.source", "/models/qwen"],
+            ["model.servedName", "qwen"],
+            ["nodes[0].runtime", { kind: "docker", extraOptions: ["--mount=type=bind,source=/data,target=/models"] }],
+        ],
+        path: "nodes[0].runtime.extraOptions[0]",
+        message: "mounts /models, which clashes with the local model /models/qwen",
+    },
+    {
         name: "check.requireTransport that is not a transport",
         edits: [["check", { requireTransport: "NET IB; rm -rf /" }]],
         path: "check.requireTransport",
@@ -412,6 +463,26 @@ const BAD_CONFIGS: readonly BadCase[] = [
         edits: [["nodes[0].interconnect[0].name", "enp1s0f1np1-too-long"]],
         path: "nodes[0].interconnect[0].name",
         message: "must be a Linux interface name",
+    },
+    {
+        name: "loopback as an interconnect interface",
+        edits: [["nodes[0].interconnect[0].name", "lo"]],
+        path: "nodes[0].interconnect[0].name",
+        message: "names the loopback interface, which cannot be an interconnect port; give the NIC's port (`ibdev2netdev` lists them",
+        got: '"lo"',
+    },
+    {
+        name: "docker0 as an interconnect interface",
+        edits: [["nodes[1].interconnect[1].name", "docker0"]],
+        path: "nodes[1].interconnect[1].name",
+        message: "names a Docker bridge",
+    },
+    {
+        name: "ssh.host inside the node's own interconnect subnet",
+        edits: [["nodes[0].ssh.host", "192.168.101.50"]],
+        path: "nodes[0].ssh.host",
+        message: "lies inside 192.168.101.0/24, the subnet of this node's interconnect[1] (192.168.101.11/24): netplan would route it over the interconnect",
+        example: "10.0.0.11",
     },
     {
         name: "address without prefix",
@@ -1072,6 +1143,27 @@ const RULE_CASES: readonly RuleCase[] = [
         paths: ["nodes[1].ssh.host"],
     },
     {
+        name: "checkSshHostOutsideInterconnect: an address in the node's own subnet, or its own interconnect address",
+        issues: () =>
+            checkSshHostOutsideInterconnect([
+                node("a", ["192.168.100.1/24", "192.168.101.1/24"], { ssh: { host: "192.168.101.9", port: 22, user: "root" } }),
+                node("b", ["192.168.100.2/24"], { ssh: { host: "192.168.100.2", port: 22, user: "root" } }),
+            ]),
+        paths: ["nodes[0].ssh.host", "nodes[1].ssh.host"],
+        message: "netplan would route it over the interconnect and cut the SSH connection",
+    },
+    {
+        name: "checkSshHostOutsideInterconnect: management addresses, host names, and a subnet only another node has",
+        issues: () =>
+            checkSshHostOutsideInterconnect([
+                node("a", ["192.168.100.1/24"], { ssh: { host: "10.0.0.11", port: 22, user: "root" } }),
+                node("b", ["192.168.100.2/24"], { ssh: { host: "192.168.100.2.lan", port: 22, user: "root" } }),
+                node("c", ["10.9.0.1/31"], { ssh: { host: "192.168.100.3", port: 22, user: "root" } }),
+                node("d", ["192.168.100.4/30"], { ssh: { host: "192.168.100.8", port: 22, user: "root" } }),
+            ]),
+        paths: [],
+    },
+    {
         name: "checkUniqueSshEndpoints: other port is fine",
         issues: () =>
             checkUniqueSshEndpoints([
@@ -1299,6 +1391,156 @@ describe("cross-field rules", () => {
         assert.equal(resolveTransport("socket", false), "socket");
         assert.equal(resolveTransport("roce", false), "roce");
     });
+});
+
+describe("runtime.extraOptions: docker run options from the allow-list", () => {
+    const options: [string, string | undefined][] = [
+        ["--mount=type=bind,source=/data/templates,target=/templates,readonly", undefined],
+        ["--mount=type=bind,src=/data/x,dst=/x,ro", undefined],
+        ["--mount=type=bind,source=/data/x,target=/x,readonly=false", undefined],
+        ["--mount=target=/x,type=bind,source=/srv/a_b.c@1+2", undefined],
+        ["--device=/dev/infiniband/uverbs0", undefined],
+        ["--device=/dev/nvidia0:rw", undefined],
+        ["--device=/dev/a:/dev/b:rwm", undefined],
+        ["--ulimit=nofile=1048576:1048576", undefined],
+        ["--ulimit=core=0", undefined],
+        ["--ulimit=rtprio=-1:-1", undefined],
+        ["--cap-add=IPC_LOCK", undefined],
+        ["--cap-add=CAP_SYS_NICE", undefined],
+        ["--group-add=video", undefined],
+        ["--group-add=44", undefined],
+        // refused by name, each with why and the key to set instead
+        ["--privileged", "rendered from runtime.privileged"],
+        ["--shm-size=64g", "rendered from runtime.shmSize"],
+        ["--volume=/a:/b", "creates a missing host directory"],
+        ["-v=/a:/b", "is -v"],
+        ["--network=bridge", "host networking"],
+        ["--net=none", "host networking"],
+        ["--ipc=private", "the host's IPC namespace"],
+        ["--pid=container:x", "the host's PID namespace"],
+        ["-p=8000:8000", "is -p (--publish), which has no effect with host networking"],
+        ["--publish=8000:8000", "has no effect with host networking"],
+        ["--user=1000", "belong to root"],
+        ["-u=nobody", "is -u (--user)"],
+        ["--entrypoint=bash", "would replace the program the unit runs"],
+        ["-e=A=1", "use model.env"],
+        ["--env=VLLM_X=1", "use model.env"],
+        ["--env-file=/tmp/x", "use model.env"],
+        ["--name=x", "stops and removes the container by its name"],
+        ["--rm", "removed when it ends"],
+        ["--detach", "systemd supervises the container"],
+        ["--restart=always", "would fight systemd"],
+        ["--gpus=0", "all of the node's GPUs"],
+        ["--security-opt=seccomp=unconfined", "confinement"],
+        ["--log-driver=none", "the journal"],
+        ["--cap-add=ALL", "as good as privileged"],
+        ["--cap-add=SYS_ADMIN", "as good as privileged"],
+        ["--cap-add=NET_ADMIN", "not a capability on the allow-list"],
+        // off the list, or not one token
+        ["--memory=8g", "is not on the allow-list of docker options (--mount, --device, --ulimit, --cap-add, --group-add)"],
+        ["--ulimit nofile=1", "must be one token --flag=value"],
+        ["ulimit=nofile=1", "must be one token --flag=value"],
+        ["--ulimit", "needs its value in the same token"],
+        ["--ulimit=", "needs its value in the same token"],
+        ["--ulimit=nofile=1\n--privileged", "must not contain line breaks"],
+        // values
+        ["--ulimit=memlock=-1", "runtime.memlockUnlimited"],
+        ["--ulimit=stack=1", "the project renders (64 MiB)"],
+        ["--ulimit=files=1", "names no limit docker knows"],
+        ["--ulimit=nofile=2:1", "no greater than the hard limit"],
+        ["--ulimit=nofile=5:-1", "for both limits or for neither"],
+        ["--ulimit=nofile=01", "whole numbers"],
+        ["--mount=type=volume,source=v,target=/v", "type=bind"],
+        ["--mount=type=bind,source=/a,target=/b,bind-propagation=rshared", "bind-propagation"],
+        ["--mount=type=bind,source=/a", "needs source= (a host directory) and target="],
+        ["--mount=type=bind,source=/a b,target=/b", "absolute path of letters"],
+        ["--mount=type=bind,source=relative,target=/b", "absolute path of letters"],
+        ["--mount=type=bind,source=/a/../etc,target=/b", ". or .. segments"],
+        ["--mount=type=bind,source=/a/$HOME,target=/b", "absolute path of letters"],
+        ["--mount=type=bind,source=/etc/spark-cluster,target=/s", "secrets among them"],
+        ["--mount=type=bind,source=/var/run/docker.sock,target=/s", "Docker's socket"],
+        ["--mount=type=bind,source=/dev,target=/d", "--device=/dev/NAME"],
+        ["--mount=type=bind,source=/data,target=/root/.cache/huggingface/hub", "where the project mounts /root/.cache/huggingface itself"],
+        ["--mount=type=bind,source=/data,target=/tmp", "where the project mounts /tmp/ray itself"],
+        ["--mount=type=bind,source=/data,target=/", "absolute path of letters"],
+        ["--mount=type=bind,source=/data,target=/proc/x", "kernel file system"],
+        ["--device=/tmp/x", "under /dev"],
+        ["--device=/dev", "under /dev"],
+        ["--device=/dev/a:/dev/b:rx", "permissions of r, w and m"],
+        ["--group-add=Video!", "group name"],
+    ];
+    for (const [option, problem] of options) {
+        test(`dockerOptionProblem(${JSON.stringify(option)})`, () => {
+            const got = dockerOptionProblem(option);
+            if (problem === undefined) assert.equal(got, undefined, got?.message);
+            else {
+                assert.ok(got !== undefined && got.message.includes(problem), `${option}: ${String(got?.message)}`);
+                assert.notEqual(got.example, "");
+                assert.equal(
+                    dockerOptionProblem(got.example.startsWith("--") ? got.example : "--ulimit=core=0"),
+                    undefined,
+                    `the example ${got.example} is itself accepted`,
+                );
+            }
+        });
+    }
+
+    test("every allowed option's own example is accepted, every refused option is refused", () => {
+        for (const [flag, allowed] of Object.entries(ALLOWED_DOCKER_OPTIONS)) {
+            assert.ok(allowed.example.startsWith(`${flag}=`), flag);
+            assert.equal(dockerOptionProblem(allowed.example), undefined, allowed.example);
+        }
+        for (const flag of Object.keys(REFUSED_DOCKER_OPTIONS)) {
+            assert.ok(dockerOptionProblem(`${flag}=x`)?.message.startsWith(`sets ${flag}, which `), flag);
+            assert.ok(dockerOptionProblem(flag), flag);
+        }
+    });
+
+    test("accepted options reach the parsed runtime as written; none by default", () => {
+        const parsed = parse(edited([["nodes[0].runtime", { kind: "docker", extraOptions: ["--ulimit=nofile=65536", "--cap-add=IPC_LOCK"] }]]));
+        const runtime = parsed.nodes[0].runtime;
+        assert.ok(runtime.kind === "docker");
+        assert.deepEqual(runtime.extraOptions, ["--ulimit=nofile=65536", "--cap-add=IPC_LOCK"]);
+        const plain = parse(base()).nodes[0].runtime;
+        assert.ok(plain.kind === "docker" && plain.extraOptions === undefined);
+    });
+});
+
+describe("interconnect names that cannot be a NIC's port are refused", () => {
+    const names: [string, string | undefined][] = [
+        ["enp1s0f1np1", undefined],
+        ["enP2p1s0f1np1", undefined],
+        ["mgbe0_0", undefined],
+        ["eth0", undefined],
+        ["bond0", undefined],
+        ["enp1s0f1np1.100", undefined],
+        ["lo", "the loopback interface"],
+        ["all", "/proc/sys/net/ipv6/conf"],
+        ["default", "/proc/sys/net/ipv6/conf"],
+        ["bonding_masters", "control file of the bonding driver"],
+        ["docker0", "a Docker bridge"],
+        ["docker1", "a Docker bridge"],
+        ["br-1a2b3c4d5e6f", "a Docker bridge"],
+        ["veth12ab", "virtual Ethernet pair"],
+        ["virbr0", "libvirt bridge"],
+        ["tun0", "TUN/TAP"],
+        ["tap3", "TUN/TAP"],
+        ["wg0", "VPN device"],
+        ["tailscale0", "VPN device"],
+        ["zt5u4y6j4c", "VPN device"],
+        ["cni0", "Kubernetes"],
+        ["flannel.1", "Kubernetes"],
+    ];
+    for (const [name, problem] of names) {
+        test(`interconnectNameProblem(${name})`, () => {
+            const got = interconnectNameProblem(name);
+            if (problem === undefined) assert.equal(got, undefined);
+            else {
+                assert.ok(got?.includes(problem), `${name}: ${String(got)}`);
+                assert.ok(got?.includes("ibdev2netdev"), "the message says where the right names are");
+            }
+        });
+    }
 });
 
 describe("field formats", () => {

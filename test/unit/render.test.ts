@@ -22,6 +22,7 @@ import { HOST_KEY_PREFIX, SSH_READY_SCRIPT, hostKeyFingerprint, recordedHostKey 
 import { installFileFromStdinScript, installFilesScript, installUnitScript, removeFilesScript, removeUnitScript } from "../../components/render/host/files";
 import { HOST_LIB } from "../../components/render/host/lib";
 import { execBeside } from "../../components/render/host/runtime";
+import { ncclCheckCommand } from "../../components/render/check";
 import {
     HEREDOC_DELIMITER,
     HEREDOC_FALLBACK_PREFIX,
@@ -392,6 +393,20 @@ describe("systemd units", () => {
         assert.match(privileged, /^Requires=docker\.service$/m);
         assert.doesNotMatch(unprivileged, /--privileged|memlock/);
         assert.match(unprivileged, /--shm-size=32g .* registry\.example\.com\/vllm:custom vllm serve /);
+    });
+
+    it("runtime.extraOptions reach the Ray and vLLM units' docker run, one token each, after the project's flags; not the NCCL check", () => {
+        const options = ["--ulimit=nofile=1048576:1048576", "--mount=type=bind,source=/data/templates,target=/templates,readonly", "--cap-add=IPC_LOCK"];
+        const runtime: DockerRuntime = { ...DOCKER_DEFAULT, extraOptions: options };
+        for (const unit of [renderRayUnit(RAY_HEAD, runtime, ENV_HASH), renderVllmUnit(VLLM_RAY_FULL, runtime, ENV_HASH, "192.168.100.11:6379")]) {
+            const execStart = unit.split("\n").find((line) => line.startsWith("ExecStart=")) ?? "";
+            assert.ok(execStart.includes(` -v /tmp/ray:/tmp/ray ${options.join(" ")} --env-file `), execStart);
+        }
+        const check = ncclCheckCommand({ node: "spark-a", runtime, rank: 0, worldSize: 2, masterAddr: "192.168.100.11" });
+        assert.match(check, /docker run -i --rm /);
+        for (const option of options) assert.ok(!check.includes(option), `the NCCL check got ${option}`);
+        // Without the key the units are as before.
+        assert.equal(renderRayUnit(RAY_HEAD, { ...DOCKER_DEFAULT, extraOptions: [] }, ENV_HASH), UNITS[0].unit);
     });
 
     it("a venv unit runs the venv's binaries, without docker", () => {

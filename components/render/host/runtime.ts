@@ -18,13 +18,18 @@ export interface ExecSpec {
     readOnlyMounts?: string[];
 }
 
-/** docker run flags for a Spark's vLLM container; privileged, memlock and /dev/infiniband are configuration: real Sparks want them for RDMA, a VM (the lab) cannot grant them. */
+/**
+ * docker run flags for a Spark's vLLM container; privileged, memlock and /dev/infiniband are
+ * configuration: real Sparks want them for RDMA, a VM (the lab) cannot grant them. `extraOptions`
+ * (runtime.extraOptions, validated against the allow-list) come after the project's own flags.
+ */
 export function dockerRunArgv(
     runtime: DockerRuntime,
     container: string,
     envFiles: string[],
     environment: Record<string, string> = {},
     readOnlyMounts: readonly string[] = [],
+    extraOptions: readonly string[] = [],
 ): string[] {
     const argv = [
         "/usr/bin/docker",
@@ -60,6 +65,8 @@ export function dockerRunArgv(
     );
     // config refuses a local model path with `:` or `,`, which -v would read as separators.
     for (const dir of readOnlyMounts) argv.push("-v", `${dir}:${dir}:ro`);
+    // The user's options from the allow-list (config/dockerOptions.ts), each one `--flag=value` token.
+    argv.push(...extraOptions);
     for (const file of envFiles) argv.push("--env-file", file);
     for (const [key, value] of Object.entries(environment)) argv.push("-e", `${key}=${value}`);
     // `--` ends docker's options: the image (validated, never starting with -) is not read as one.
@@ -115,7 +122,8 @@ function dockerStrategy(runtime: DockerRuntime): RuntimeStrategy {
         label: `the image ${runtime.image}`,
         image: runtime.image,
         envFileReader: "docker",
-        execStart: (p) => [...dockerRunArgv(runtime, p.container, p.envFiles, p.environment, p.readOnlyMounts), ...p.argv],
+        // Only the serving units get runtime.extraOptions: the NCCL check and the download run with the project's flags.
+        execStart: (p) => [...dockerRunArgv(runtime, p.container, p.envFiles, p.environment, p.readOnlyMounts, runtime.extraOptions), ...p.argv],
         execBeside: (container, argv) => shellJoin(["docker", "exec", container, ...argv]),
         // `-e NAME` without a value: docker copies it from this shell's environment.
         execBesideWithApiKey: (container, argv) => shellJoin(["docker", "exec", "-e", "OPENAI_API_KEY", container, ...argv]),

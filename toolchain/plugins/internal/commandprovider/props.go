@@ -37,6 +37,8 @@ const (
 	// it to the inputs and outputs; the program never sets it, so the next `up` diffs it away by running the
 	// command again, which repairs the host, and its outputs have no drift.
 	keyDrift resource.PropertyKey = "drift"
+	// keyUnreachableHint is a connection's text for an unreachable host (see connection.UnreachableHint).
+	keyUnreachableHint resource.PropertyKey = "unreachableHint"
 )
 
 // inputKeys are the input properties of command:remote:Command, in a stable order.
@@ -242,7 +244,10 @@ type connection struct {
 	HostKey            *string
 	DialErrorLimit     int
 	PerDialTimeout     int
-	Proxy              *connection
+	// UnreachableHint is this build's own: text added to the error when the host cannot be reached, saying
+	// what to do next (the program names the node and its config keys). A run setting: no diff.
+	UnreachableHint *string
+	Proxy           *connection
 }
 
 // target is user@host:port, used in messages. It contains no credentials.
@@ -299,6 +304,7 @@ func parseConnection(v resource.PropertyValue, path string, allowProxy bool) (*c
 		{"privateKeyPassword", &c.PrivateKeyPassword},
 		{"agentSocketPath", &c.AgentSocketPath},
 		{"hostKey", &c.HostKey},
+		{keyUnreachableHint, &c.UnreachableHint},
 	} {
 		if *f.dst, err = optString(m, f.key, path+"."+string(f.key)); err != nil {
 			return nil, err

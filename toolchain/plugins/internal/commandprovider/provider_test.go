@@ -540,6 +540,14 @@ func withDial(c resource.PropertyValue, limit, timeout float64) resource.Propert
 	return secret(resource.NewObjectProperty(m))
 }
 
+// withHint is connection c with the given unreachableHint.
+func withHint(c resource.PropertyValue, hint string) resource.PropertyValue {
+	inner, _ := unwrapSecret(c)
+	m := inner.ObjectValue().Copy()
+	m["unreachableHint"] = str(hint)
+	return secret(resource.NewObjectProperty(m))
+}
+
 // withProxy is connection c reached through proxy.
 func withProxy(c, proxy resource.PropertyValue) resource.PropertyValue {
 	inner, _ := unwrapSecret(c)
@@ -655,6 +663,10 @@ func TestDiff(t *testing.T) {
 			olds:    with("connection", withProxy(conn("10.0.0.1"), withDial(conn("10.0.0.9"), 20, 10))),
 			news:    with("connection", withProxy(conn("10.0.0.1"), withDial(conn("10.0.0.9"), 3, 4))),
 			changes: pulumirpc.DiffResponse_DIFF_NONE,
+		},
+		{
+			name: "unreachableHint added", olds: base(),
+			news: with("connection", withHint(conn("10.0.0.1"), "spark-b could not be reached")), changes: pulumirpc.DiffResponse_DIFF_NONE,
 		},
 		{
 			name: "addPreviousOutputInEnv changed", olds: base(),
@@ -936,6 +948,42 @@ func TestDialErrorLimit(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "PRIVATE KEY") {
 		t.Errorf("error leaks the key: %v", err)
+	}
+}
+
+// A connection's unreachableHint ends the error of a host that cannot be reached, and nothing else's.
+func TestUnreachableHint(t *testing.T) {
+	s := newTestSSHServer(t)
+	p, _ := newTestProvider(t)
+	hint := "spark-b (nodes[1]) could not be reached: set nodes[1].retired: true"
+	_, _, err := create(t, p, resource.PropertyMap{
+		"connection": connectionTo(s, resource.PropertyMap{
+			"port":            resource.NewNumberProperty(float64(closedPort(t))),
+			"dialErrorLimit":  resource.NewNumberProperty(1),
+			"unreachableHint": str(hint),
+		}),
+		"create": str("true"),
+	})
+	if err == nil || !strings.HasSuffix(err.Error(), "refused\n"+hint) || !strings.Contains(err.Error(), "after 1 attempt(s)") {
+		t.Errorf("err = %v", err)
+	}
+	// A host that answers: the hint is in no output.
+	_, state := mustCreate(t, p, resource.PropertyMap{
+		"connection": connectionTo(s, resource.PropertyMap{"unreachableHint": str(hint)}),
+		"create":     str("echo made"),
+	})
+	if out, _ := unwrapSecret(state["stdout"]); out.StringValue() != "made" {
+		t.Errorf("stdout = %v", state["stdout"])
+	}
+	// A wrong type is refused by Check.
+	resp, err := p.Check(context.Background(), &pulumirpc.CheckRequest{
+		Urn: testURN, Type: RemoteCommandToken, Name: "test", News: mustMarshal(t, resource.PropertyMap{
+			"connection": connectionTo(s, resource.PropertyMap{"unreachableHint": resource.NewNumberProperty(1)}),
+			"create":     str("true"),
+		}),
+	})
+	if err != nil || len(resp.GetFailures()) != 1 || resp.GetFailures()[0].GetProperty() != "connection.unreachableHint" {
+		t.Errorf("check: %v, failures = %v", err, resp.GetFailures())
 	}
 }
 
@@ -1412,10 +1460,10 @@ func TestDeleteTakesRunSettingsFromLatestInputs(t *testing.T) {
 	inputs := state.Copy()
 	delete(inputs, "stdout")
 	delete(inputs, "stderr")
-	inputs["connection"] = dead(1)
+	inputs["connection"] = withHint(dead(1), "what to do next")
 	err := runDelete(stored, inputs)
-	if err == nil || !strings.Contains(err.Error(), "after 1 attempt(s)") {
-		t.Errorf("delete with the latest dial settings: err = %v", err)
+	if err == nil || !strings.Contains(err.Error(), "after 1 attempt(s)") || !strings.HasSuffix(err.Error(), "\nwhat to do next") {
+		t.Errorf("delete with the latest dial settings and hint: err = %v", err)
 	}
 	// Inputs for another host are not taken: the stored connection is what Delete uses.
 	inputs["connection"] = connectionTo(s, resource.PropertyMap{"dialErrorLimit": resource.NewNumberProperty(1)})

@@ -38,6 +38,11 @@ func connectionType(description string, withProxy bool) map[string]any {
 		"user": map[string]any{
 			"type": "string", "default": defaultUser, "description": "The user that we should use for the connection.",
 		},
+		"unreachableHint": map[string]any{
+			"type": "string",
+			"description": "This build's own: text added to the error when the host cannot be reached (what to do next). " +
+				"Changing it alone is no diff.",
+		},
 	}
 	if withProxy {
 		props["proxy"] = map[string]any{

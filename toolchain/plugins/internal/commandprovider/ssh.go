@@ -242,9 +242,13 @@ func (p *Provider) dialWithRetry(ctx context.Context, c *connection, dial dialFu
 			return nil, mismatch
 		}
 		if limit > 0 && attempt >= limit {
+			hint := ""
+			if c.UnreachableHint != nil && *c.UnreachableHint != "" {
+				hint = "\n" + *c.UnreachableHint
+			}
 			return nil, fmt.Errorf("failed to connect to %s %s after %d attempt(s) in %s "+
-				"(connection.dialErrorLimit %d, perDialTimeout %ds): %w",
-				what, c.target(), attempt, time.Since(start).Round(100*time.Millisecond), limit, c.PerDialTimeout, err)
+				"(connection.dialErrorLimit %d, perDialTimeout %ds): %w%s",
+				what, c.target(), attempt, time.Since(start).Round(100*time.Millisecond), limit, c.PerDialTimeout, err, hint)
 		}
 		limitText := "unlimited"
 		if limit > 0 {
