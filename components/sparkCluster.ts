@@ -90,7 +90,11 @@ export class SparkCluster extends pulumi.ComponentResource {
         };
         // vLLM where the executor runs it, rank 0 the head; a node without its own server runs the
         // same vLLM as rank 0 (the ray executor's workers, inside Ray).
-        const serveSpec = (server: (typeof executor.servers)[number]): VllmServeSpec => ({ ...config.model, multiNode: server.multiNode });
+        const serveSpec = (server: (typeof executor.servers)[number]): VllmServeSpec => ({
+            ...config.model,
+            multiNode: server.multiNode,
+            unifiedMemory: config.nodes.find((node) => node.name === server.node)?.unifiedMemory ?? false,
+        });
         const serverOf = (n: ClusterNode) => executor.servers.find((server) => server.node === n.node.name) ?? executor.servers[0];
 
         // Can every node's vLLM run what we render for it, and do the nodes agree? Checked on a
