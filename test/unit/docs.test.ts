@@ -22,6 +22,9 @@ function documents(): string[] {
     return ["README.md", ...docs.sort()];
 }
 
+/** Where links are checked: the documents, and the other guides they link to. */
+const LINKED_GUIDES = ["ARCHITECTURE.md", "lab/README.md", "toolchain/README.md"];
+
 /** The anchors of a Markdown file's headings (outside code blocks), with GitHub's -1, -2 for repeats. */
 export function anchorsOf(markdown: string): Set<string> {
     const anchors = new Set<string>();
@@ -152,10 +155,10 @@ describe("docs", () => {
         }
     });
 
-    test("every relative link in README.md and docs/*.md reaches a file (and heading) of the repository", () => {
+    test("every relative link in README.md, docs/*.md and the other guides reaches a file (and heading) of the repository", () => {
         const problems: string[] = [];
         let checked = 0;
-        for (const file of documents()) {
+        for (const file of [...documents(), ...LINKED_GUIDES]) {
             for (const target of linkTargets(fs.readFileSync(path.join(ROOT, file), "utf8"))) {
                 checked += 1;
                 const problem = linkProblem(ROOT, file, target);
