@@ -9,7 +9,7 @@ import { typeToken } from "./package";
 import { RayHead } from "./rayHead";
 import { RayNodeArgs } from "./rayNode";
 import { RayWorker } from "./rayWorker";
-import { VllmServer } from "./vllmServer";
+import { VllmServer, apiBaseUrl } from "./vllmServer";
 import { engineStrategy } from "./render/engine";
 import { SHIPPED_FLAG_TABLES, vllmCheckScript, vllmVerdict } from "./render/vllmCompat";
 
@@ -207,10 +207,21 @@ export class SparkCluster extends pulumi.ComponentResource {
                 n.childOptions({ dependsOn: [...servingAfter(n), modelSync, ...peers] }),
             );
         };
-        const workerServers = executor.servers.slice(1).map((placement) => server(placement, []));
-        const servers = [server(executor.servers[0], workerServers), ...workerServers];
-        this.endpoint = servers[0].baseUrl;
-        this.servedModel = servers[0].servedModel;
+        // Paused (model.paused): no server at all, so the next up removes the vLLM layer (each
+        // step's delete) and leaves every other layer as it is; unpaused, the same servers as before.
+        if (config.model.paused === true) {
+            pulumi.log.warn(
+                "model.paused is true: vLLM is stopped and removed on every node (network, PFC, NCCL, firewall, Ray and the model cache stay); " +
+                    "set it to false and run up to serve again.",
+                this,
+            );
+        } else {
+            const workerServers = executor.servers.slice(1).map((placement) => server(placement, []));
+            server(executor.servers[0], workerServers);
+        }
+        // Where the endpoint is (or will be again, when paused): the head's address and the API port.
+        this.endpoint = apiBaseUrl(config.head.ssh.host, config.model.apiPort);
+        this.servedModel = config.model.servedName;
         this.transport = config.transport;
         this.roce = perNode(nodes, (n) => n.roceStatus);
         this.ncclCheck = perNode(nodes, (n) => n.check?.result ?? "not run: check.enabled is false");

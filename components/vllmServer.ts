@@ -28,6 +28,11 @@ export interface VllmServerArgs {
     peers?: VllmServer[];
 }
 
+/** The OpenAI-compatible base URL rank 0 serves on `publicHost`. */
+export function apiBaseUrl(publicHost: string, apiPort: number): string {
+    return `http://${publicHost}:${apiPort}/v1`;
+}
+
 /**
  * One server of the serving engine (on the head; on every node, headless on the others, for the
  * mp executor), wired from its {@link EnginePlan} whatever the engine: the secrets step, the unit
@@ -50,7 +55,7 @@ export class VllmServer extends pulumi.ComponentResource {
     constructor(name: string, args: VllmServerArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
         const plan = args.plan;
-        this.baseUrl = `http://${args.publicHost}:${plan.api.port}/v1`;
+        this.baseUrl = apiBaseUrl(args.publicHost, plan.api.port);
         this.servedModel = plan.api.servedModel;
 
         const secretsFile = pulumi.all([args.apiKey, args.hfToken ?? ""]).apply(([key, token]) => plan.secretsFile(key, token));

@@ -318,6 +318,15 @@ export const ModelSchema = z.strictObject({
      * default they stay, so a later `up` copies nothing. Defaults to false.
      */
     removeCacheOnDestroy: z.boolean().optional().meta({ example: "false" }),
+    /**
+     * Stop serving and keep everything else. `true`: the next `up` stops and removes the vLLM
+     * layer on every node (its units, the follower units of the mp executor, the root-only secrets
+     * file, the readiness probe), which frees the GPU memory; the network, PFC, NCCL, firewall,
+     * Ray (ray executor) and the model in every node's cache stay as they are. Set it back to
+     * `false` (or remove it) and the next `up` serves again: it creates only the vLLM layer, with
+     * no download and no step on the network layers. Defaults to false.
+     */
+    paused: z.boolean().optional().meta({ example: "true" }),
 });
 
 /** The NCCL check: an all-reduce across the nodes with the runtime's own torch, after the host layers. */

@@ -30,6 +30,11 @@ if [ "$stack" = "dev" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE:-}" ] && [ -z "${PUL
 fi
 
 if [ -n "$stack" ] && ! pulumi stack select "$stack" --non-interactive >/dev/null 2>&1; then
+  # Tools that only read a deployed stack (npm run status, logs) must not create one.
+  if [ -n "${SPARK_STACK_MUST_EXIST:-}" ]; then
+    echo "pulumi.sh: there is no stack '$stack' in $PULUMI_BACKEND_URL (deploy it with up first)" >&2
+    exit 1
+  fi
   case "$PULUMI_BACKEND_URL" in
     file://*) mkdir -p "${PULUMI_BACKEND_URL#file://}" ;;
   esac

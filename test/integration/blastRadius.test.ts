@@ -45,7 +45,21 @@ interface Row {
     restarts: Proc[];
     /** The served model name after the change (for the chat that proves it still answers). */
     model?: string;
+    /** false: after the change nothing may answer (serving is paused). Defaults to true. */
+    serving?: false;
 }
+
+/** The vLLM layer of the pair with the mp executor: both ranks' components, units, secrets, rank 1's follower, rank 0's probe. */
+const MP_SERVING_STEPS = [
+    "spark-a-vllm",
+    "spark-a-vllm-ready",
+    "spark-a-vllm-secrets",
+    "spark-a-vllm-unit",
+    "spark-b-vllm",
+    "spark-b-vllm-follow",
+    "spark-b-vllm-secrets",
+    "spark-b-vllm-unit",
+];
 
 function replaceOnce(config: string, from: string | RegExp, to: string): string {
     const next = config.replace(from, to);
@@ -79,6 +93,22 @@ const ROWS: Row[] = [
         diffShows: [/^\s+\+ ExecStart=.* Qwen\/Qwen2\.5-0\.5B-Instruct /m],
         restarts: ["spark-a:vllm", "spark-b:vllm"],
         model: "qwen-small",
+    },
+    {
+        change: "pause (model.paused: true)",
+        edit: (c) => replaceOnce(c, "    executor: mp\n", "    executor: mp\n    paused: true\n"),
+        touches: MP_SERVING_STEPS.map((step) => `${step}(delete)`),
+        diffShows: [/^\s*- command:remote:Command: \(delete\)/m],
+        restarts: ["spark-a:vllm", "spark-b:vllm"],
+        serving: false,
+    },
+    {
+        change: "resume (model.paused removed)",
+        edit: (c) => replaceOnce(c, "    paused: true\n", ""),
+        // No model step (nothing downloaded again) and no host layer.
+        touches: MP_SERVING_STEPS.map((step) => `${step}(create)`),
+        diffShows: [/^\s*\+ command:remote:Command: \(create\)/m],
+        restarts: ["spark-a:vllm", "spark-b:vllm"],
     },
     {
         change: "the interconnect MTU",
@@ -224,7 +254,11 @@ describe("blast radius: each everyday change touches exactly what it must (previ
             const seconds = Math.round((Date.now() - start) / 1000);
             const after = pids();
             const restarted = (Object.keys(before) as Proc[]).filter((p) => before[p] !== after[p]).sort();
-            await chat(pulumi(session, "stack", "output", "endpoint").trim(), apiKey, model);
+            if (row.serving === false) {
+                await assert.rejects(chat(pulumi(session, "stack", "output", "endpoint").trim(), apiKey, model, 10_000), "nothing answers while paused");
+            } else {
+                await chat(pulumi(session, "stack", "output", "endpoint").trim(), apiKey, model);
+            }
             const line = `| ${row.change} | ${touched.join(", ")} | ${restarted.join(", ") || "none"} | ${seconds} s |`;
             table.push({ change: row.change, touched, restarted, line });
             t.diagnostic(line);

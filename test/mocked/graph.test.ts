@@ -187,6 +187,24 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
         values: withChange((v) => ((v.model as ModelValues).removeCacheOnDestroy = true)),
         secretKeys: SECRET_KEYS,
     },
+    paused: {
+        clusterName: "dev",
+        values: withChange((v) => ((v.model as ModelValues).paused = true)),
+        secretKeys: SECRET_KEYS,
+    },
+    mpPaused: {
+        clusterName: "dev",
+        values: withChange((v) => {
+            (v.model as ModelValues).executor = "mp";
+            (v.model as ModelValues).paused = true;
+        }),
+        secretKeys: SECRET_KEYS,
+    },
+    unpaused: {
+        clusterName: "dev",
+        values: withChange((v) => ((v.model as ModelValues).paused = false)),
+        secretKeys: SECRET_KEYS,
+    },
 };
 
 type ScenarioName = keyof typeof SCENARIOS;
@@ -778,6 +796,54 @@ describe("what one config key changes", () => {
         );
         assert.deepEqual(secretsChanged, ["stdin"], "the command line itself does not change");
         assert.match(commandText(get(base, "spark-a-vllm-secrets"), "create") ?? "", /systemctl restart spark-cluster-vllm\.service/);
+    });
+});
+
+describe("model.paused", () => {
+    it("ray executor: only the head's vLLM layer leaves the graph; every other resource keeps its inputs, Ray and the model sync included", async () => {
+        const base = await scenario("base");
+        const paused = await scenario("paused");
+        assert.deepEqual(paused.errors, []);
+        assert.deepEqual(changedNames(base, paused), ["spark-a-vllm", "spark-a-vllm-ready", "spark-a-vllm-secrets", "spark-a-vllm-unit"]);
+        const names = new Set(paused.resources.map((r) => r.name));
+        for (const name of ["spark-a-vllm", "spark-a-vllm-ready", "spark-a-vllm-secrets", "spark-a-vllm-unit"]) {
+            assert.ok(!names.has(name), `${name} is not in the paused graph (its delete stops and removes it)`);
+        }
+        for (const name of ["spark-a-ray-head-unit", "spark-b-ray-worker-unit", "dev-model-download", "dev-model-pull-spark-b", "dev-vllm-check"]) {
+            assert.ok(names.has(name), `${name} stays`);
+        }
+        assert.equal(paused.outputs.endpoint, base.outputs.endpoint, "the endpoint output names where serving resumes");
+        assert.equal(paused.outputs.servedModel, base.outputs.servedModel);
+    });
+
+    it("mp executor: every rank's vLLM layer (units, follower, secrets, probe) leaves; nothing else changes", async () => {
+        assert.deepEqual(changedNames(await scenario("mp"), await scenario("mpPaused")), [
+            "spark-a-vllm",
+            "spark-a-vllm-ready",
+            "spark-a-vllm-secrets",
+            "spark-a-vllm-unit",
+            "spark-b-vllm",
+            "spark-b-vllm-follow",
+            "spark-b-vllm-secrets",
+            "spark-b-vllm-unit",
+        ]);
+    });
+
+    it("paused: false is the graph without the key: resuming re-creates exactly what pausing removed", async () => {
+        assert.deepEqual(changedNames(await scenario("base"), await scenario("unpaused")), []);
+    });
+
+    it("a paused value that is not a boolean is refused before any resource exists, naming the key", async () => {
+        const result = await runInChild("pausedText", {
+            clusterName: "dev",
+            values: withChange((v) => ((v.model as ModelValues).paused = "yes")),
+            secretKeys: SECRET_KEYS,
+        });
+        assert.deepEqual(result.resources, []);
+        assert.ok(
+            result.errors.some((e) => /spark-cluster:model\.paused: /.test(e)),
+            result.errors.join("\n"),
+        );
     });
 });
 

@@ -1,0 +1,56 @@
+// `npm run logs`: our units' journals on each node, and the model sync's records. Pure parts only:
+// the options and the script a node runs as root; ops/cli.ts runs it over SSH, node by node.
+import { bashScript, shellQuote } from "../components/render/host/shell";
+import { MODEL_SYNC_STATE_DIR } from "../components/render/modelSync";
+import { UNITS } from "../components/render/paths";
+
+/** The units whose journals `logs` shows: vLLM, a headless rank's follower, Ray. */
+export const LOG_UNITS = [UNITS.vllm, UNITS.vllmFollow, UNITS.ray] as const;
+
+export interface LogsOptions {
+    /** Journal lines per node (journalctl -n). */
+    lines: number;
+    /** Keep printing new lines until interrupted (journalctl -f). */
+    follow: boolean;
+    /** Only lines since this time, in journalctl's --since syntax (e.g. "10 min ago"). Defaults to none. */
+    since?: string;
+}
+
+export const LOGS_DEFAULTS: LogsOptions = { lines: 200, follow: false };
+
+/** Why `options` cannot be used, or undefined. */
+export function logsOptionsProblem(options: LogsOptions): string | undefined {
+    if (!Number.isInteger(options.lines) || options.lines < 1 || options.lines > 100_000)
+        return `--lines must be a whole number in 1..100000 (got ${options.lines})`;
+    if (options.since !== undefined && !/^[A-Za-z0-9 :+-]{1,64}$/.test(options.since))
+        return `--since must be a journalctl time such as "10 min ago" or "2026-11-25 16:00" (got ${JSON.stringify(options.since)})`;
+    return undefined;
+}
+
+/**
+ * The script a node runs as root: the model sync's records (it runs as steps of `up`, not as a
+ * unit: what each node holds and when it was synced), then the journal of our units, merged in
+ * time order. With `follow`, the journal is followed until the SSH session ends (Ctrl-C here).
+ */
+export function nodeLogsScript(options: LogsOptions): string {
+    const problem = logsOptionsProblem(options);
+    if (problem) throw new Error(problem);
+    const units = LOG_UNITS.map((u) => `-u ${u}.service`).join(" ");
+    const since = options.since === undefined ? "" : ` --since ${shellQuote(options.since)}`;
+    return bashScript([
+        `if [ -d ${MODEL_SYNC_STATE_DIR} ]; then`,
+        `  echo "-- model sync records (${MODEL_SYNC_STATE_DIR}):"`,
+        `  find ${MODEL_SYNC_STATE_DIR} -maxdepth 2 \\( -name '*.manifest' -o -name '*.log' -o -path '*.done/*' \\) -printf '%TY-%Tm-%Td %TH:%TM  %P\\n' 2>/dev/null | LC_ALL=C sort || true`,
+        `fi`,
+        `echo "-- journal of ${LOG_UNITS.join(", ")}:"`,
+        ...(options.follow
+            ? [
+                  // Follows until the SSH session ends: its stdin closes, and the journal reader is stopped by its id.
+                  `journalctl --no-pager -o short-iso ${units} -n ${options.lines}${since} -f &`,
+                  `reader=$!`,
+                  `cat >/dev/null || true`,
+                  `kill "$reader" 2>/dev/null || true`,
+              ]
+            : [`exec journalctl --no-pager -o short-iso ${units} -n ${options.lines}${since}`]),
+    ]);
+}

@@ -1,0 +1,338 @@
+// `npm run status` and `npm run logs`, their pure parts: what each node must run (from the config),
+// the node's report read back, the rules that make a node unhealthy (and the exit status), the
+// rendered row and JSON, the scripts (bash -n, no secret), and the command line.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { parseConfig } from "../../config";
+import { UNITS } from "../../components/render/paths";
+import { nodeLogsScript } from "../../ops/logs";
+import { parseArgs, rawConfigFromCli } from "../../ops/cli";
+import {
+    NodeExpectation,
+    judgeNode,
+    nodeStatusScript,
+    parseNodeReport,
+    renderStatus,
+    statusExitCode,
+    statusExpectations,
+    statusJson,
+    statusRow,
+} from "../../ops/status";
+
+const API_KEY = "ops-test-api-key-0123456789abcdef";
+const SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nops-test-key\n-----END OPENSSH PRIVATE KEY-----";
+
+function pair(model: Record<string, unknown>) {
+    return parseConfig({
+        values: {
+            nodes: [
+                {
+                    name: "spark-a",
+                    kind: "spark",
+                    head: true,
+                    ssh: { host: "10.0.0.11" },
+                    interconnect: [
+                        { name: "enp1s0f1np1", address: "192.168.100.11/24" },
+                        { name: "enP2p1s0f1np1", address: "192.168.101.11/24" },
+                    ],
+                },
+                {
+                    name: "spark-b",
+                    kind: "spark",
+                    ssh: { host: "10.0.0.12", user: "ubuntu" },
+                    interconnect: [{ address: "192.168.100.12/24" }, { address: "192.168.101.12/24" }],
+                },
+            ],
+            interconnect: { topology: "pair", mtu: 9000 },
+            model: { source: "Qwen/Qwen2.5-7B-Instruct", servedName: "qwen", ...model },
+            sshPrivateKey: SSH_KEY,
+            apiKey: API_KEY,
+        },
+        secretKeys: new Set(["sshPrivateKey", "apiKey"]),
+    });
+}
+
+const mp = statusExpectations(pair({ executor: "mp" }));
+const ray = statusExpectations(pair({ executor: "ray" }));
+const paused = statusExpectations(pair({ executor: "mp", paused: true }));
+
+/** A healthy report for `expect`, as the node's script prints it. */
+function healthyOutput(expect: NodeExpectation): string {
+    const lines: string[] = [];
+    for (const unit of [UNITS.vllm, UNITS.vllmFollow, UNITS.ray, UNITS.pfc, UNITS.firewall]) {
+        const running = expect.mustRun.includes(unit as (typeof expect.mustRun)[number]);
+        const present = running || unit === UNITS.pfc || unit === UNITS.firewall;
+        lines.push(
+            `unit ${unit} LoadState=${present ? "loaded" : "not-found"}`,
+            `unit ${unit} ActiveState=${running || present ? "active" : "inactive"}`,
+            `unit ${unit} SubState=${running ? "running" : present ? "exited" : "dead"}`,
+            `unit ${unit} NRestarts=0`,
+            `unit ${unit} Result=success`,
+        );
+    }
+    lines.push("mem MemTotal: 124000000", "mem MemAvailable: 62000000", "gpu 1024,122880");
+    const names = ["enp1s0f1np1", "enP2p1s0f1np1"];
+    expect.links.forEach((l, i) => lines.push(`link ${l.address} ${names[i]} up 9000 200000`));
+    if (expect.api) lines.push("vllm health 200", `vllm models 200 ${JSON.stringify([expect.api.servedName])}`);
+    if (expect.ray) lines.push(`ray 0 ray: ${expect.ray.nodes} node(s), ${expect.ray.gpus} GPU(s) after 0.4 s`);
+    return lines.join("\n") + "\n";
+}
+
+describe("what each node must run", () => {
+    it("mp: vLLM on every rank, the follower on rank 1, no Ray; the API on the head", () => {
+        assert.deepEqual(
+            mp.map((e) => [e.node, e.role, e.mustRun, e.api?.servedName, e.ray]),
+            [
+                ["spark-a", "head", [UNITS.vllm], "qwen", undefined],
+                ["spark-b", "rank 1", [UNITS.vllm, UNITS.vllmFollow], undefined, undefined],
+            ],
+        );
+        assert.deepEqual(mp[0].links, [
+            { address: "192.168.100.11", mtu: 9000 },
+            { address: "192.168.101.11", mtu: 9000 },
+        ]);
+    });
+
+    it("ray: vLLM on the head only, Ray everywhere, the head checks every node and GPU", () => {
+        assert.deepEqual(
+            ray.map((e) => [e.node, e.role, e.mustRun]),
+            [
+                ["spark-a", "head", [UNITS.vllm, UNITS.ray]],
+                ["spark-b", "ray worker", [UNITS.ray]],
+            ],
+        );
+        assert.deepEqual(ray[0].ray, { address: "192.168.100.11:6379", nodes: 2, gpus: 2 });
+    });
+
+    it("paused: no vLLM unit and no API is expected anywhere", () => {
+        assert.deepEqual(
+            paused.map((e) => [e.mustRun, e.api]),
+            [
+                [[], undefined],
+                [[], undefined],
+            ],
+        );
+    });
+});
+
+describe("the rules: healthy or not, and the exit status", () => {
+    it("a healthy pair: no problem, exit 0", () => {
+        for (const cluster of [mp, ray, paused]) {
+            const statuses = cluster.map((e) => judgeNode(e, parseNodeReport(healthyOutput(e))));
+            assert.deepEqual(
+                statuses.flatMap((s) => s.problems),
+                [],
+            );
+            assert.equal(statusExitCode(statuses), 0);
+        }
+    });
+
+    const cases: { name: string; cluster: NodeExpectation[]; node: number; edit: (out: string) => string; problem: RegExp }[] = [
+        {
+            name: "the vLLM unit stopped on rank 1",
+            cluster: mp,
+            node: 1,
+            edit: (o) => o.replace(`unit ${UNITS.vllm} ActiveState=active`, `unit ${UNITS.vllm} ActiveState=inactive`),
+            problem: /^spark-b: spark-cluster-vllm\.service is inactive/,
+        },
+        {
+            name: "the follower missing",
+            cluster: mp,
+            node: 1,
+            edit: (o) => o.replace(`unit ${UNITS.vllmFollow} LoadState=loaded`, `unit ${UNITS.vllmFollow} LoadState=not-found`),
+            problem: /^spark-b: spark-cluster-vllm-follow\.service is not installed/,
+        },
+        {
+            name: "the firewall unit failed (not one that must run)",
+            cluster: mp,
+            node: 0,
+            edit: (o) => o.replace(`unit ${UNITS.firewall} ActiveState=active`, `unit ${UNITS.firewall} ActiveState=failed`),
+            problem: /^spark-a: spark-cluster-firewall\.service failed/,
+        },
+        {
+            name: "/health not answering",
+            cluster: mp,
+            node: 0,
+            edit: (o) => o.replace("vllm health 200", "vllm health none"),
+            problem: /^spark-a: vLLM \/health on port 8000 answered none/,
+        },
+        {
+            name: "/v1/models refusing the key",
+            cluster: mp,
+            node: 0,
+            edit: (o) => o.replace(/vllm models 200 .*/, "vllm models 401 []"),
+            problem: /^spark-a: vLLM \/v1\/models answered 401/,
+        },
+        {
+            name: "/v1/models serving another name",
+            cluster: mp,
+            node: 0,
+            edit: (o) => o.replace(/vllm models 200 .*/, 'vllm models 200 ["other"]'),
+            problem: /^spark-a: vLLM \/v1\/models lists \["other"\], not "qwen"/,
+        },
+        {
+            name: "Ray short of a node",
+            cluster: ray,
+            node: 0,
+            edit: (o) => o.replace(/^ray 0 .*/m, "ray 1 [spark-cluster] gave up after 0 s waiting for Ray; last seen: 1 node(s), 1 GPU(s)"),
+            problem: /^spark-a: Ray does not show 2 nodes and 2 GPUs: .*last seen: 1 node\(s\)/,
+        },
+        {
+            name: "a link down",
+            cluster: mp,
+            node: 1,
+            edit: (o) => o.replace("enP2p1s0f1np1 up", "enP2p1s0f1np1 down"),
+            problem: /^spark-b: enP2p1s0f1np1 \(192\.168\.101\.12\) is down/,
+        },
+        {
+            name: "a link with the wrong MTU",
+            cluster: mp,
+            node: 0,
+            edit: (o) => o.replace("enp1s0f1np1 up 9000", "enp1s0f1np1 up 1500"),
+            problem: /^spark-a: enp1s0f1np1 has MTU 1500, not 9000/,
+        },
+        {
+            name: "an address on no interface",
+            cluster: mp,
+            node: 0,
+            edit: (o) => o.replace(/^link 192\.168\.100\.11 .*/m, "link 192.168.100.11 none down 0 unknown"),
+            problem: /^spark-a: no interface has the interconnect address 192\.168\.100\.11/,
+        },
+    ];
+    for (const c of cases) {
+        it(`${c.name}: unhealthy, naming the node (and unit), exit 1`, () => {
+            const statuses = c.cluster.map((e, i) => judgeNode(e, parseNodeReport(i === c.node ? c.edit(healthyOutput(e)) : healthyOutput(e))));
+            const problems = statuses.flatMap((s) => s.problems);
+            assert.equal(problems.length, 1, problems.join("\n"));
+            assert.match(problems[0], c.problem);
+            assert.equal(statusExitCode(statuses), 1);
+            assert.equal(statusRow(statuses[c.node]).at(-1), "UNHEALTHY");
+        });
+    }
+
+    it("a node that cannot be asked is unhealthy, with why", () => {
+        const statuses = [
+            judgeNode(mp[0], parseNodeReport(healthyOutput(mp[0]))),
+            judgeNode(mp[1], undefined, "ssh: connect to host 10.0.0.12 port 22: No route to host"),
+        ];
+        assert.deepEqual(statuses[1].problems, ["spark-b: cannot ask the node: ssh: connect to host 10.0.0.12 port 22: No route to host"]);
+        assert.equal(statusExitCode(statuses), 1);
+        assert.match(statusRow(statuses[1])[2], /^unreachable: ssh: connect/);
+    });
+
+    it("memory and link speed are shown, never judged", () => {
+        const out = healthyOutput(mp[0])
+            .replace("mem MemAvailable: 62000000", "mem MemAvailable: 1000")
+            .replace(/ 200000$/gm, " 10000");
+        assert.deepEqual(judgeNode(mp[0], parseNodeReport(out)).problems, []);
+    });
+});
+
+describe("what status prints", () => {
+    const statuses = ray.map((e) => judgeNode(e, parseNodeReport(healthyOutput(e))));
+
+    it("one row per node: units with restarts, vLLM, Ray, memory in use, links with MTU and speed", () => {
+        const restarted = healthyOutput(ray[0]).replace(`unit ${UNITS.vllm} NRestarts=0`, `unit ${UNITS.vllm} NRestarts=3`);
+        assert.deepEqual(statusRow(judgeNode(ray[0], parseNodeReport(restarted))), [
+            "spark-a",
+            "head",
+            "vllm=active(3 restarts) ray=active pfc=active firewall=active",
+            "health 200, models 200 qwen",
+            "2 node(s), 2 GPU(s)",
+            "59.1/118.3 GiB, GPU 1.0/120.0 GiB",
+            "enp1s0f1np1 up mtu 9000 200G; enP2p1s0f1np1 up mtu 9000 200G",
+            "ok",
+        ]);
+    });
+
+    it("a table with a header, each node on one line, and the verdict", () => {
+        const text = renderStatus(statuses, false);
+        const lines = text.split("\n");
+        assert.match(lines[0], /^NODE +ROLE +UNITS +VLLM +RAY +MEMORY USED +INTERCONNECT +HEALTH$/);
+        assert.match(lines[1], /^spark-a +head +vllm=active ray=active/);
+        assert.match(lines[2], /^spark-b +ray worker +ray=active/);
+        assert.equal(lines.at(-1), "healthy");
+        assert.match(renderStatus(statuses, true), /serving is paused \(model\.paused: true\)/);
+    });
+
+    it("--json parses, with the verdict and every node", () => {
+        const doc = JSON.parse(statusJson("dev", statuses, false)) as { stack: string; healthy: boolean; nodes: { node: string; problems: string[] }[] };
+        assert.equal(doc.stack, "dev");
+        assert.equal(doc.healthy, true);
+        assert.deepEqual(
+            doc.nodes.map((n) => n.node),
+            ["spark-a", "spark-b"],
+        );
+    });
+});
+
+describe("the scripts a node runs", () => {
+    const bashN = (script: string) => spawnSync("bash", ["-n"], { input: script, encoding: "utf8" });
+
+    it("status: valid bash, no secret, the API key read on the node and sent only to 127.0.0.1", () => {
+        for (const expect of [...mp, ...ray, ...paused]) {
+            const script = nodeStatusScript(expect);
+            const check = bashN(script);
+            assert.equal(check.status, 0, check.stderr);
+            assert.ok(!script.includes(API_KEY), "no API key in the script");
+            assert.equal(script.includes("/v1/models"), expect.api !== undefined, `${expect.node}: asks vLLM only where rank 0 serves`);
+            assert.equal(/GcsClient/.test(script), expect.ray !== undefined, `${expect.node}: asks Ray only on its head`);
+        }
+        assert.match(nodeStatusScript(mp[0]), /read_env_value\("\/etc\/spark-cluster\/vllm\.env", "VLLM_API_KEY"\)/);
+        assert.match(nodeStatusScript(mp[0]), /http:\/\/127\.0\.0\.1:8000/);
+    });
+
+    it("logs: valid bash; our units' journals; --follow stops its reader when the session ends", () => {
+        const once = nodeLogsScript({ lines: 50, follow: false });
+        assert.equal(bashN(once).status, 0);
+        assert.match(
+            once,
+            /exec journalctl --no-pager -o short-iso -u spark-cluster-vllm\.service -u spark-cluster-vllm-follow\.service -u spark-cluster-ray\.service -n 50$/m,
+        );
+        const follow = nodeLogsScript({ lines: 10, follow: true, since: "10 min ago" });
+        assert.equal(bashN(follow).status, 0);
+        assert.match(follow, / -n 10 --since '10 min ago' -f &$/m);
+        assert.match(follow, /^kill "\$reader"/m);
+        assert.throws(() => nodeLogsScript({ lines: 10, follow: false, since: "'; rm -rf /" }), /--since must be a journalctl time/);
+        assert.throws(() => nodeLogsScript({ lines: 0, follow: false }), /--lines must be a whole number/);
+    });
+});
+
+describe("the command line", () => {
+    it("status and logs with their options", () => {
+        assert.deepEqual(parseArgs(["status", "--stack", "dev", "--json"]), {
+            command: "status",
+            stack: "dev",
+            json: true,
+            logs: { lines: 200, follow: false },
+        });
+        assert.deepEqual(parseArgs(["logs", "--stack", "dev", "spark-a", "--follow", "--lines", "20"]), {
+            command: "logs",
+            stack: "dev",
+            json: false,
+            node: "spark-a",
+            logs: { lines: 20, follow: true },
+        });
+    });
+
+    it("refuses what it does not know, and a missing stack", () => {
+        assert.throws(() => parseArgs(["status"]), /--stack NAME is required/);
+        assert.throws(() => parseArgs(["status", "--stack", "dev", "--follow"]), /unknown argument "--follow"/);
+        assert.throws(() => parseArgs(["restart", "--stack", "dev"]), /unknown command "restart"/);
+        assert.throws(() => parseArgs(["logs", "--stack", "dev", "--lines", "x"]), /--lines must be a whole number/);
+    });
+
+    it("reads `pulumi config --json` as the program reads its config: structured values decoded, secrets marked", () => {
+        const raw = rawConfigFromCli(
+            JSON.stringify({
+                "spark-cluster:model": { value: '{"source":"lab/tiny-chat"}', objectValue: { source: "lab/tiny-chat" }, secret: false },
+                "spark-cluster:apiKey": { value: API_KEY, secret: true },
+                "aws:region": { value: "us-east-1", secret: false },
+            }),
+            "dev",
+        );
+        assert.deepEqual(raw.values, { model: { source: "lab/tiny-chat" }, apiKey: API_KEY });
+        assert.deepEqual([...raw.secretKeys], ["apiKey"]);
+    });
+});
