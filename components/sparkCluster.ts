@@ -191,7 +191,13 @@ export class SparkCluster extends pulumi.ComponentResource {
                 `${n.node.name}-vllm`,
                 {
                     host: n.host,
-                    plan: engine.plan({ model: config.model, placement, runtime: n.node.runtime, rayAddress: rayLayout?.address }),
+                    plan: engine.plan({
+                        model: config.model,
+                        placement,
+                        runtime: n.node.runtime,
+                        unifiedMemory: n.node.unifiedMemory,
+                        rayAddress: rayLayout?.address,
+                    }),
                     apiKey: pulumi.secret(config.apiKey.reveal()),
                     hfToken: config.hfToken ? pulumi.secret(config.hfToken.reveal()) : undefined,
                     envHash: n.nccl.envHash,

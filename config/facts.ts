@@ -45,6 +45,20 @@ export const RUNTIME_TRAITS: Record<Runtime["kind"], { containerized: boolean; r
     venv: { containerized: false, runsOnThor: true },
 };
 
+/**
+ * What each node kind is, for resolve and the renderers: whether its GPU and OS share one memory
+ * pool (a DGX Spark's GB10 and a Jetson Thor: 128 GB unified; vLLM's start-up check then reads the
+ * memory the OS reports available, which the page cache competes for), or the GPU has its own.
+ */
+export const NODE_KIND_TRAITS: Record<ParsedNode["kind"], { unifiedMemory: boolean }> = {
+    spark: { unifiedMemory: true },
+    thor: { unifiedMemory: true },
+    workstation: { unifiedMemory: false },
+};
+
+/** `model.gpuMemoryUtilization` when neither it nor `model.kvCacheMemoryBytes` is given. */
+export const DEFAULT_GPU_MEMORY_UTILIZATION = 0.9;
+
 /** A node's runtime: as configured, else the container runtime with its defaults. */
 export function runtimeOf(node: Pick<ParsedNode, "runtime">): Runtime {
     return node.runtime ?? DockerRuntimeSchema.parse({ kind: "docker" });

@@ -24,9 +24,10 @@ export const GIB = 2 ** 30;
 
 /**
  * GPU memory of a DGX Spark as CUDA reports it, which vLLM multiplies by gpuMemoryUtilization:
- * 121.63 GiB of the 128 GB ("vLLM sees 121.63 GiB usable (not 128 — ~6 GiB system/firmware)",
- * rwlove/home-ops#13221; vLLM logs 121.69 GiB total on another Spark, MiaAI-Lab/GLM-5.3-Flash-
- * EXL3-2x-DGX-Sparks#47). A Jetson Thor (also 128 GB unified) is ASSUMED the same: no source
+ * the memory the OS shows of the 128 GB pool, about 121.7 GiB ("CUDA reports ~121.7 GiB total on
+ * a Spark", shared/FACTS.md, "Unified memory on Spark"): 121.63 GiB ("vLLM sees 121.63 GiB usable
+ * (not 128 — ~6 GiB system/firmware)", rwlove/home-ops#13221; vLLM logs 121.69 GiB total on
+ * another Spark, MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#47). A Jetson Thor (also 128 GB unified) is ASSUMED the same: no source
  * measured it; set nodes[].gpuMemoryGiB from vLLM's "Free memory on device (x/TOTAL GiB)" line.
  */
 export const UNIFIED_GPU_MEMORY_GIB = 121.63;
@@ -80,6 +81,12 @@ export interface ServingPlan {
     maxModelLen?: number;
     maxNumSeqs?: number;
     gpuMemoryUtilization: number;
+    /**
+     * A fixed KV-cache budget per GPU in bytes (`--kv-cache-memory-bytes`): the KV cache is this
+     * size whatever the sequences, vLLM ignores gpuMemoryUtilization for it, and what it may use
+     * is the GPU's memory less what the OS keeps.
+     */
+    kvCacheMemoryBytes?: number;
     enforceEager?: boolean;
     /**
      * "all-sequences": the KV cache must hold maxNumSeqs sequences of maxModelLen at once (one
@@ -126,7 +133,14 @@ export interface Proposal {
 }
 
 export type FitResult =
-    | { status: "fits"; estimates: GpuEstimate[]; summary: string; notes: string[] }
+    | {
+          status: "fits";
+          estimates: GpuEstimate[];
+          summary: string;
+          notes: string[];
+          /** With a fixed KV budget: the `--gpu-memory-utilization` that vLLM's start-up check gets ({@link startupUtilization}). */
+          startupUtilization?: number;
+      }
     | { status: "does-not-fit"; estimates: GpuEstimate[]; message: string; keys: string[]; proposal?: Proposal; alternatives: Proposal[] }
     | { status: "skipped"; reason: string; keys: string[] };
 
@@ -196,6 +210,7 @@ export function evaluatePlan(size: ModelSize, plan: ServingPlan, nodes: readonly
     const stages = size.layers ? pipelineStageLayers(size.layers, pp) : undefined;
     const len = plan.maxModelLen ?? size.maxContext;
     const seqs = plan.kvBudget === "one-sequence" ? 1 : (plan.maxNumSeqs ?? 1);
+    const budgetGiB = plan.kvCacheMemoryBytes === undefined ? undefined : plan.kvCacheMemoryBytes / GIB;
     const overhead = RUNTIME_OVERHEAD_GIB + ACTIVATION_PEAK_GIB + (plan.enforceEager ? 0 : CUDA_GRAPHS_GIB);
     const estimates = gpus.slice(0, tp * pp).map(({ node, nodeIndex, gpu }, rank): GpuEstimate => {
         const stage = Math.floor(rank / tp);
@@ -205,12 +220,13 @@ export function evaluatePlan(size: ModelSize, plan: ServingPlan, nodes: readonly
         const weightsGiB = (params * BYTES_PER_PARAM[dtype]) / tp / GIB;
         const kv = layers && kvBytesPerToken(size, kvBytes, tp, layers[0], layers[1]);
         const perSeq = kv && len ? kv.full * len + kv.sliding * Math.min(len, size.slidingWindow ?? len) : undefined;
-        const kvCacheGiB = perSeq === undefined ? undefined : (seqs * perSeq) / GIB;
+        const kvCacheGiB = budgetGiB ?? (perSeq === undefined ? undefined : (seqs * perSeq) / GIB);
         const memoryGiB = node.gpuMemoryGiB ?? UNIFIED_GPU_MEMORY_GIB;
-        const usableGiB = memoryGiB * util;
         const reserved = node.osReservedGiB ?? (node.kind === "workstation" ? 0 : UNIFIED_OS_RESERVED_GIB);
+        // With a fixed KV budget vLLM takes what the plan needs, up to what the OS leaves.
+        const usableGiB = budgetGiB === undefined ? memoryGiB * util : memoryGiB - reserved;
         const problem =
-            util > startableUtilization(node)
+            budgetGiB === undefined && util > startableUtilization(node)
                 ? `model.gpuMemoryUtilization ${util} asks for ${gib(usableGiB)} GiB of ${gib(memoryGiB)} but the OS keeps about ${reserved} GiB; vLLM refuses to start when free memory is below that (at most ${startableUtilization(node)})`
                 : undefined;
         const totalGiB = weightsGiB + (kvCacheGiB ?? 0) + overhead;
@@ -229,7 +245,7 @@ export function evaluatePlan(size: ModelSize, plan: ServingPlan, nodes: readonly
             usableGiB,
             problem,
             fits: totalGiB <= usableGiB && problem === undefined,
-            fullLengthSequences: perSeq ? Math.max(0, Math.floor(((usableGiB - weightsGiB - overhead) * GIB) / perSeq)) : undefined,
+            fullLengthSequences: perSeq ? Math.max(0, Math.floor(((budgetGiB ?? usableGiB - weightsGiB - overhead) * GIB) / perSeq)) : undefined,
         };
     });
     const layout = layoutProblem(size, tp, pp);
@@ -288,7 +304,7 @@ export function proposePlans(size: ModelSize, plan: ServingPlan, nodes: readonly
         .filter((l) => !layoutProblem(size, l.tensorParallel, l.pipelineParallel));
     const isCurrent = (l: (typeof layouts)[number]) => l.tensorParallel === plan.tensorParallel && l.pipelineParallel === plan.pipelineParallel;
     layouts.sort((a, b) => Number(isCurrent(b)) - Number(isCurrent(a)));
-    const maxUtil = Math.min(plan.gpuMemoryUtilization, ...nodes.map(startableUtilization));
+    const maxUtil = plan.kvCacheMemoryBytes === undefined ? Math.min(plan.gpuMemoryUtilization, ...nodes.map(startableUtilization)) : plan.gpuMemoryUtilization;
     const base: ServingPlan = { ...plan, gpuMemoryUtilization: maxUtil };
     const len = plan.maxModelLen ?? size.maxContext;
     const firstFit = (plans: ServingPlan[]) => plans.find((p) => fitsPlan(size, p, nodes));
@@ -360,6 +376,27 @@ function resolveSize(model: ModelDescription): { size: ModelSize } | { reason: s
     }
 }
 
+/**
+ * The headroom a plan leaves on one GPU: what vLLM may use beyond the estimate, and on a
+ * unified-memory node what it leaves the OS of the memory the OS shows (121.6 GiB on a Spark).
+ */
+function headroom(e: GpuEstimate, nodes: readonly FitNode[]): string {
+    const spare = `headroom ${gib(e.usableGiB - e.totalGiB)} GiB`;
+    return nodes[e.nodeIndex].kind === "workstation"
+        ? spare
+        : `${spare}; the OS keeps ${gib(e.memoryGiB - e.usableGiB)} of the ${gib(e.memoryGiB)} GiB it shows`;
+}
+
+/**
+ * The `--gpu-memory-utilization` a plan with a fixed KV budget renders: vLLM still refuses to start
+ * when less than this share of the GPU's memory is free, so it is what the plan needs (weights,
+ * the budget and overhead) over the GPU's memory, rounded up to a hundredth, on the fullest GPU.
+ */
+export function startupUtilization(estimates: readonly GpuEstimate[]): number {
+    const need = Math.max(...estimates.map((e) => e.totalGiB / e.memoryGiB));
+    return Math.min(1, Math.max(0.01, Math.ceil(need * 100 - 1e-9) / 100));
+}
+
 function describeGpu(e: GpuEstimate, nodes: readonly FitNode[], util?: number): string {
     const where = (nodes[e.nodeIndex].gpus ?? 1) > 1 ? `${e.node} GPU ${e.gpu}` : e.node;
     const parts = `weights ${gib(e.weightsGiB)} + KV ${gib(e.kvCacheGiB)} + overhead ${gib(e.overheadGiB)}`;
@@ -389,11 +426,13 @@ export function planFit(model: ModelDescription, plan: ServingPlan, nodes: reado
         const tightest = ev.estimates.reduce((a, b) => (b.usableGiB - b.totalGiB < a.usableGiB - a.totalGiB ? b : a));
         const seqs = Math.min(...ev.estimates.map((e) => e.fullLengthSequences ?? Infinity));
         const holds = Number.isFinite(seqs) ? `; the KV cache holds ${seqs} sequence(s) of ${len} tokens` : "";
+        const budget = plan.kvCacheMemoryBytes === undefined ? "" : `; KV cache fixed at ${gib(plan.kvCacheMemoryBytes / GIB)} GiB per GPU`;
         return {
             status: "fits",
             estimates: ev.estimates,
             notes,
-            summary: `fits: ${what}; tightest ${describeGpu(tightest, nodes)}${holds}${notes.length ? ` (${notes.join("; ")})` : ""}`,
+            summary: `fits: ${what}${budget}; tightest ${describeGpu(tightest, nodes)}; ${headroom(tightest, nodes)}${holds}${notes.length ? ` (${notes.join("; ")})` : ""}`,
+            ...(plan.kvCacheMemoryBytes === undefined ? {} : { startupUtilization: startupUtilization(ev.estimates) }),
         };
     }
     const failing = ev.estimates.filter((e) => !e.fits);

@@ -6,11 +6,13 @@
  */
 import { ConfigIssue } from "./issues";
 import { ModelDescription, FitResult, planFit } from "./fitPlanner";
-import type { Facts } from "./facts";
+import { DEFAULT_GPU_MEMORY_UTILIZATION, type Facts } from "./facts";
 import type { ParsedConfig } from "./schema";
 
 /** What the stack's `fit` output says: the estimate of a plan that fits, or why it was not checked. */
-export type FitReport = { status: "fits"; summary: string; notes: string[] } | { status: "skipped"; reason: string };
+export type FitReport =
+    | { status: "fits"; summary: string; notes: string[]; /** With model.kvCacheMemoryBytes: the start-up check's utilization. */ startupUtilization?: number }
+    | { status: "skipped"; reason: string };
 
 /**
  * Plans the fit of `parsed`. The model's size comes from `model.size`, else from the model
@@ -32,7 +34,8 @@ export function planModelFit(parsed: ParsedConfig, facts: Pick<Facts, "paralleli
             kvCacheDtype: model.kvCacheDtype,
             maxModelLen: model.maxModelLen,
             maxNumSeqs: model.maxNumSeqs,
-            gpuMemoryUtilization: model.gpuMemoryUtilization,
+            gpuMemoryUtilization: model.gpuMemoryUtilization ?? DEFAULT_GPU_MEMORY_UTILIZATION,
+            kvCacheMemoryBytes: model.kvCacheMemoryBytes,
             enforceEager: facts.enforceEager,
             kvBudget: "one-sequence",
         },
@@ -63,7 +66,13 @@ export function fitIssues(result: FitResult): ConfigIssue[] {
 
 /** The stack output for a plan that passed. */
 export function fitReport(result: FitResult): FitReport {
-    if (result.status === "fits") return { status: "fits", summary: result.summary, notes: result.notes };
+    if (result.status === "fits")
+        return {
+            status: "fits",
+            summary: result.summary,
+            notes: result.notes,
+            ...(result.startupUtilization === undefined ? {} : { startupUtilization: result.startupUtilization }),
+        };
     if (result.status === "skipped") return { status: "skipped", reason: result.reason };
     throw new Error("internal: a plan that does not fit reached the outputs");
 }

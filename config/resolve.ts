@@ -7,7 +7,7 @@
  */
 import { createHmac } from "node:crypto";
 import type { z } from "zod";
-import { type Facts, gatherFacts, runtimeOf } from "./facts";
+import { DEFAULT_GPU_MEMORY_UTILIZATION, type Facts, NODE_KIND_TRAITS, gatherFacts, runtimeOf } from "./facts";
 import type { FitReport } from "./fitRule";
 import { formatIpv4, formatSubnet, parseCidr } from "./ipv4";
 import {
@@ -68,6 +68,8 @@ export interface NodeConfig {
     head: boolean;
     ssh: { host: string; port: number; user: string; privateKey: SshKey; hostKey?: string; connectTimeoutSeconds: number };
     gpus: number;
+    /** GPU and OS share one memory pool (spark, thor): the model's pages are evicted from the page cache before vLLM starts. */
+    unifiedMemory: boolean;
     runtime: Runtime;
     interconnect: InterconnectInterface[];
     /** The address Ray, vLLM and NCCL pin to: the first interconnect interface's. */
@@ -113,8 +115,14 @@ export function parseOpenPort(value: number | string): OpenPort {
     return { port: Number(port), protocol: protocol === "udp" ? "udp" : "tcp" };
 }
 
-/** The model section with parallelism, served name and eager mode resolved. */
-export interface ModelConfig extends Omit<ParsedModel, "tensorParallel" | "pipelineParallel" | "servedName" | "enforceEager"> {
+/** The model section with parallelism, served name, eager mode and the start-up check's utilization resolved. */
+export interface ModelConfig extends Omit<ParsedModel, "tensorParallel" | "pipelineParallel" | "servedName" | "enforceEager" | "gpuMemoryUtilization"> {
+    /**
+     * `--gpu-memory-utilization`: model.gpuMemoryUtilization; with model.kvCacheMemoryBytes, what the
+     * fit estimate needs (vLLM still checks it against the free memory at start), or the default
+     * when the fit was not estimated.
+     */
+    gpuMemoryUtilization: number;
     tensorParallel: number;
     pipelineParallel: number;
     servedName: string;
@@ -417,6 +425,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
             connectTimeoutSeconds: node.ssh.connectTimeoutSeconds ?? DEFAULT_SSH_CONNECT_TIMEOUT_SECONDS,
         },
         gpus: node.gpus,
+        unifiedMemory: NODE_KIND_TRAITS[node.kind].unifiedMemory,
         runtime: runtimeOf(node),
         interconnect: interfaces[i].interconnect,
         ip: interfaces[i].interconnect[0].ip,
@@ -434,7 +443,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
     if (head === undefined) {
         throw new Error("internal: checkExactlyOneHead let a config without a head through");
     }
-    const { tensorParallel, pipelineParallel, servedName, enforceEager, ...model } = parsed.model;
+    const { tensorParallel, pipelineParallel, servedName, enforceEager, gpuMemoryUtilization, ...model } = parsed.model;
     return {
         nodes,
         head,
@@ -452,6 +461,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
             ...model,
             ...facts.parallelism,
             servedName: servedName ?? defaultServedName(model.source),
+            gpuMemoryUtilization: gpuMemoryUtilization ?? (fit.status === "fits" ? fit.startupUtilization : undefined) ?? DEFAULT_GPU_MEMORY_UTILIZATION,
             enforceEager: facts.enforceEager,
         },
         localModel: facts.localModel,

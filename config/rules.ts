@@ -404,6 +404,25 @@ export function checkExecutorRules(
     return EXECUTOR_RULES[model.executor](model, nodes, facts);
 }
 
+/**
+ * `model.kvCacheMemoryBytes` and `model.gpuMemoryUtilization` are two ways to size vLLM's KV cache:
+ * with a fixed budget vLLM skips its profiling and ignores the utilization for the cache, so
+ * giving both would leave one of them without effect.
+ */
+export function checkMemoryBudget(model: Pick<ParsedModel, "gpuMemoryUtilization" | "kvCacheMemoryBytes">): ConfigIssue[] {
+    if (model.kvCacheMemoryBytes === undefined || model.gpuMemoryUtilization === undefined) return [];
+    return [
+        {
+            path: "model.kvCacheMemoryBytes",
+            message:
+                "cannot be set together with model.gpuMemoryUtilization: both size vLLM's KV cache (a fixed budget, or a share of the GPU's memory). " +
+                "Fix: remove one of them (with kvCacheMemoryBytes, the start-up check's utilization is derived from the fit estimate)",
+            got: `${model.kvCacheMemoryBytes} and gpuMemoryUtilization ${model.gpuMemoryUtilization}`,
+            example: "model: { kvCacheMemoryBytes: 34359738368 } (or model: { gpuMemoryUtilization: 0.85 })",
+        },
+    ];
+}
+
 /** Every cross-field rule, in the order their issues are reported. */
 export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gatherFacts(config)): ConfigIssue[] {
     const totalGpus = facts.totalGpus;
@@ -418,6 +437,7 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gather
         ...checkTwinSubnets(config.nodes),
         ...checkInterfaceNames(config.nodes),
         ...checkParallelismFitsGpus(config.model, totalGpus, facts.parallelism),
+        ...checkMemoryBudget(config.model),
         ...checkExecutorRules(config.model, config.nodes, facts),
         ...checkTransport(config.nccl.transport, config.nodes),
         ...checkPorts(config.ray, config.model, config.nodes),

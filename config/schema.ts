@@ -203,8 +203,26 @@ export const ModelSchema = z.strictObject({
      * the older community guides; needs Ray in every node's runtime. Defaults to "mp".
      */
     executor: z.enum(["ray", "mp"]).default("mp").meta({ example: "mp (or ray)" }),
-    /** Fraction of GPU memory vLLM may use, in (0, 1]. Defaults to 0.9. */
-    gpuMemoryUtilization: z.number().gt(0).lte(1).default(0.9).meta({ example: "0.85" }),
+    /**
+     * Fraction of GPU memory vLLM may use, in (0, 1]; vLLM sizes its KV cache from it and refuses to
+     * start when less than this share of the GPU's memory is free (on a Spark or Thor: the memory
+     * the OS reports available). Not with `kvCacheMemoryBytes`. Defaults to 0.9.
+     */
+    gpuMemoryUtilization: z.number().gt(0).lte(1).optional().meta({ example: "0.85" }),
+    /**
+     * A fixed KV-cache budget per GPU in bytes (`--kv-cache-memory-bytes`, vLLM 0.10.2 and later),
+     * instead of `gpuMemoryUtilization`: vLLM then skips its memory profiling, so its KV cache does
+     * not shrink with whatever the OS holds at start (unified memory: page cache, other services).
+     * The start-up check's `--gpu-memory-utilization` is then derived from the fit planner's
+     * estimate of weights + this budget + overhead (README, "Unified memory"). At least 64 MiB.
+     * Defaults to none.
+     */
+    kvCacheMemoryBytes: z
+        .int()
+        .min(64 * 2 ** 20)
+        .max(2 ** 50)
+        .optional()
+        .meta({ example: "34359738368 (32 GiB)" }),
     /** Context length (--max-model-len). Defaults to the model's own. */
     maxModelLen: z.int().min(1).optional().meta({ example: "32768" }),
     /** Concurrent sequences (--max-num-seqs). Defaults to vLLM's own. */

@@ -48,6 +48,7 @@ const RENDERED_VLLM_FLAGS: Readonly<Record<string, { key: string; example: strin
     "--gpu-memory-utilization": { key: "model.gpuMemoryUtilization", example: "model: { gpuMemoryUtilization: 0.85 }" },
     // vLLM's alias of --gpu-memory-utilization (vLLM 0.33's argument table).
     "--device-memory-utilization": { key: "model.gpuMemoryUtilization", example: "model: { gpuMemoryUtilization: 0.85 }" },
+    "--kv-cache-memory-bytes": { key: "model.kvCacheMemoryBytes", example: "model: { kvCacheMemoryBytes: 34359738368 }" },
     "--max-model-len": { key: "model.maxModelLen", example: "model: { maxModelLen: 32768 }" },
     "--max-num-seqs": { key: "model.maxNumSeqs", example: "model: { maxNumSeqs: 64 }" },
     "--quantization": { key: "model.quantization", example: "model: { quantization: fp8 }" },

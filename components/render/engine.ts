@@ -39,6 +39,8 @@ export interface EngineServer {
     model: ModelConfig;
     placement: ServerPlacement;
     runtime: Runtime;
+    /** The node's GPU and OS share one memory pool (spark, thor): the model's pages leave the page cache before each start. Defaults to false. */
+    unifiedMemory?: boolean;
     /** The Ray cluster the engine joins (ray executor). Defaults to none. */
     rayAddress?: string;
 }
@@ -50,7 +52,8 @@ export interface EngineStrategy {
 }
 
 const VLLM: EngineStrategy = {
-    plan: ({ model, placement, runtime, rayAddress }) => vllmPlan({ ...model, multiNode: placement.multiNode }, runtime, rayAddress),
+    plan: ({ model, placement, runtime, unifiedMemory, rayAddress }) =>
+        vllmPlan({ ...model, multiNode: placement.multiNode, unifiedMemory: unifiedMemory ?? false }, runtime, rayAddress),
     serveArgv: (model, placement) => vllmServeArgv({ ...model, multiNode: placement.multiNode }),
 };
 

@@ -4,6 +4,7 @@ import type { ModelConfig, Runtime } from "../../config";
 import { isLocalModelPath } from "../../config/facts";
 import type { EnginePlan } from "./engine";
 import { HOST_LIB } from "./host/lib";
+import { hubRepoDirName } from "./modelSync";
 import { EnvFileReader, envFileReader, pythonReadEnvValue, renderEnvFile } from "./host/envFile";
 import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./host/files";
 import { secretFileReadScript, unitReadScript } from "./host/read";
@@ -12,6 +13,7 @@ import { renderUnit, systemdJoin, systemdText } from "./host/systemd";
 import {
     CONFIG_DIR,
     CONTAINER_NAMES,
+    HF_HUB_DIR,
     MANAGED_MARKER,
     RAY_ENV_PATH,
     RUNTIME_ENV_PATH,
@@ -32,6 +34,7 @@ export type VllmServeSpec = Pick<
     | "apiHost"
     | "apiPort"
     | "gpuMemoryUtilization"
+    | "kvCacheMemoryBytes"
     | "maxModelLen"
     | "maxNumSeqs"
     | "quantization"
@@ -45,6 +48,8 @@ export type VllmServeSpec = Pick<
 > & {
     /** mp executor only: this node's rank and the head's address. */
     multiNode?: { nnodes: number; rank: number; masterAddr: string; masterPort: number };
+    /** The node's GPU and OS share one memory pool (spark, thor): the unit evicts the model's pages before vLLM starts. */
+    unifiedMemory?: boolean;
 };
 
 /**
@@ -66,6 +71,7 @@ export function vllmServeArgv(spec: VllmServeSpec): string[] {
         spec.executor,
         "--gpu-memory-utilization",
         String(spec.gpuMemoryUtilization),
+        ...(spec.kvCacheMemoryBytes !== undefined ? ["--kv-cache-memory-bytes", String(spec.kvCacheMemoryBytes)] : []),
     ];
     const rank = spec.multiNode?.rank ?? 0;
     if (spec.multiNode) {
@@ -96,6 +102,42 @@ export function vllmServeArgv(spec: VllmServeSpec): string[] {
 }
 
 /**
+ * The loop of the unit's memory step on a unified-memory node (bash; its arguments: the model's
+ * directories on the host). vLLM's start-up check on a Spark or Thor compares the memory the OS
+ * reports available (psutil's `available`, MemAvailable) with gpuMemoryUtilization × total, and
+ * its KV cache gets what that leaves; right after the model sync wrote tens of GB, the page cache
+ * holds those files. This step evicts exactly the model's pages: each file is written back
+ * (`sync -d`: fdatasync, since dirty pages cannot be dropped) and then dropped from the page cache
+ * (`dd iflag=nocache count=0`: posix_fadvise(POSIX_FADV_DONTNEED) over the whole file, GNU
+ * coreutils). It does not write /proc/sys/vm/drop_caches: that drops every clean page of the
+ * node (other services' files too, which are then read again from disk), and it is refused where
+ * /proc/sys is read-only. MemAvailable goes to the journal before and after. Best effort: it
+ * always exits 0, so vLLM starts (and its own check decides) whatever happened here.
+ */
+const MEMORY_STEP = [
+    "avail() { awk '/^MemAvailable:/ { printf \"%.2f GiB\", $2 / 1048576 }' /proc/meminfo; }",
+    'echo "unified memory: MemAvailable $(avail) before evicting the model\'s files from the page cache"',
+    'for dir in "$@"; do ' +
+        'if [ ! -d "$dir" ]; then echo "unified memory: $dir is not there, nothing to evict"; continue; fi; ' +
+        "n=0; " +
+        'while IFS= read -r -d "" f; do sync -d -- "$f" 2>/dev/null; dd if="$f" iflag=nocache count=0 status=none 2>/dev/null && n=$((n + 1)); ' +
+        'done < <(find -L "$dir" -type f -print0 2>/dev/null); ' +
+        'echo "unified memory: evicted $n file(s) under $dir"; done',
+    'echo "unified memory: MemAvailable $(avail) after"',
+    "exit 0",
+].join("; ");
+
+/** The directories on the host that hold the model: the hub cache's repository directory, or the local model directory. */
+export function modelDirsOnHost(source: string): string[] {
+    return [isLocalModelPath(source) ? source : `${HF_HUB_DIR}/${hubRepoDirName(source)}`];
+}
+
+/** The memory step's argv (an ExecStartPre of the vLLM unit on a unified-memory node). */
+export function vllmMemoryStepArgv(source: string): string[] {
+    return ["/bin/bash", "-c", MEMORY_STEP, "unified-memory", ...modelDirsOnHost(source)];
+}
+
+/**
  * The unit running `vllm serve` (on the head; on every node, `--headless` on the others, for the
  * mp executor), with HF_HUB_OFFLINE=1: a hub model is read from the node's own cache, where
  * ModelSync put it, and a local path (model.source) is served as it is.
@@ -123,6 +165,8 @@ export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: s
         environment: { ...own, ...spec.env },
         // A local model directory: the container sees it where vLLM is told to look.
         readOnlyMounts: isLocalModelPath(spec.source) ? [spec.source] : [],
+        // On every start, restarts included: the page cache fills again whenever the model's files are read or written.
+        preStart: spec.unifiedMemory ? [vllmMemoryStepArgv(spec.source)] : [],
         inputs: { "runtime.env": envHash, ...(peersHash ? { "units of ranks 1+": peersHash } : {}) },
         after: ray.after,
     });

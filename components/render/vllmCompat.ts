@@ -97,6 +97,7 @@ const FLAG_KEYS: Record<string, string> = {
     "--pipeline-parallel-size": "model.pipelineParallel",
     "--distributed-executor-backend": "model.executor",
     "--gpu-memory-utilization": "model.gpuMemoryUtilization",
+    "--kv-cache-memory-bytes": "model.kvCacheMemoryBytes",
     "--host": "model.apiHost",
     "--port": "model.apiPort",
     "--max-model-len": "model.maxModelLen",

@@ -674,7 +674,23 @@ const BAD_CONFIGS: readonly BadCase[] = [
     { name: "upper-case quantization", edits: [["model.quantization", "FP8"]], path: "model.quantization", message: "must be a vLLM quantization name" },
     { name: "zero tensor parallelism", edits: [["model.tensorParallel", 0]], path: "model.tensorParallel", message: "must be at least 1" },
     { name: "object store below 64 MiB", edits: [["ray", { objectStoreMemoryMb: 10 }]], path: "ray.objectStoreMemoryMb", message: "must be at least 64" },
+    {
+        name: "kvCacheMemoryBytes below 64 MiB",
+        edits: [["model.kvCacheMemoryBytes", 1024]],
+        path: "model.kvCacheMemoryBytes",
+        message: "must be at least 67108864",
+    },
     // cross-field rules
+    {
+        name: "kvCacheMemoryBytes together with gpuMemoryUtilization",
+        edits: [
+            ["model.kvCacheMemoryBytes", 32 * 2 ** 30],
+            ["model.gpuMemoryUtilization", 0.85],
+        ],
+        path: "model.kvCacheMemoryBytes",
+        message: "cannot be set together with model.gpuMemoryUtilization",
+        example: "model: { kvCacheMemoryBytes: 34359738368 } (or model: { gpuMemoryUtilization: 0.85 })",
+    },
     {
         name: "thor without a runtime",
         edits: [...THOR_B, ["nodes[1].runtime", REMOVE]],
@@ -1612,6 +1628,7 @@ describe("field formats", () => {
             ["--enforce-eager", "model.enforceEager"],
             ["--trust-remote-code", "model.trustRemoteCode"],
             ["--attention-backend=TRITON_ATTN", "model.attentionBackend"],
+            ["--kv-cache-memory-bytes=8g", "model.kvCacheMemoryBytes"],
             ["--API-KEY=x", "apiKey"],
         ] as const) {
             assert.ok(extraArgProblem(arg)?.message.includes(key), `${arg} should point to ${key}`);
@@ -1789,6 +1806,47 @@ describe("the fit check runs at parse time, before any host is touched", () => {
         })();
         assert.ok(error instanceof ConfigError, "72B BF16 on one Spark is refused");
         assert.match(error.message, /does not fit/);
+    });
+
+    test("kvCacheMemoryBytes: the start-up check's utilization is what the fit estimate needs, or the default when the size is unknown", () => {
+        const size = { paramsB: 7.6, dtype: "bf16", layers: 28, kvHeads: 4, headDim: 128 };
+        const budgeted = parse(
+            edited([
+                ["model.kvCacheMemoryBytes", 8 * 2 ** 30],
+                ["model.size", size],
+            ]),
+        );
+        assert.equal(budgeted.model.kvCacheMemoryBytes, 8 * 2 ** 30);
+        assert.ok(budgeted.fit.status === "fits" && budgeted.fit.startupUtilization !== undefined);
+        assert.equal(budgeted.model.gpuMemoryUtilization, budgeted.fit.status === "fits" ? budgeted.fit.startupUtilization : NaN);
+        // TP=2: 7.6B BF16 halves to ~7.1 GiB, + 8 GiB of KV + 6.5 GiB overhead (CUDA graphs on) over 121.63 GiB.
+        assert.equal(budgeted.model.gpuMemoryUtilization, 0.18);
+        assert.match(budgeted.fit.status === "fits" ? budgeted.fit.summary : "", /KV cache fixed at 8\.0 GiB per GPU/);
+        const unknown = parse(edited([["model.kvCacheMemoryBytes", 8 * 2 ** 30]]));
+        assert.equal(unknown.fit.status, "skipped");
+        assert.equal(unknown.model.gpuMemoryUtilization, 0.9);
+        assert.equal(parse(edited([["model.size", size]])).model.gpuMemoryUtilization, 0.9);
+    });
+
+    test("spark and thor nodes have unified memory, a workstation does not", () => {
+        const config = parse(
+            edited([
+                ["interconnect", { topology: "switch" }],
+                ["nodes[2]", THIRD_NODE],
+            ]),
+        );
+        assert.deepEqual(
+            config.nodes.map((n) => [n.kind, n.unifiedMemory]),
+            [
+                ["spark", true],
+                ["spark", true],
+                ["workstation", false],
+            ],
+        );
+        assert.deepEqual(
+            parse(edited(THOR_B)).nodes.map((n) => n.unifiedMemory),
+            [true, true],
+        );
     });
 });
 

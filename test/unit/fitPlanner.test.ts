@@ -7,7 +7,18 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { FitNode, FitResult, GIB, ModelDescription, ServingPlan, UNIFIED_GPU_MEMORY_GIB, evaluatePlan, planFit } from "../../config/fitPlanner";
+import {
+    FitNode,
+    FitResult,
+    GIB,
+    ModelDescription,
+    ServingPlan,
+    UNIFIED_GPU_MEMORY_GIB,
+    UNIFIED_OS_RESERVED_GIB,
+    evaluatePlan,
+    planFit,
+    startupUtilization,
+} from "../../config/fitPlanner";
 import {
     BYTES_PER_PARAM,
     ModelSizeConfig,
@@ -561,5 +572,55 @@ describe("generated clusters and plans", () => {
             { numRuns: 250, seed: 20261122 },
         );
         assert.ok(seen.fits >= 20 && seen["does-not-fit"] >= 20 && seen.proposals >= 10, JSON.stringify(seen));
+    });
+});
+
+describe("unified memory: the memory the OS shows, the headroom, a fixed KV budget", () => {
+    it("a Spark is planned with the ~121.7 GiB the OS shows, and the summary prints the headroom and what the OS keeps", () => {
+        assert.ok(UNIFIED_GPU_MEMORY_GIB > 121.5 && UNIFIED_GPU_MEMORY_GIB < 121.8);
+        const fits = expectStatus(planFit(QWEN_72B, SEED_000_PLAN, TWO_SPARKS), "fits");
+        const e = fits.estimates[0];
+        const headroom = (e.usableGiB - e.totalGiB).toFixed(1);
+        const osKeeps = (e.memoryGiB * (1 - SEED_000_PLAN.gpuMemoryUtilization)).toFixed(1);
+        assert.ok(fits.summary.includes(`headroom ${headroom} GiB; the OS keeps ${osKeeps} of the 121.6 GiB it shows`), fits.summary);
+        assert.equal(fits.startupUtilization, undefined);
+    });
+
+    it("a workstation's summary has the headroom but no OS share (its GPU has its own memory)", () => {
+        const ws: FitNode[] = [{ name: "ws", kind: "workstation", gpuMemoryGiB: 89.4 }];
+        const fits = expectStatus(planFit(QWEN_72B, { ...SEED_000_PLAN, tensorParallel: 1, quantization: "fp4" }, ws), "fits");
+        assert.match(fits.summary, /headroom \d+\.\d GiB/);
+        assert.doesNotMatch(fits.summary, /the OS keeps/);
+    });
+
+    it("kvCacheMemoryBytes: the KV cache is the budget, vLLM may use what the OS leaves, and the start-up utilization covers the need", () => {
+        const budget = 16 * GIB;
+        const plan: ServingPlan = { ...SEED_000_PLAN, gpuMemoryUtilization: 0.9, kvCacheMemoryBytes: budget };
+        const fits = expectStatus(planFit(QWEN_72B, plan, TWO_SPARKS), "fits");
+        for (const e of fits.estimates) {
+            assert.equal(e.kvCacheGiB, 16);
+            assert.ok(Math.abs(e.usableGiB - (UNIFIED_GPU_MEMORY_GIB - UNIFIED_OS_RESERVED_GIB)) < 1e-9);
+            assert.ok(Math.abs(e.totalGiB - (e.weightsGiB + 16 + e.overheadGiB)) < 1e-9);
+        }
+        assert.match(fits.summary, /KV cache fixed at 16\.0 GiB per GPU/);
+        const util = fits.startupUtilization;
+        assert.ok(util !== undefined);
+        const need = Math.max(...fits.estimates.map((e) => e.totalGiB / e.memoryGiB));
+        assert.ok(util >= need && util < need + 0.01, `${util} vs ${need}`);
+        assert.equal(startupUtilization(fits.estimates), util);
+    });
+
+    it("kvCacheMemoryBytes too large for what the OS leaves does not fit, naming the GPU", () => {
+        const plan: ServingPlan = { ...SEED_000_PLAN, gpuMemoryUtilization: 0.9, kvCacheMemoryBytes: 60 * GIB };
+        const dnf = expectStatus(planFit(QWEN_72B, plan, TWO_SPARKS), "does-not-fit");
+        assert.match(dnf.message, /spark-a needs 131\.7 GiB \(weights 67\.7 \+ KV 60\.0 \+ overhead 4\.0\)/);
+    });
+
+    it("startupUtilization rounds up to a hundredth and stays within (0, 1]", () => {
+        const e = (totalGiB: number) => ({ totalGiB, memoryGiB: 100 }) as Parameters<typeof startupUtilization>[0][number];
+        assert.equal(startupUtilization([e(50), e(70.01)]), 0.71);
+        assert.equal(startupUtilization([e(70)]), 0.7);
+        assert.equal(startupUtilization([e(0)]), 0.01);
+        assert.equal(startupUtilization([e(130)]), 1);
     });
 });

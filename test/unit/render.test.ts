@@ -67,6 +67,7 @@ import {
     renderVllmSecrets,
     renderVllmUnit,
     vllmFollowArgv,
+    vllmMemoryStepArgv,
     vllmPlan,
     vllmServeArgv,
 } from "../../components/render/vllm";
@@ -199,6 +200,8 @@ const VLLM_MP_RANK1: VllmServeSpec = {
     ...VLLM_MP_BASE,
     multiNode: { nnodes: 2, rank: 1, masterAddr: "192.168.100.11", masterPort: 29500 },
 };
+/** Rank 0 on a Spark (unified memory) with a fixed KV budget of 8 GiB. */
+const VLLM_MP_RANK0_UMA: VllmServeSpec = { ...VLLM_MP_RANK0, unifiedMemory: true, gpuMemoryUtilization: 0.18, kvCacheMemoryBytes: 8 * 2 ** 30 };
 
 /** The units, built as components/rayNode.ts and components/vllmServer.ts build them. */
 /** The units as the components render them (renderRayUnit, renderVllmUnit), with the argv each runs. */
@@ -217,6 +220,20 @@ const UNITS: readonly { name: string; unit: string; argv: string[]; runtime: Run
         runtime: DOCKER_UNPRIVILEGED,
     },
     { name: "vllm-mp-rank1.venv", unit: renderVllmUnit(VLLM_MP_RANK1, VENV, ENV_HASH), argv: vllmServeArgv(VLLM_MP_RANK1), runtime: VENV },
+    {
+        name: "vllm-mp-rank0.docker-unified-memory",
+        unit: renderVllmUnit(VLLM_MP_RANK0_UMA, DOCKER_DEFAULT, ENV_HASH),
+        argv: vllmServeArgv(VLLM_MP_RANK0_UMA),
+        runtime: DOCKER_DEFAULT,
+        preStart: [vllmMemoryStepArgv(VLLM_MP_RANK0_UMA.source)],
+    },
+    {
+        name: "vllm-local-model.venv-unified-memory",
+        unit: renderVllmUnit({ ...VLLM_MP_BASE, source: "/models/my model", unifiedMemory: true }, VENV, ENV_HASH),
+        argv: vllmServeArgv({ ...VLLM_MP_BASE, source: "/models/my model" }),
+        runtime: VENV,
+        preStart: [vllmMemoryStepArgv("/models/my model")],
+    },
 ];
 
 const PFC_TWINS: PfcSpec = {
@@ -376,6 +393,70 @@ describe("ray start and vllm serve argv", () => {
         assert.ok(!rayStartArgv(RAY_WORKER).includes("--head"));
         assert.ok(rayStartArgv(RAY_HEAD).includes("--dashboard-host=127.0.0.1"));
         assert.ok(rayStartArgv(RAY_WORKER).includes(`--object-store-memory=${100 * 1024 * 1024}`), "MiB are converted to bytes");
+    });
+});
+
+describe("unified memory (spark, thor): the model's pages leave the page cache before vLLM starts", () => {
+    it("the unit of a unified-memory node runs the memory step before vLLM, on every start; other nodes' units do not", () => {
+        const uma = UNITS.find((u) => u.name === "vllm-mp-rank0.docker-unified-memory")!.unit;
+        const pre = uma.split("\n").filter((l) => l.startsWith("ExecStartPre="));
+        assert.equal(pre.length, 2);
+        assert.match(pre[0], /^ExecStartPre=-\/usr\/bin\/docker rm -f /);
+        assert.match(pre[1], /^ExecStartPre=\/bin\/bash -c .* unified-memory \/models\/qwen2\.5-7b-instruct$/);
+        assert.ok(uma.indexOf("ExecStartPre=/bin/bash") < uma.indexOf("ExecStart=/usr/bin/docker"));
+        for (const other of UNITS.filter((u) => u.name.startsWith("vllm") && !u.name.includes("unified-memory"))) {
+            assert.doesNotMatch(other.unit, /unified-memory/);
+        }
+    });
+
+    it("the step's directories: the hub cache's repository directory, or the local model directory", () => {
+        assert.deepEqual(vllmMemoryStepArgv("Qwen/Qwen2.5-7B-Instruct").slice(3), [
+            "unified-memory",
+            "/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-7B-Instruct",
+        ]);
+        assert.deepEqual(vllmMemoryStepArgv("/models/my model").slice(3), ["unified-memory", "/models/my model"]);
+    });
+
+    it("the step evicts the model's files (and only them) from the page cache, logs MemAvailable before and after, and exits 0", () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "uma-step-"));
+        try {
+            const model = path.join(dir, "model dir");
+            fs.mkdirSync(path.join(model, "snapshots"), { recursive: true });
+            fs.writeFileSync(path.join(model, "weights.bin"), crypto.randomBytes(8 << 20));
+            fs.symlinkSync("../weights.bin", path.join(model, "snapshots", "w.bin"));
+            const other = path.join(dir, "other.bin");
+            fs.writeFileSync(other, crypto.randomBytes(4 << 20));
+            const resident = (file: string) => {
+                const r = spawnSync("fincore", ["--bytes", "--noheadings", "--raw", "-o", "RES", file], { encoding: "utf8" });
+                assert.equal(r.status, 0, r.stderr);
+                return Number(r.stdout.trim());
+            };
+            fs.readFileSync(path.join(model, "weights.bin"));
+            fs.readFileSync(other);
+            assert.ok(resident(path.join(model, "weights.bin")) > 0, "the model file is in the page cache to begin with");
+            const [bash, ...args] = vllmMemoryStepArgv(model);
+            const r = spawnSync(bash, [...args, path.join(dir, "missing")], { encoding: "utf8", timeout: 60_000 });
+            assert.equal(r.status, 0, r.stderr);
+            assert.match(r.stdout, /^unified memory: MemAvailable \d+\.\d\d GiB before evicting the model's files from the page cache$/m);
+            assert.match(r.stdout, /^unified memory: evicted 2 file\(s\) under .*model dir$/m);
+            assert.match(r.stdout, /^unified memory: .*missing is not there, nothing to evict$/m);
+            assert.match(r.stdout, /^unified memory: MemAvailable \d+\.\d\d GiB after$/m);
+            assert.equal(resident(path.join(model, "weights.bin")), 0);
+            assert.ok(resident(other) > 0, "a file outside the model's directory stays cached");
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+
+    it("--kv-cache-memory-bytes is rendered only when model.kvCacheMemoryBytes is set, beside the start-up check's utilization", () => {
+        const argv = vllmServeArgv(VLLM_MP_RANK0_UMA);
+        assert.deepEqual(argv.slice(argv.indexOf("--gpu-memory-utilization"), argv.indexOf("--gpu-memory-utilization") + 4), [
+            "--gpu-memory-utilization",
+            "0.18",
+            "--kv-cache-memory-bytes",
+            String(8 * 2 ** 30),
+        ]);
+        assert.ok(!vllmServeArgv(VLLM_MP_RANK0).includes("--kv-cache-memory-bytes"));
     });
 });
 

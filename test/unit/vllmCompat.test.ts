@@ -96,6 +96,16 @@ describe("the vLLM check", () => {
         ]);
     });
 
+    it("model.kvCacheMemoryBytes (--kv-cache-memory-bytes) is refused on vLLM 0.10.1.1, naming the key, and accepted from 0.10.2 on", () => {
+        const argv = vllmServeArgv({ ...VLLM_MP_BASE, kvCacheMemoryBytes: 8 * 2 ** 30 });
+        const old = vllmVerdict([node("spark-a", "0.10.1.1", { argv })], SHIPPED_FLAG_TABLES);
+        assert.equal(old.problems.length, 1);
+        assert.match(old.problems[0], /^vLLM 0\.10\.1\.1 in .* on spark-a does not accept --kv-cache-memory-bytes \(model\.kvCacheMemoryBytes\)\. Fix: /);
+        for (const version of ["0.10.2", "0.11.1", "0.17.1", "0.20.1", "0.31.0", "0.32.0", "0.33.0"]) {
+            assert.equal(flagAnswer(SHIPPED_FLAG_TABLES, version, "--kv-cache-memory-bytes"), "accepted", version);
+        }
+    });
+
     it("refuses nodes whose vLLM versions differ, venv or docker", () => {
         const v = vllmVerdict([node("spark-a", "0.31.0"), node("thor-a", "0.33.0", { runtime: VENV, probe: { version: "0.33.0" } })], SHIPPED_FLAG_TABLES);
         assert.deepEqual(v.problems, [

@@ -69,6 +69,7 @@ import time
 
 from . import __version__
 from .flags import build_parser, release
+from . import memory
 
 logger = logging.getLogger("vllm")
 
@@ -582,6 +583,26 @@ def _choose_backend(args, world, dp, nnodes):
     return backend
 
 
+def _startup_memory_check(args, model_dir):
+    """The GPU worker's start-up check (vLLM's request_memory(); memory.py says what it follows)."""
+    snap = memory.snapshot(NODE_STATE, model_dir)
+    if snap is None:
+        logger.info("LAB STAND-IN: no node description with GPU memory here; the start-up memory check is not simulated")
+        return
+    free, total, unified = snap
+    gmu = args.gpu_memory_utilization if args.gpu_memory_utilization is not None else 0.9
+    requested, problem = memory.request_memory(free, total, gmu)
+    logger.info("Free memory on device cuda:0 at start: %.2f/%.2f GiB (%s), requested %.2f GiB",
+                free / memory.GIB, total / memory.GIB,
+                "unified memory: the node's available memory" if unified else "discrete GPU", requested / memory.GIB)
+    if problem:
+        raise EngineError(problem)
+    kv_bytes = getattr(args, "kv_cache_memory_bytes", None)
+    if kv_bytes:
+        logger.info("Initial free memory %.2f GiB, reserved %.2f GiB memory for KV Cache as specified by "
+                    "kv_cache_memory_bytes config and skipped memory profiling.", free / memory.GIB, kv_bytes / memory.GIB)
+
+
 def serve(args):
     model = args.model_tag or args.model
     if not model:
@@ -614,9 +635,10 @@ def serve(args):
         backend = _choose_backend(args, world, dp, nnodes)
         if backend != "mp":
             raise EngineError(f"LAB STAND-IN: --headless needs the mp executor, not {backend}")
-        resolve_model(model, args.download_dir)
+        _startup_memory_check(args, resolve_model(model, args.download_dir))
         return _mp_headless(args)
     model_dir = resolve_model(model, args.download_dir)
+    _startup_memory_check(args, model_dir)
     backend = _choose_backend(args, world, dp, nnodes)
     logger.info("Using the %s distributed executor backend (world size %d, %d node(s))", backend, world, nnodes)
     if backend == "mp":
