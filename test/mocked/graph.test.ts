@@ -1007,7 +1007,7 @@ describe("a Spark + Thor cluster on sockets", () => {
             const files = scriptOf(commandText(get(result, `${node}-nccl-files`), "create") ?? "").script;
             assert.match(files, /^NCCL_IB_DISABLE=1$/m);
             assert.doesNotMatch(files, /NCCL_IB_HCA/);
-            assert.match(files, /^NCCL_P2P_DISABLE=1$/m, "seed 004's heterogeneous settings");
+            assert.match(files, /^NCCL_P2P_DISABLE=1$/m, "the Spark + Thor heterogeneous settings");
             assert.deepEqual(get(result, `${node}-nccl`).dependsOn, [`${node}-interconnect`], "no PFC step to wait for");
         }
     });

@@ -107,7 +107,7 @@ const MIXTRAL_CONFIG = {
     torch_dtype: "bfloat16",
 };
 
-/** Qwen2.5-72B as a user writes it under model.size (seed 000's model). */
+/** Qwen2.5-72B as a user writes it under model.size (the Spark + workstation guide's model). */
 const QWEN_72B: ModelDescription = {
     from: "size",
     name: "Qwen/Qwen2.5-72B-Instruct",
@@ -138,7 +138,7 @@ const SEED_002_PLAN: ServingPlan = {
     quantization: "fp4",
 };
 /**
- * Qwen3.5-122B-A10B-FP8 (seed 004): 48 layers, hidden 3072, 32 heads, full attention every 4th
+ * Qwen3.5-122B-A10B-FP8 (the Spark + Thor guide's model): 48 layers, hidden 3072, 32 heads, full attention every 4th
  * layer (NVIDIA Dynamo's recipe; Vultr's model page); 2 KV heads of 256 as in the Qwen3.5 family's
  * configs (the 397B's config.json).
  */
@@ -190,7 +190,7 @@ function assertProposalsFit(model: ModelDescription, result: FitResult, nodes: r
 // ---------------------------------------------------------------------------------------------
 
 describe("the seeds' models and plans", () => {
-    it("seed 000: Qwen2.5-72B BF16 needs ~136 GB, so it does not fit one Spark but fits two", () => {
+    it("the Spark + workstation guide: Qwen2.5-72B BF16 needs ~136 GB, so it does not fit one Spark but fits two", () => {
         const weights = (72.7e9 * 2) / GIB;
         assert.ok(weights > 135 && weights < 136.5, `weights ${weights} GiB`);
         const one = expectStatus(planFit(QWEN_72B, { ...SEED_000_PLAN, tensorParallel: 1 }, [spark("spark-a")]), "does-not-fit");
@@ -211,7 +211,7 @@ describe("the seeds' models and plans", () => {
         matchSnapshot("fitPlanner.seed000-two-sparks.txt", `${fits.summary}\n`);
     });
 
-    it("seed 000: Spark + RTX PRO 6000 workstation (96 GB = 89.4 GiB) fits; without gpuMemoryGiB it is skipped", () => {
+    it("the Spark + workstation guide: Spark + RTX PRO 6000 workstation (96 GB = 89.4 GiB) fits; without gpuMemoryGiB it is skipped", () => {
         const nodes: FitNode[] = [spark("spark"), { name: "workstation", kind: "workstation", gpuMemoryGiB: 96e9 / GIB }];
         assertReallyFits(planFit(QWEN_72B, SEED_000_PLAN, nodes), SEED_000_PLAN, nodes);
         const skipped = expectStatus(planFit(QWEN_72B, SEED_000_PLAN, [spark("spark"), { name: "ws", kind: "workstation" }]), "skipped");
@@ -219,7 +219,7 @@ describe("the seeds' models and plans", () => {
         assert.match(skipped.reason, /workstation: its GPU memory must come from nodes\[1\]\.gpuMemoryGiB/);
     });
 
-    it("seed 002: 405B needs FP4 on two Sparks; FP8 gets a computed FP4 proposal, one Spark gets none", () => {
+    it("the two-Spark guide: 405B needs FP4 on two Sparks; FP8 gets a computed FP4 proposal, one Spark gets none", () => {
         assertReallyFits(planFit(LLAMA_405B, SEED_002_PLAN, TWO_SPARKS), SEED_002_PLAN, TWO_SPARKS);
         const fp8 = expectStatus(planFit(LLAMA_405B, { ...SEED_002_PLAN, quantization: "fp8" }, TWO_SPARKS), "does-not-fit");
         assert.ok(
@@ -238,7 +238,7 @@ describe("the seeds' models and plans", () => {
         assert.match(one.message, /even FP4 weights take 189\.0 GiB against 109\.5 GiB usable in all; add nodes/);
     });
 
-    it("seed 004: Qwen3.5-122B FP8 over 2 Sparks + 2 Thors with PP=4 fits, 12 layers and 3 KV layers per node", () => {
+    it("the Spark + Thor guide: Qwen3.5-122B FP8 over 2 Sparks + 2 Thors with PP=4 fits, 12 layers and 3 KV layers per node", () => {
         const nodes = [spark("spark-ea8e"), spark("spark-4080"), thor("jetson-thor"), thor("thorx")];
         const result = planFit(QWEN35_122B, SEED_004_PLAN, nodes);
         assertReallyFits(result, SEED_004_PLAN, nodes);
@@ -280,7 +280,7 @@ describe("KV cache per token: 2 × layers × kv_heads × head_dim × bytes", () 
     for (const [name, bytes, tp, start, end, expected] of table) {
         it(name, () => assert.deepEqual(kvBytesPerToken(llama70b, bytes, tp, start, end), { full: expected, sliding: 0 }));
     }
-    it("is 1/8 of seed 002's 2.56 MB per token, which counted the 64 attention heads instead of the 8 KV heads", () => {
+    it("is 1/8 of the two-Spark guide's 2.56 MB per token, which counted the 64 attention heads instead of the 8 KV heads", () => {
         assert.equal(kvBytesPerToken(llama70b, 2, 1)!.full * 8, 80 * 2 * 64 * 128 * 2);
     });
     it("MLA (DeepSeek-V3) caches kv_lora_rank + qk_rope_head_dim per layer, the same on every TP rank", () => {
@@ -416,7 +416,7 @@ describe("skipped, and proposals that are checked to fit", () => {
         assert.match(skipped.reason, /org\/new-model is not known offline.*model\.size: \{ paramsB: 72\.7/);
     });
 
-    it("seed 002's 70B plan (PP=2, 16384 × 32 sequences) only fits vLLM's one-sequence check; proposals each fit", () => {
+    it("the two-Spark guide's 70B plan (PP=2, 16384 × 32 sequences) only fits vLLM's one-sequence check; proposals each fit", () => {
         const llama70b: ModelDescription = {
             from: "size",
             name: "Llama-3.1-70B",

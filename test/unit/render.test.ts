@@ -1013,7 +1013,7 @@ describe("ncclVariables", () => {
         assert.ok(!names({ ...NCCL_ROCE, ibHca: ["rocep1s0f1"] }).includes("NCCL_CROSS_NIC"), "one HCA: no cross-NIC");
     });
 
-    it("socket: NET/IB off; the seed 004 settings only with a Thor", () => {
+    it("socket: NET/IB off; the Spark + Thor settings only with a Thor", () => {
         assert.equal(value(NCCL_SOCKET, "NCCL_IB_DISABLE"), "1");
         assert.ok(!names(NCCL_SOCKET).includes("NCCL_P2P_DISABLE"));
         assert.ok(!names(NCCL_SOCKET).includes("NCCL_IB_HCA"));
