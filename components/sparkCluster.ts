@@ -12,6 +12,7 @@ import { RayWorker } from "./rayWorker";
 import { VllmServer } from "./vllmServer";
 import { VllmServeSpec, vllmServeArgv } from "./render/vllm";
 import { SHIPPED_FLAG_TABLES, vllmCheckScript, vllmVerdict } from "./render/vllmCompat";
+import type { RoceChain } from "./render/roceChain";
 
 const TYPE = typeToken("SparkCluster");
 
@@ -39,7 +40,8 @@ export class SparkCluster extends pulumi.ComponentResource {
     /** How to reach the Ray dashboard (Ray executor only). */
     public readonly dashboard?: string;
     /** PFC result per node (`enabled: …` / `lossy: …` / `skipped: …`). */
-    public readonly roce: pulumi.Output<Record<string, string>>;
+    /** Per node: the PFC status and the RoCE chain (priority, trust, DSCP, NCCL's traffic class). */
+    public readonly roce: pulumi.Output<Record<string, RoceChain>>;
     /** The NCCL check per node: bus bandwidth, transport, pass mark (or why it did not run). */
     public readonly ncclCheck: pulumi.Output<Record<string, string>>;
     /** The SSH host key fingerprint each node is pinned to (compare with `ssh-keygen -lf` on the node). */
@@ -208,7 +210,7 @@ export class SparkCluster extends pulumi.ComponentResource {
         this.endpoint = servers[0].baseUrl;
         this.servedModel = servers[0].servedModel;
         this.transport = config.transport;
-        this.roce = perNode(nodes, (n) => n.roceStatus);
+        this.roce = perNode(nodes, (n) => n.roce);
         this.ncclCheck = perNode(nodes, (n) => n.check?.result ?? "not run: check.enabled is false");
         this.hostKeys = perNode(nodes, (n) => n.hostKey.apply((key) => (key ? `${hostKeyFingerprint(key)} (${key.split(" ")[0]})` : "not recorded yet")));
         this.firewall = perNode(nodes, (n) => n.firewallStatus);
@@ -237,6 +239,6 @@ function vllmVersionsOf(stdout: string, nodes: readonly ClusterNode[]): Record<s
 }
 
 /** One value per node, keyed by the node's name: the per-node stack outputs. */
-function perNode(nodes: readonly ClusterNode[], value: (n: ClusterNode) => pulumi.Input<string>): pulumi.Output<Record<string, string>> {
-    return pulumi.all(nodes.map(value)).apply((values) => Object.fromEntries(nodes.map((n, i) => [n.node.name, values[i]])));
+function perNode<T>(nodes: readonly ClusterNode[], value: (n: ClusterNode) => pulumi.Output<T> | T): pulumi.Output<Record<string, T>> {
+    return pulumi.all(nodes.map((n) => pulumi.output(value(n)))).apply((values) => Object.fromEntries(nodes.map((n, i) => [n.node.name, values[i] as T])));
 }

@@ -31,6 +31,12 @@ export const RoceSchema = z.strictObject({
     priority: z.int().min(0).max(7).default(3).meta({ example: "3" }),
     /** Trust DSCP marks (`mlnx_qos --trust dscp`). Defaults to true. */
     trustDscp: z.boolean().default(true).meta({ example: "true" }),
+    /**
+     * The DSCP NCCL marks its RoCE packets with: NCCL_IB_TC is rendered as DSCP << 2 | 2 (ECN-capable,
+     * 26 → 106), and the NIC's DSCP → priority map is set to put this DSCP on `priority`. Defaults to
+     * 26 (AF31, which the ConnectX default map already puts on priority 3).
+     */
+    dscp: z.int().min(0).max(63).default(26).meta({ example: "26" }),
     /** Load nvidia-peermem for GPUDirect RDMA, persisted across reboot. Defaults to true. */
     peermem: z.boolean().default(true).meta({ example: "true" }),
 });

@@ -865,7 +865,7 @@ describe("a minimal config gets the documented defaults", () => {
 
     test("cluster sections", () => {
         assert.deepEqual(config.interconnect, { topology: "pair", mtu: 9000 });
-        assert.deepEqual(config.roce, { enabled: true, priority: 3, trustDscp: true, peermem: true });
+        assert.deepEqual(config.roce, { enabled: true, priority: 3, trustDscp: true, dscp: 26, peermem: true });
         assert.deepEqual(config.nccl, { debug: "WARN", overrides: {} });
         assert.deepEqual(config.ray, {
             port: 6379,

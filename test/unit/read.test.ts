@@ -122,6 +122,9 @@ describe("read-back scripts", () => {
             mlnx_qos: [
                 `pfc=$(cat "$HOME/pfc.$2")`,
                 `echo "Priority trust state: $(cat "$HOME/trust.$2")"`,
+                // The map as mlnx_qos prints it (python/mlnx_qos pretty_print), one line a priority here.
+                `if [ "$(cat "$HOME/trust.$2")" = dscp ]; then echo "dscp2prio mapping:"; cat "$HOME/map.$2"; fi`,
+                `echo "default priority:"`,
                 `echo "PFC configuration:"`,
                 `echo "	priority    0   1   2   3   4   5   6   7"`,
                 `echo "	enabled     \${pfc//,/   }   "`,
@@ -133,24 +136,34 @@ describe("read-back scripts", () => {
             interfaces: ["enp1s0f1np1"],
             pfcVector: pfcVector(3),
             trustDscp: true,
+            priority: 3,
+            dscp: 26,
             peermem: true,
-            unitContent: renderPfcUnit(["enp1s0f1np1"], 3, true),
+            unitContent: renderPfcUnit(["enp1s0f1np1"], 3, true, 26),
             peermemConf: renderPeermemConf(),
         };
         const script = pfcReadScript(spec);
         fs.writeFileSync(path.join(box.dir, "pfc.enp1s0f1np1"), "0,0,0,1,0,0,0,0");
         fs.writeFileSync(path.join(box.dir, "trust.enp1s0f1np1"), "dscp");
+        fs.writeFileSync(path.join(box.dir, "map.enp1s0f1np1"), "\tprio:2 dscp:16,17,18,19,20,21,22,23,\n\tprio:3 dscp:24,25,26,27,28,29,30,31,\n");
         fs.writeFileSync(path.join(box.dir, "modules"), "nvidia_peermem 16384 0\n");
         // The unit and modules-load files live under /etc, absent here: those two lines are expected.
         const fileLines = ["/etc/systemd/system/spark-cluster-pfc.service: missing", "/etc/modules-load.d/nvidia-peermem.conf: missing"];
         const loaded = "status=enabled: PFC 0,0,0,1,0,0,0,0 on enp1s0f1np1, trust dscp; nvidia-peermem loaded";
         assert.deepEqual(lines(box.run(script, loaded).stdout), fileLines);
+        // DSCP 26 moved to priority 5 (by hand, or another tool): drift, with the value found.
+        fs.writeFileSync(
+            path.join(box.dir, "map.enp1s0f1np1"),
+            "\tprio:3 dscp:24,25,27,28,29,30,31,\n\tprio:5 dscp:26,40,41,42,43,44,45,46,\n\tprio:5 dscp:47,\n",
+        );
+        assert.deepEqual(lines(box.run(script, loaded).stdout), ["enp1s0f1np1: DSCP 26 -> priority 5, want 3", ...fileLines]);
         fs.writeFileSync(path.join(box.dir, "pfc.enp1s0f1np1"), "0,0,0,0,0,0,0,0");
         fs.writeFileSync(path.join(box.dir, "trust.enp1s0f1np1"), "pcp");
         fs.writeFileSync(path.join(box.dir, "modules"), "");
         assert.deepEqual(lines(box.run(script, loaded).stdout), [
             "enp1s0f1np1: PFC 0,0,0,0,0,0,0,0, want 0,0,0,1,0,0,0,0",
             "enp1s0f1np1: trust pcp, want dscp",
+            "enp1s0f1np1: DSCP 26 -> priority none, want 3",
             ...fileLines,
             "nvidia-peermem: not loaded",
         ]);
