@@ -74,6 +74,13 @@ export const DRIFTS: readonly Drift[] = [
         line: "enp1s0f1np1: PFC 0,0,0,0,0,0,0,0, want 0,0,0,1,0,0,0,0",
     },
     {
+        what: "the NIC's DSCP -> priority map moved NCCL's DSCP off the PFC priority",
+        node: "spark-b",
+        script: "mlnx_qos -i enP2p1s0f1np1 --dscp2prio set,26,0 >/dev/null",
+        resource: "spark-b-roce-apply",
+        line: "enP2p1s0f1np1: DSCP 26 -> priority 0, want 3",
+    },
+    {
         what: "nvidia-peermem unloaded",
         node: "spark-b",
         script: "modprobe -r nvidia-peermem",
