@@ -121,6 +121,7 @@ export class ClusterNode extends pulumi.ComponentResource {
                     mtu: cluster.interconnect.mtu,
                     interfaces: node.interconnect.map((iface, i) => ({ name: n[i], address: iface.address })),
                     peers: node.peers.map((p) => ({ node: p.node, ip: p.ip, via: n[p.via] })),
+                    linkCheck: node.linkCheck,
                 })),
             },
             this.childOptions({ dependsOn: probe }),

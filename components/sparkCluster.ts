@@ -42,6 +42,8 @@ export class SparkCluster extends pulumi.ComponentResource {
     /** PFC result per node (`enabled: …` / `lossy: …` / `skipped: …`). */
     /** Per node: the PFC status and the RoCE chain (priority, trust, DSCP, NCCL's traffic class). */
     public readonly roce: pulumi.Output<Record<string, RoceChain>>;
+    /** Per node: each interconnect interface's state and speed, and each rail's MTU end to end, as the last apply found them. */
+    public readonly links: pulumi.Output<Record<string, string[]>>;
     /** The NCCL check per node: bus bandwidth, transport, pass mark (or why it did not run). */
     public readonly ncclCheck: pulumi.Output<Record<string, string>>;
     /** The SSH host key fingerprint each node is pinned to (compare with `ssh-keygen -lf` on the node). */
@@ -211,6 +213,7 @@ export class SparkCluster extends pulumi.ComponentResource {
         this.servedModel = servers[0].servedModel;
         this.transport = config.transport;
         this.roce = perNode(nodes, (n) => n.roce);
+        this.links = perNode(nodes, (n) => n.interconnect.links);
         this.ncclCheck = perNode(nodes, (n) => n.check?.result ?? "not run: check.enabled is false");
         this.hostKeys = perNode(nodes, (n) => n.hostKey.apply((key) => (key ? `${hostKeyFingerprint(key)} (${key.split(" ")[0]})` : "not recorded yet")));
         this.firewall = perNode(nodes, (n) => n.firewallStatus);
@@ -221,6 +224,7 @@ export class SparkCluster extends pulumi.ComponentResource {
             servedModel: this.servedModel,
             transport: this.transport,
             roce: this.roce,
+            links: this.links,
             ray: this.ray,
             vllm: this.vllm,
         });

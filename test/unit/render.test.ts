@@ -102,12 +102,14 @@ const SPARK_A_NETPLAN: NetplanSpec = {
         { node: "spark-b", ip: "192.168.100.12", via: "enp1s0f1np1" },
         { node: "spark-b", ip: "192.168.101.12", via: "enP2p1s0f1np1" },
     ],
+    linkCheck: { minSpeedMbps: 200000, lowSpeed: "refuse" },
 };
 const THOR_NETPLAN: NetplanSpec = {
     node: "thor-1",
     mtu: 1500,
     interfaces: [{ name: "mgbe0_0", address: "192.168.100.27/24" }],
     peers: [{ node: "spark-a", ip: "192.168.100.11", via: "mgbe0_0" }],
+    linkCheck: { lowSpeed: "warn" },
 };
 
 const NCCL_ROCE: NcclSpec = {
