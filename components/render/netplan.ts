@@ -198,7 +198,7 @@ export function netplanApplyScript(spec: NetplanSpec, peerWaitSeconds = 120): st
         `  exit 1`,
         `fi`,
         `rm -f "$rollback"`,
-        ...linkCheckLines(spec),
+        ...linkCheckLines(spec, peerWaitSeconds),
         `sc_log "interconnect up: ${spec.interfaces.map((i) => `${i.name}=${i.address}`).join(" ")} mtu ${spec.mtu}; peers answer"`,
     ]);
 }
