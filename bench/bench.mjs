@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `npm run bench`: how long the product takes on the lab, by cluster size, next to `ray up`.
 // A benchmark, not a test: it asserts nothing but that each step succeeded, and prints one
-// `BENCH` line per measurement (the stable raw format; see README.md "Speed") and a summary table.
+// `BENCH` line per measurement (the stable raw format; see docs/speed.md) and a summary table.
 //
 // Per size N (BENCH_SIZES, default 2,4,8): takes the lab lock (as test/lab/lab-harness.ts does),
 // boots `lab/lab.sh up --topology thor-switch-N` (N Thors, venv runtime, one switch), then

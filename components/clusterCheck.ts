@@ -1,7 +1,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
-import { NcclCheckSpec, ncclCheckScript, parseNcclCheckResult } from "./render/check";
+import { NcclCheckSpec, ncclCheckPlan } from "./render/check";
 
 const TYPE = typeToken("ClusterCheck");
 
@@ -26,17 +26,13 @@ export class ClusterCheck extends pulumi.ComponentResource {
 
     constructor(name: string, args: ClusterCheckArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
+        const plan = ncclCheckPlan(args.spec);
         const check = args.host.command(
             `${name}-nccl`,
-            { create: pulumi.output(args.envHash).apply((hash) => `# runtime.env ${hash}\n${ncclCheckScript(args.spec)}`) },
+            { create: pulumi.output(args.envHash).apply(plan.create) },
             { parent: this, customTimeouts: { create: "15m", update: "15m" } },
         );
-        this.result = check.stdout.apply((out) => {
-            const parsed = parseNcclCheckResult(out);
-            return parsed
-                ? `${parsed.result}: busbw ${parsed.busbwGBps ?? "?"} GB/s over ${parsed.transport ?? "?"} (pass mark ${parsed.passMarkGBps ?? "?"} GB/s)`
-                : "no result line";
-        });
+        this.result = check.stdout.apply(plan.summary);
         this.registerOutputs({ result: this.result });
     }
 }

@@ -2,7 +2,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
 import { statusOf } from "./statusLine";
-import { FirewallSpec, firewallApplyScript, firewallReadScript, firewallRemoveScript } from "./render/firewall";
+import { FirewallSpec, firewallPlan } from "./render/firewall";
 
 const TYPE = typeToken("Firewall");
 
@@ -27,11 +27,8 @@ export class Firewall extends pulumi.ComponentResource {
 
     constructor(name: string, args: FirewallArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
-        const apply = args.host.command(
-            `${name}-apply`,
-            { create: firewallApplyScript(args.spec), delete: firewallRemoveScript(), read: firewallReadScript(args.spec) },
-            { parent: this },
-        );
+        const plan = firewallPlan(args.spec);
+        const apply = args.host.command(`${name}-apply`, plan.step, { parent: this });
         this.applied = apply;
         this.status = statusOf(apply.stdout, name, this);
         this.registerOutputs({ status: this.status });

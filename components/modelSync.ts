@@ -3,30 +3,9 @@ import type * as command from "@pulumi/command";
 import type { ModelConfig, NodeConfig } from "../config";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
-import {
-    MODEL_SYNC_LIMITS,
-    localModelCheckScript,
-    modelCacheRemovalScript,
-    modelDownloadScript,
-    modelPullScript,
-    modelServeRemovalScript,
-    modelServeScript,
-} from "./render/modelSync";
+import { ModelSyncNodeSpec, modelSyncPlan } from "./render/modelSync";
 
 const TYPE = typeToken("ModelSync");
-
-/**
- * A step on one node, keyed on the model: `triggers` replace it when the repository changes (the
- * delete that goes with the old repository runs for the old one).
- */
-function syncStep(
-    name: string,
-    host: NodeHost,
-    args: { create: string; delete?: string; stdin?: pulumi.Input<string>; triggers?: string[] },
-    opts: pulumi.CustomResourceOptions,
-): command.remote.Command {
-    return host.command(name, args, opts);
-}
 
 /** A node as the sync sees it: its resolved config, its connection, and the host layers to wait for. */
 export interface ModelSyncNode {
@@ -96,82 +75,53 @@ export class ModelSync extends pulumi.ComponentResource {
 
     constructor(name: string, args: ModelSyncArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
-        const source = args.model.source;
         const nodes = [args.head, ...args.workers];
-
-        if (args.localModel) {
-            this.steps = nodes.map((n) =>
-                syncStep(
-                    `${name}-check-${n.node.name}`,
-                    n.host,
-                    { create: localModelCheckScript(source, n.node.name) },
-                    { parent: this, dependsOn: n.hostReady },
-                ),
+        const specOf = (n: ModelSyncNode): ModelSyncNodeSpec => ({
+            node: n.node.name,
+            ip: n.node.ip,
+            ips: n.node.interconnect.map((i) => i.ip),
+            runtime: n.node.runtime,
+        });
+        const plan = modelSyncPlan({
+            source: args.model.source,
+            localModel: args.localModel,
+            removeCacheOnDestroy: args.model.removeCacheOnDestroy === true,
+            withToken: args.hfToken !== undefined,
+            head: specOf(args.head),
+            workers: args.workers.map(specOf),
+        });
+        const stdin = { hfToken: args.hfToken === undefined ? undefined : pulumi.secret(args.hfToken), syncSecret: pulumi.secret(args.syncSecret) };
+        // A keyed step is replaced (not updated) when the repository changes, the old step's delete
+        // first: with model.removeCacheOnDestroy the old repository goes before the new one arrives,
+        // and a replaced serve step cannot remove the marks its successor just relied on.
+        const made = new Map<string, command.remote.Command>();
+        for (const step of plan) {
+            const n = nodes.find((candidate) => candidate.node.name === step.node);
+            if (n === undefined) throw new pulumi.ResourceError(`internal: the model sync plans a step on ${step.node}, which is not a node`, this);
+            const after = step.after.map((before) => {
+                const found = made.get(before);
+                if (found === undefined)
+                    throw new pulumi.ResourceError(`internal: the model sync step ${step.name} runs after ${before}, not planned before it`, this);
+                return found;
+            });
+            const command = n.host.command(
+                `${name}-${step.name}`,
+                {
+                    create: step.create,
+                    ...(step.delete === undefined ? {} : { delete: step.delete }),
+                    ...(step.stdin === undefined ? {} : { stdin: stdin[step.stdin] }),
+                    ...(step.keyed ? { triggers: [args.model.source] } : {}),
+                },
+                {
+                    parent: this,
+                    ...(step.keyed ? { deleteBeforeReplace: true } : {}),
+                    dependsOn: [...after, ...n.hostReady],
+                    ...(step.timeout === undefined ? {} : { customTimeouts: { create: step.timeout, update: step.timeout } }),
+                },
             );
-            this.registerOutputs({});
-            return;
+            made.set(step.name, command);
         }
-
-        // Replaced (not updated) when the repository changes, the old step's delete first: with
-        // model.removeCacheOnDestroy the old repository goes before the new one arrives, and a
-        // replaced serve step cannot remove the marks its successor just relied on.
-        const keyed = (extra: pulumi.CustomResourceOptions): pulumi.CustomResourceOptions => ({ parent: this, deleteBeforeReplace: true, ...extra });
-        const triggers = [source];
-        const hours = (seconds: number) => `${Math.ceil(seconds / 3600) + 1}h`;
-        const head = args.head;
-        const secret = pulumi.secret(args.syncSecret);
-
-        const download = syncStep(
-            `${name}-download`,
-            head.host,
-            {
-                create: modelDownloadScript({ repoId: source, node: head.node.name, runtime: head.node.runtime, withToken: args.hfToken !== undefined }),
-                delete: modelCacheRemovalScript({ repoId: source, node: head.node.name, remove: args.model.removeCacheOnDestroy === true }),
-                ...(args.hfToken !== undefined ? { stdin: pulumi.secret(args.hfToken) } : {}),
-                triggers,
-            },
-            keyed({ dependsOn: head.hostReady, customTimeouts: { create: hours(MODEL_SYNC_LIMITS.download), update: hours(MODEL_SYNC_LIMITS.download) } }),
-        );
-        const pullTimeout = hours(MODEL_SYNC_LIMITS.pull + MODEL_SYNC_LIMITS.serveStart);
-        const steps = [download];
-        if (args.workers.length > 0) {
-            // Serve and pulls run side by side (both after the download): the head serves until
-            // every worker that needed the model reported that it holds it.
-            steps.push(
-                syncStep(
-                    `${name}-serve`,
-                    head.host,
-                    {
-                        create: modelServeScript({
-                            repoId: source,
-                            node: head.node.name,
-                            headIp: head.node.ip,
-                            workers: args.workers.map((w) => ({ node: w.node.name, ips: w.node.interconnect.map((i) => i.ip) })),
-                        }),
-                        delete: modelServeRemovalScript(source),
-                        stdin: secret,
-                        triggers,
-                    },
-                    keyed({ dependsOn: [download, ...head.hostReady], customTimeouts: { create: pullTimeout, update: pullTimeout } }),
-                ),
-            );
-        }
-        for (const worker of args.workers) {
-            steps.push(
-                syncStep(
-                    `${name}-pull-${worker.node.name}`,
-                    worker.host,
-                    {
-                        create: modelPullScript({ repoId: source, node: worker.node.name, head: head.node.name, headIp: head.node.ip }),
-                        delete: modelCacheRemovalScript({ repoId: source, node: worker.node.name, remove: args.model.removeCacheOnDestroy === true }),
-                        stdin: secret,
-                        triggers,
-                    },
-                    keyed({ dependsOn: [download, ...worker.hostReady], customTimeouts: { create: pullTimeout, update: pullTimeout } }),
-                ),
-            );
-        }
-        this.steps = steps;
+        this.steps = [...made.values()];
         this.registerOutputs({});
     }
 }

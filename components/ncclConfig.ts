@@ -2,13 +2,8 @@ import * as pulumi from "@pulumi/pulumi";
 import type * as command from "@pulumi/command";
 import type { Runtime } from "../config";
 import type { NodeHost } from "./nodeConnection";
-import { envFileReader } from "./render/host/envFile";
 import { typeToken } from "./package";
-import { installFilesScript, removeFilesScript } from "./render/host/files";
-import { filesReadScript } from "./render/host/read";
-import { contentHash } from "./render/host/shell";
-import { NcclSpec, renderNcclConf, renderRuntimeEnv } from "./render/nccl";
-import { CONFIG_DIR, NCCL_CONF_PATH, RUNTIME_ENV_PATH } from "./render/paths";
+import { NcclSpec, ncclPlan } from "./render/nccl";
 
 const TYPE = typeToken("NcclConfig");
 
@@ -37,20 +32,17 @@ export class NcclConfig extends pulumi.ComponentResource {
 
     constructor(name: string, args: NcclConfigArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
-        const spec = pulumi.output(args.spec) as pulumi.Output<NcclSpec>;
-        this.ncclConf = spec.apply(renderNcclConf);
-        this.runtimeEnv = spec.apply((nccl) => renderRuntimeEnv({ nccl, nodeIp: args.nodeIp, reader: envFileReader(args.runtime) }));
-        this.envHash = pulumi.all([this.ncclConf, this.runtimeEnv]).apply(([a, b]) => contentHash(a + b));
-        const files = pulumi.all([this.ncclConf, this.runtimeEnv]).apply(([conf, env]) => [
-            { path: NCCL_CONF_PATH, mode: "644" as const, content: conf },
-            { path: RUNTIME_ENV_PATH, mode: "644" as const, content: env },
-        ]);
+        const plan = ncclPlan(args.runtime, args.nodeIp);
+        const files = (pulumi.output(args.spec) as pulumi.Output<NcclSpec>).apply(plan.files);
+        this.ncclConf = files.apply((f) => f.ncclConf);
+        this.runtimeEnv = files.apply((f) => f.runtimeEnv);
+        this.envHash = files.apply((f) => f.envHash);
         this.installed = args.host.command(
             `${name}-files`,
             {
-                create: files.apply(installFilesScript),
-                read: files.apply(filesReadScript),
-                delete: removeFilesScript([NCCL_CONF_PATH, RUNTIME_ENV_PATH], [CONFIG_DIR]),
+                create: files.apply((f) => f.create),
+                read: files.apply((f) => f.read),
+                delete: plan.delete,
             },
             { parent: this },
         );

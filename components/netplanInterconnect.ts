@@ -2,7 +2,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type * as command from "@pulumi/command";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
-import { NetplanSpec, linkResults, netplanApplyScript, netplanDeleteScript, netplanReadScript, renderNetplan } from "./render/netplan";
+import { NetplanSpec, linkResults, netplanPlan } from "./render/netplan";
 
 const TYPE = typeToken("NetplanInterconnect");
 
@@ -29,14 +29,14 @@ export class NetplanInterconnect extends pulumi.ComponentResource {
 
     constructor(name: string, args: NetplanInterconnectArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
-        const spec = pulumi.output(args.spec);
-        this.netplan = spec.apply((s) => renderNetplan(s as NetplanSpec));
+        const plan = pulumi.output(args.spec).apply((s) => netplanPlan(s as NetplanSpec));
+        this.netplan = plan.apply((p) => p.netplan);
         this.applied = args.host.command(
             `${name}-apply`,
             {
-                create: spec.apply((s) => netplanApplyScript(s as NetplanSpec)),
-                delete: spec.apply((s) => netplanDeleteScript(s as NetplanSpec)),
-                read: spec.apply((s) => netplanReadScript(s as NetplanSpec)),
+                create: plan.apply((p) => p.step.create),
+                delete: plan.apply((p) => p.step.delete),
+                read: plan.apply((p) => p.step.read),
             },
             { parent: this, customTimeouts: { create: "10m", update: "10m", delete: "5m" } },
         );

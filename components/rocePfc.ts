@@ -2,7 +2,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
 import { statusOf } from "./statusLine";
-import { PfcSpec, pfcApplyScript, pfcReadScript, pfcRestoreScript, pfcVector, renderPeermemConf, renderPfcUnit } from "./render/pfc";
+import { pfcPlan } from "./render/pfc";
 
 const TYPE = typeToken("RocePfc");
 
@@ -33,22 +33,15 @@ export class RocePfc extends pulumi.ComponentResource {
 
     constructor(name: string, args: RocePfcArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
-        const spec = pulumi.output(args.interfaces).apply((interfaces): PfcSpec => ({
-            interfaces,
-            pfcVector: pfcVector(args.priority),
-            trustDscp: args.trustDscp,
-            priority: args.priority,
-            dscp: args.dscp,
-            peermem: args.peermem,
-            unitContent: renderPfcUnit(interfaces, args.priority, args.trustDscp, args.dscp),
-            peermemConf: renderPeermemConf(),
-        }));
+        const plan = pulumi
+            .output(args.interfaces)
+            .apply((interfaces) => pfcPlan(interfaces, { priority: args.priority, trustDscp: args.trustDscp, dscp: args.dscp, peermem: args.peermem }));
         const apply = args.host.command(
             `${name}-apply`,
             {
-                create: spec.apply(pfcApplyScript),
-                delete: spec.apply(pfcRestoreScript),
-                read: spec.apply(pfcReadScript),
+                create: plan.apply((p) => p.step.create),
+                delete: plan.apply((p) => p.step.delete),
+                read: plan.apply((p) => p.step.read),
             },
             { parent: this },
         );

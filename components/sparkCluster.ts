@@ -10,7 +10,7 @@ import { RayHead } from "./rayHead";
 import { RayNodeArgs } from "./rayNode";
 import { RayWorker } from "./rayWorker";
 import { VllmServer } from "./vllmServer";
-import { VllmServeSpec, vllmServeArgv } from "./render/vllm";
+import { engineStrategy } from "./render/engine";
 import { SHIPPED_FLAG_TABLES, vllmCheckScript, vllmVerdict } from "./render/vllmCompat";
 import type { RoceChain } from "./render/roceChain";
 
@@ -92,9 +92,9 @@ export class SparkCluster extends pulumi.ComponentResource {
             if (found === undefined) throw new pulumi.ResourceError(`internal: the executor names ${name}, which is not a node`, this);
             return found;
         };
-        // vLLM where the executor runs it, rank 0 the head; a node without its own server runs the
-        // same vLLM as rank 0 (the ray executor's workers, inside Ray).
-        const serveSpec = (server: (typeof executor.servers)[number]): VllmServeSpec => ({ ...config.model, multiNode: server.multiNode });
+        // The engine's servers where the executor runs them, rank 0 the head; a node without its own
+        // server runs the same engine as rank 0 (the ray executor's workers, inside Ray).
+        const engine = engineStrategy(config.engine);
         const serverOf = (n: ClusterNode) => executor.servers.find((server) => server.node === n.node.name) ?? executor.servers[0];
 
         // Can every node's vLLM run what we render for it, and do the nodes agree? Checked on a
@@ -104,7 +104,7 @@ export class SparkCluster extends pulumi.ComponentResource {
         // a node changes nothing here; one that was never probed is left out.
         const checkOn = nodes.find((n) => !n.node.retired) ?? head;
         const checked = nodes.map((n) =>
-            n.vllm.apply((probe) => ({ node: n.node.name, runtime: n.node.runtime, probe, argv: vllmServeArgv(serveSpec(serverOf(n))) })),
+            n.vllm.apply((probe) => ({ node: n.node.name, runtime: n.node.runtime, probe, argv: engine.serveArgv(config.model, serverOf(n)) })),
         );
         const vllmCheckStep = checkOn.host.command(
             `${name}-vllm-check`,
@@ -195,11 +195,9 @@ export class SparkCluster extends pulumi.ComponentResource {
                 `${n.node.name}-vllm`,
                 {
                     host: n.host,
-                    runtime: n.node.runtime,
-                    serve: serveSpec(placement),
+                    plan: engine.plan({ model: config.model, placement, runtime: n.node.runtime, rayAddress: rayLayout?.address }),
                     apiKey: pulumi.secret(config.apiKey.reveal()),
                     hfToken: config.hfToken ? pulumi.secret(config.hfToken.reveal()) : undefined,
-                    rayAddress: rayLayout?.address,
                     envHash: n.nccl.envHash,
                     publicHost: config.head.ssh.host,
                     peers,

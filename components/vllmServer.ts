@@ -1,25 +1,21 @@
 import * as pulumi from "@pulumi/pulumi";
-import type { Runtime } from "../config";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
 import { readinessCommand } from "./readiness";
+import type { EnginePlan } from "./render/engine";
 import { contentHash } from "./render/host/shell";
-import { VllmServeSpec, vllmPlan } from "./render/vllm";
 
 const TYPE = typeToken("VllmServer");
 
 export interface VllmServerArgs {
     /** The node's connection and SSH user. */
     host: NodeHost;
-    runtime: Runtime;
-    /** The `vllm serve` settings; `multiNode` set for the mp executor. */
-    serve: VllmServeSpec;
+    /** What the engine puts on this node (components/render/engine.ts): secrets, unit, readiness, follower. */
+    plan: EnginePlan;
     /** API key clients must send. */
     apiKey: pulumi.Input<string>;
     /** Hugging Face token for gated models. Defaults to none. */
     hfToken?: pulumi.Input<string>;
-    /** Ray's address for the ray executor. Defaults to none (mp executor). */
-    rayAddress?: string;
     /** Hash of the runtime environment file: a change restarts vLLM. */
     envHash: pulumi.Input<string>;
     /** Host clients use to reach the API (the head's SSH address). */
@@ -33,10 +29,11 @@ export interface VllmServerArgs {
 }
 
 /**
- * The `vllm serve` unit (on the head; on every node, `--headless` on the
- * others, for the mp executor). Complete only when a real chat request is
- * answered with text, within a bounded wait; otherwise it fails with the
- * unit's journal tail.
+ * One server of the serving engine (on the head; on every node, headless on the others, for the
+ * mp executor), wired from its {@link EnginePlan} whatever the engine: the secrets step, the unit
+ * step, a headless rank's follower, and on rank 0 the readiness check. Complete only when a real
+ * chat request is answered with text, within a bounded wait; otherwise it fails with the unit's
+ * journal tail. (Its type token stays `VllmServer`: stacks deployed before keep their URNs.)
  */
 export class VllmServer extends pulumi.ComponentResource {
     public readonly unit: pulumi.Output<string>;
@@ -52,9 +49,9 @@ export class VllmServer extends pulumi.ComponentResource {
 
     constructor(name: string, args: VllmServerArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
-        const plan = vllmPlan(args.serve, args.runtime, args.rayAddress);
-        this.baseUrl = `http://${args.publicHost}:${args.serve.apiPort}/v1`;
-        this.servedModel = args.serve.servedName;
+        const plan = args.plan;
+        this.baseUrl = `http://${args.publicHost}:${plan.api.port}/v1`;
+        this.servedModel = plan.api.servedModel;
 
         const secretsFile = pulumi.all([args.apiKey, args.hfToken ?? ""]).apply(([key, token]) => plan.secretsFile(key, token));
         const secrets = args.host.command(

@@ -168,7 +168,7 @@ export const NodeSchema = z
          * anything there, nothing is ever deleted on it), and its resources leave the stack without
          * their delete — when the node is removed from `nodes`, or by `pulumi destroy --run-program`
          * (a plain `destroy` after an `up`). The rest of the cluster is planned as before until the
-         * node is removed. README, "A node that is gone". Defaults to false.
+         * node is removed. docs/operations.md, "A node that is gone". Defaults to false.
          */
         retired: z.boolean().optional().meta({ example: "true" }),
     })

@@ -139,11 +139,11 @@ export interface ModelConfig extends Omit<ParsedModel, "tensorParallel" | "pipel
     enforceEager: boolean;
 }
 
-/** One `vllm serve` process: where it runs and its rank (rank 0 serves the API; the others run `--headless`). */
-export interface VllmPlacement {
+/** One serving process (`vllm serve`): where it runs and its rank (rank 0 serves the API; the others run headless). */
+export interface ServerPlacement {
     node: string;
     rank: number;
-    /** vLLM's own multi-node mode (mp executor): the ranks, this one's, and where rank 0 listens. Undefined: one process drives every GPU (ray executor). */
+    /** The engine's own multi-node mode (mp executor): the ranks, this one's, and where rank 0 listens. Undefined: one process drives every GPU (ray executor). */
     multiNode?: { nnodes: number; rank: number; masterAddr: string; masterPort: number };
 }
 
@@ -171,7 +171,7 @@ export type Executor =
     | {
           kind: "ray";
           /** vLLM on the head only: its workers run inside the Ray cluster. */
-          servers: [VllmPlacement];
+          servers: [ServerPlacement];
           ray: RayLayout;
           /** What the `ray` output says per node. */
           rayUnused?: undefined;
@@ -179,10 +179,22 @@ export type Executor =
     | {
           kind: "mp";
           /** vLLM on every node, rank 0 the head, the others in config order. */
-          servers: VllmPlacement[];
+          servers: ServerPlacement[];
           ray?: undefined;
           rayUnused: string;
       };
+
+/**
+ * The serving engine: which program serves the model. One arm for now; another engine is one more
+ * arm here (from its schema value) and one strategy in components/render/engine.ts, which is the
+ * only place that tests `kind`.
+ */
+export type Engine = { kind: "vllm" };
+
+/** The serving engine of the config. */
+export function resolveEngine(): Engine {
+    return { kind: "vllm" };
+}
 
 /** The validated cluster config: plain data, every default resolved, secrets wrapped. */
 export interface Config {
@@ -222,6 +234,8 @@ export interface Config {
     rankOrder: string[];
     /** What runs where for the executor. */
     executor: Executor;
+    /** The serving engine the servers run. */
+    engine: Engine;
 }
 
 /** The NCCL check's pass mark and required transport: RDMA at NVIDIA's pass mark on RoCE, report only over sockets. */
@@ -467,5 +481,6 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         modelSyncSecret: new SecretString(deriveModelSyncSecret(parsed.apiKey, stack, parsed.model.source)),
         rankOrder: facts.rankOrder,
         executor,
+        engine: resolveEngine(),
     };
 }

@@ -122,7 +122,7 @@ export const RaySchema = z.strictObject({
     /** Logical CPUs each node offers to Ray (`ray start --num-cpus`). Defaults to Ray's own count. */
     numCpus: z.int().min(1).optional().meta({ example: "8" }),
     // Ray picks these at random unless `ray start` pins them; pinned, every port the cluster uses
-    // can be named (README, "Ports"). Members reach them; the firewall keeps everyone else out.
+    // can be named (docs/operations.md, "Ports"). Members reach them; the firewall keeps everyone else out.
     /** Ray client server on the head (`--ray-client-server-port`). Defaults to 10001. */
     clientServerPort: port().default(10001).meta({ example: "10001" }),
     /** Raylet's node manager on every node (`--node-manager-port`). Defaults to 6800. */
@@ -157,7 +157,7 @@ export const FirewallSchema = z.strictObject({
      * nodes' firewall as it is (the internal ports then listen to the world). Defaults to true.
      */
     enabled: z.boolean().default(true).meta({ example: "true" }),
-    /** Source ranges allowed to reach the API port, e.g. your LAN. Defaults to [] (anyone: the API key guards only /v1 and a few other prefixes; README, "Ports", lists what answers without it). */
+    /** Source ranges allowed to reach the API port, e.g. your LAN. Defaults to [] (anyone: the API key guards only /v1 and a few other prefixes; docs/operations.md, "Ports", lists what answers without it). */
     apiAllowFrom: z
         .array(
             z
@@ -220,7 +220,7 @@ export const ModelSchema = z.strictObject({
      * `--master-addr`, `--headless` peers), no Ray at all — what vLLM >= 0.18 does without Ray,
      * what NGC vLLM images from 26.05 on support (they ship without Ray), and the default of the
      * most used community launcher since July 2026. `ray`: a Ray cluster (head and workers) as in
-     * the older seeds; needs Ray in every node's runtime. Defaults to "mp".
+     * the older community guides; needs Ray in every node's runtime. Defaults to "mp".
      */
     executor: z.enum(["ray", "mp"]).default("mp").meta({ example: "mp (or ray)" }),
     /** Fraction of GPU memory vLLM may use, in (0, 1]. Defaults to 0.9. */

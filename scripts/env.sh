@@ -13,7 +13,7 @@ export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
 export PULUMI_SKIP_UPDATE_CHECK=true
 # Local file backend inside the project unless the user chose another one.
 export PULUMI_BACKEND_URL="${PULUMI_BACKEND_URL:-file://$SPARK_ROOT/.pulumi-state}"
-# The lab stack's secrets use a fixed, documented passphrase (README, "The lab").
+# The lab stack's secrets use a fixed, documented passphrase (docs/lab.md).
 # Real stacks use your own: set PULUMI_CONFIG_PASSPHRASE(_FILE) yourself.
 SPARK_LAB_PASSPHRASE="spark-cluster-lab-only"
 export SPARK_LAB_PASSPHRASE

@@ -4,6 +4,9 @@
 #   ./scripts/pulumi.sh --stack dev preview
 # works on a fresh clone. For the lab stack "dev" the lab passphrase is used
 # unless you set PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE.
+# With --config-file (a stack kept under stacks/), the new stack's encryption
+# salt goes into that file: `pulumi stack init` has no --config-file and would
+# leave a Pulumi.<stack>.yaml of its own at the project's root.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$SPARK_ROOT"
@@ -14,10 +17,11 @@ if [ ! -x .tools/bin/pulumi ]; then
 fi
 
 stack=""
+config_file=""
 prev=""
 for arg in "$@"; do
-  case "$prev" in --stack|-s) stack="$arg" ;; esac
-  case "$arg" in --stack=*) stack="${arg#--stack=}" ;; esac
+  case "$prev" in --stack|-s) stack="$arg" ;; --config-file) config_file="$arg" ;; esac
+  case "$arg" in --stack=*) stack="${arg#--stack=}" ;; --config-file=*) config_file="${arg#--config-file=}" ;; esac
   prev="$arg"
 done
 
@@ -30,7 +34,21 @@ if [ -n "$stack" ] && ! pulumi stack select "$stack" --non-interactive >/dev/nul
     file://*) mkdir -p "${PULUMI_BACKEND_URL#file://}" ;;
   esac
   echo "pulumi.sh: creating stack '$stack' in $PULUMI_BACKEND_URL" >&2
+  root_file="Pulumi.$stack.yaml"
+  had_root_file=0
+  [ -e "$root_file" ] && had_root_file=1
   pulumi stack init "$stack" --secrets-provider passphrase --non-interactive >&2
+  if [ -n "$config_file" ] && [ "$had_root_file" = 0 ] && [ -f "$root_file" ] && [ "$(realpath -m "$config_file")" != "$(realpath -m "$root_file")" ]; then
+    if [ -f "$config_file" ] && ! grep -q '^encryptionsalt:' "$config_file"; then
+      salt=$(grep '^encryptionsalt:' "$root_file" || true)
+      if [ -n "$salt" ]; then
+        # The file may not end with a newline; the salt must start a line of its own.
+        [ -n "$(tail -c 1 "$config_file")" ] && echo >>"$config_file"
+        printf '%s\n' "$salt" >>"$config_file"
+      fi
+    fi
+    rm -f -- "$root_file"
+  fi
 fi
 
 exec pulumi "$@"

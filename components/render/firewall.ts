@@ -10,6 +10,7 @@ import { fileDriftLine, readScript, unitDriftLine } from "./host/read";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
 import { systemdJoin } from "./host/systemd";
 import { CONFIG_DIR, FIREWALL_RULES_PATH, MANAGED_MARKER, UNITS, unitPath } from "./paths";
+import type { StepScripts } from "./step";
 
 /** Our nftables table: `inet spark_cluster`. */
 export const NFT_TABLE = "spark_cluster";
@@ -137,4 +138,15 @@ export function firewallRemoveScript(): string {
         `rmdir ${CONFIG_DIR} 2>/dev/null || true`,
         "sc_cleanup_state",
     ]);
+}
+
+/** Everything the firewall layer puts on one node: its apply step's scripts. */
+export interface FirewallPlan {
+    /** The apply step (`<layer>-apply`): rules file and boot unit, loaded; removed (nobody else's rules); read back. */
+    step: StepScripts;
+}
+
+/** The firewall layer's plan for one node, asked for once by its component. */
+export function firewallPlan(spec: FirewallSpec): FirewallPlan {
+    return { step: { create: firewallApplyScript(spec), delete: firewallRemoveScript(), read: firewallReadScript(spec) } };
 }

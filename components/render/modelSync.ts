@@ -402,3 +402,99 @@ export function localModelCheckScript(path: string, node: string): string {
         `exit 1`,
     ]);
 }
+
+/** One node as the model sync sees it: its name, interconnect addresses and runtime. */
+export interface ModelSyncNodeSpec {
+    node: string;
+    /** Its first interconnect address (the head serves there). */
+    ip: string;
+    /** Every interconnect address (the only sources the head's daemon accepts from a worker). */
+    ips: string[];
+    runtime: Runtime;
+}
+
+/** What the model sync is rendered from. */
+export interface ModelSyncSpec {
+    /** model.source: a Hugging Face id, or a directory on the nodes. */
+    source: string;
+    /** model.source is a directory on the nodes: checked there, nothing synced. */
+    localModel: boolean;
+    /** model.removeCacheOnDestroy. */
+    removeCacheOnDestroy: boolean;
+    /** An hfToken is set: the download reads it from stdin. */
+    withToken: boolean;
+    head: ModelSyncNodeSpec;
+    workers: ModelSyncNodeSpec[];
+}
+
+/** One step of the model sync on one node, as its component wires it. */
+export interface ModelSyncStep {
+    /** The step's name after the component's: `download`, `serve`, `pull-<node>`, `check-<node>`. */
+    name: string;
+    /** The node it runs on. */
+    node: string;
+    create: string;
+    delete?: string;
+    /** What its stdin carries: the HF token (download) or the sync secret (serve, pull). Defaults to nothing. */
+    stdin?: "hfToken" | "syncSecret";
+    /** Keyed on the model: replaced (old delete first) when model.source changes. */
+    keyed: boolean;
+    /** The steps (by name) it runs after, besides its node's host layers. */
+    after: string[];
+    /** The Pulumi create/update timeout, covering the script's own bounds. Defaults to Pulumi's. */
+    timeout?: string;
+}
+
+/**
+ * The model sync's plan, asked for once by its component: every step in order. A local path:
+ * a read-only check per node. A Hugging Face id: the head's download, then (with workers) the
+ * head's serve and each worker's pull, side by side.
+ */
+export function modelSyncPlan(spec: ModelSyncSpec): ModelSyncStep[] {
+    const source = spec.source;
+    const nodes = [spec.head, ...spec.workers];
+    if (spec.localModel) {
+        return nodes.map((n) => ({ name: `check-${n.node}`, node: n.node, create: localModelCheckScript(source, n.node), keyed: false, after: [] }));
+    }
+    const hours = (seconds: number) => `${Math.ceil(seconds / 3600) + 1}h`;
+    const head = spec.head;
+    const remove = spec.removeCacheOnDestroy;
+    const pullTimeout = hours(MODEL_SYNC_LIMITS.pull + MODEL_SYNC_LIMITS.serveStart);
+    const steps: ModelSyncStep[] = [
+        {
+            name: "download",
+            node: head.node,
+            create: modelDownloadScript({ repoId: source, node: head.node, runtime: head.runtime, withToken: spec.withToken }),
+            delete: modelCacheRemovalScript({ repoId: source, node: head.node, remove }),
+            ...(spec.withToken ? { stdin: "hfToken" as const } : {}),
+            keyed: true,
+            after: [],
+            timeout: hours(MODEL_SYNC_LIMITS.download),
+        },
+    ];
+    if (spec.workers.length > 0) {
+        steps.push({
+            name: "serve",
+            node: head.node,
+            create: modelServeScript({ repoId: source, node: head.node, headIp: head.ip, workers: spec.workers.map((w) => ({ node: w.node, ips: w.ips })) }),
+            delete: modelServeRemovalScript(source),
+            stdin: "syncSecret",
+            keyed: true,
+            after: ["download"],
+            timeout: pullTimeout,
+        });
+    }
+    for (const worker of spec.workers) {
+        steps.push({
+            name: `pull-${worker.node}`,
+            node: worker.node,
+            create: modelPullScript({ repoId: source, node: worker.node, head: head.node, headIp: head.ip }),
+            delete: modelCacheRemovalScript({ repoId: source, node: worker.node, remove }),
+            stdin: "syncSecret",
+            keyed: true,
+            after: ["download"],
+            timeout: pullTimeout,
+        });
+    }
+    return steps;
+}

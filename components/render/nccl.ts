@@ -2,8 +2,12 @@
 // transport is a cluster decision passed in; interface and HCA names come from
 // config or from `ibdev2netdev` on the node. No GID index is ever written:
 // it moved from 3 to 4 within 30 minutes on one Spark, and NCCL >= 2.21 picks it itself.
-import { EnvFileReader, renderEnvFile } from "./host/envFile";
-import { MANAGED_MARKER, RuntimeEnvName } from "./paths";
+import type { Runtime } from "../../config";
+import { EnvFileReader, envFileReader, renderEnvFile } from "./host/envFile";
+import { installFilesScript, removeFilesScript } from "./host/files";
+import { filesReadScript } from "./host/read";
+import { contentHash } from "./host/shell";
+import { CONFIG_DIR, MANAGED_MARKER, NCCL_CONF_PATH, RUNTIME_ENV_PATH, RuntimeEnvName } from "./paths";
 
 export interface NcclSpec {
     transport: "roce" | "socket";
@@ -80,4 +84,42 @@ export function renderRuntimeEnv(spec: RuntimeEnvSpec): string {
         ["VLLM_HOST_IP", spec.nodeIp],
     ];
     return renderEnvFile(MANAGED_MARKER, [...ncclVariables(spec.nccl), ...own], spec.reader);
+}
+
+/** The NCCL layer's files on one node, rendered from the spec (known once the node's interfaces are probed). */
+export interface NcclFiles {
+    ncclConf: string;
+    runtimeEnv: string;
+    /** Hash of what the runtime reads: a change restarts Ray and vLLM. */
+    envHash: string;
+    /** The files step's create script: install both. */
+    create: string;
+    /** The files step's read-back. */
+    read: string;
+}
+
+/**
+ * Everything the NCCL layer puts on one node: /etc/nccl.conf and the runtime env file (a function
+ * of the spec, which waits for the node's probe), and the files step's delete (known up front).
+ */
+export interface NcclPlan {
+    files(spec: NcclSpec): NcclFiles;
+    /** The files step's delete: remove both, restoring an /etc/nccl.conf we replaced. */
+    delete: string;
+}
+
+/** The NCCL layer's plan for one node, asked for once by its component. `nodeIp`: the node's interconnect address. */
+export function ncclPlan(runtime: Runtime, nodeIp: string): NcclPlan {
+    return {
+        files: (spec) => {
+            const ncclConf = renderNcclConf(spec);
+            const runtimeEnv = renderRuntimeEnv({ nccl: spec, nodeIp, reader: envFileReader(runtime) });
+            const files = [
+                { path: NCCL_CONF_PATH, mode: "644" as const, content: ncclConf },
+                { path: RUNTIME_ENV_PATH, mode: "644" as const, content: runtimeEnv },
+            ];
+            return { ncclConf, runtimeEnv, envHash: contentHash(ncclConf + runtimeEnv), create: installFilesScript(files), read: filesReadScript(files) };
+        },
+        delete: removeFilesScript([NCCL_CONF_PATH, RUNTIME_ENV_PATH], [CONFIG_DIR]),
+    };
 }

@@ -6,6 +6,7 @@ import { HOST_LIB } from "./host/lib";
 import { fileDriftLine, readScript } from "./host/read";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
 import { MANAGED_MARKER, NETPLAN_PATH } from "./paths";
+import type { StepScripts } from "./step";
 
 export interface NetplanSpec {
     node: string;
@@ -235,4 +236,20 @@ export function netplanDeleteScript(spec: Pick<NetplanSpec, "interfaces">): stri
         ]),
         `sc_cleanup_state`,
     ]);
+}
+
+/** Everything the interconnect layer puts on one node: the netplan file, and its apply step's scripts. */
+export interface NetplanPlan {
+    /** The rendered netplan file (inside the apply script). */
+    netplan: string;
+    /** The apply step (`<layer>-apply`): install, apply and verify; remove and restore; read back. */
+    step: StepScripts;
+}
+
+/** The interconnect layer's plan for one node, asked for once by its component. */
+export function netplanPlan(spec: NetplanSpec): NetplanPlan {
+    return {
+        netplan: renderNetplan(spec),
+        step: { create: netplanApplyScript(spec), delete: netplanDeleteScript(spec), read: netplanReadScript(spec) },
+    };
 }

@@ -5,6 +5,7 @@ import { HOST_LIB } from "./host/lib";
 import { fileDriftLine, readScript, unitDriftLine } from "./host/read";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
 import { systemdJoin } from "./host/systemd";
+import type { StepScripts } from "./step";
 
 /** PFC enable vector with only `priority` lossless: 3 → "0,0,0,1,0,0,0,0". */
 export function pfcVector(priority: number): string {
@@ -198,4 +199,38 @@ export function pfcRestoreScript(spec: Pick<PfcSpec, "interfaces">): string {
         `rm -f ${STATE_DIR}/peermem-was-loaded`,
         "sc_cleanup_state",
     ]);
+}
+
+/** The PFC settings of the cluster (config `roce.*`). */
+export interface PfcSettings {
+    /** Priority that carries RoCE traffic. */
+    priority: number;
+    /** Also set `--trust dscp`. */
+    trustDscp: boolean;
+    /** The DSCP NCCL marks with: with trust dscp the NIC's map must put it on `priority`. */
+    dscp: number;
+    /** Load and persist nvidia-peermem (GPUDirect RDMA). */
+    peermem: boolean;
+}
+
+/** Everything the PFC layer puts on one node: the spec it renders from, and its apply step's scripts. */
+export interface PfcPlan {
+    spec: PfcSpec;
+    /** The apply step (`<layer>-apply`): set and persist PFC; put back what was found; read back. */
+    step: StepScripts;
+}
+
+/** The PFC layer's plan for one node's RoCE interfaces, asked for once by its component. */
+export function pfcPlan(interfaces: string[], settings: PfcSettings): PfcPlan {
+    const spec: PfcSpec = {
+        interfaces,
+        pfcVector: pfcVector(settings.priority),
+        trustDscp: settings.trustDscp,
+        priority: settings.priority,
+        dscp: settings.dscp,
+        peermem: settings.peermem,
+        unitContent: renderPfcUnit(interfaces, settings.priority, settings.trustDscp, settings.dscp),
+        peermemConf: renderPeermemConf(),
+    };
+    return { spec, step: { create: pfcApplyScript(spec), delete: pfcRestoreScript(spec), read: pfcReadScript(spec) } };
 }

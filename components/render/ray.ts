@@ -9,6 +9,7 @@ import { runtimeStrategy } from "./host/runtime";
 import { bashScript, shellQuote } from "./host/shell";
 import { renderUnit } from "./host/systemd";
 import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, RAY_ENV_PATH, RUNTIME_ENV_PATH, RayEnvName, UNITS } from "./paths";
+import type { StepScripts } from "./step";
 
 /** Ray's ports that `ray start` would otherwise pick at random: pinned, so each can be named (and firewalled). */
 export interface RayPorts {
@@ -181,13 +182,6 @@ export function renderRayEnv(reader: EnvFileReader, token: string): string {
 /** The first Ray release with token authentication. */
 export const RAY_TOKEN_AUTH_SINCE = "2.52.0";
 
-/** A step's scripts: create (as root), delete, and the read-back a refresh runs. */
-export interface RayStepScripts {
-    create: string;
-    delete: string;
-    read: string;
-}
-
 /**
  * Everything the Ray layer puts on one node, asked for once by its component, which wires it:
  * the root-only token file and its step, the unit and its step, and (head) the readiness probe.
@@ -197,7 +191,7 @@ export interface RayPlan {
     /** Rendered token file, read by the runtime's env-file reader. */
     authFile(token: string): string;
     /** The token step: the file from stdin, root-only. */
-    auth: RayStepScripts;
+    auth: StepScripts;
     unit(envHash: string): string;
     /** The unit step: its create and read-back scripts for the rendered unit, and its delete. */
     unitStep: { create(unit: string): string; read(unit: string): string; delete: string };

@@ -40,7 +40,7 @@ export function tryItCommand(spec: TryItSpec): string {
     ].join(" ");
 }
 
-/** The config file of `stack` when it lives under stacks/ (as README's stacks do), else undefined. */
+/** The config file of `stack` when it lives under stacks/ (as the repository's own stack files do), else undefined. */
 export function stackConfigFile(stack: string, exists: (path: string) => boolean): string | undefined {
     const file = `stacks/Pulumi.${stack}.yaml`;
     return !exists(`Pulumi.${stack}.yaml`) && exists(file) ? file : undefined;

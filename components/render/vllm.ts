@@ -2,6 +2,7 @@
 // the readiness probe (a real chat request).
 import type { ModelConfig, Runtime } from "../../config";
 import { isLocalModelPath } from "../../config/facts";
+import type { EnginePlan } from "./engine";
 import { HOST_LIB } from "./host/lib";
 import { EnvFileReader, envFileReader, pythonReadEnvValue, renderEnvFile } from "./host/envFile";
 import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./host/files";
@@ -192,44 +193,18 @@ export function renderVllmFollowUnit(spec: VllmServeSpec): string | undefined {
     );
 }
 
-/** A step's scripts: create (as root), delete, and the read-back a refresh runs. */
-export interface StepScripts {
-    create: string;
-    delete: string;
-    read: string;
-}
-
 /**
- * Everything the vLLM layer puts on one node, asked for once by its component, which wires it:
- * the root-only secrets file and its step, the unit and its step, and (rank 0) the readiness
- * probe. The unit and the secrets file wait for values known at deploy time (the runtime env's
- * hash, the other ranks' units, the secrets), so they are functions of those.
+ * The vLLM layer's plan for one node (the vLLM engine's {@link EnginePlan}): the secrets file and
+ * its step, the unit and its step, the readiness probe (rank 0) and the follower (headless rank).
+ * `rayAddress`: the Ray cluster vLLM joins (ray executor).
  */
-export interface VllmPlan {
-    rank: number;
-    /** Rendered secrets file (API key, HF token), read by the runtime's env-file reader. */
-    secretsFile(apiKey: string, hfToken: string): string;
-    /** The secrets step: the file from stdin, root-only. */
-    secrets: StepScripts;
-    /** The unit; `peerUnits` (rank 0 of the mp executor): a change of any restarts this one after them. */
-    unit(envHash: string, peerUnits: readonly string[]): string;
-    /** The unit step: its create and read-back scripts for the rendered unit, and its delete. */
-    unitStep: { create(unit: string): string; read(unit: string): string; delete: string };
-    /** The readiness probe (rank 0 only: a real chat request answered). */
-    ready?: string;
-    /** The readiness step's Pulumi timeout: the probe's wait (model.readyTimeoutSeconds) and 10 minutes for its last attempt and SSH. */
-    readyTimeout: string;
-    /** A headless rank's follower unit step (mp executor, rank 1+): restarts it when the head's engine ends. */
-    follow?: StepScripts;
-}
-
-/** The vLLM layer's plan for one node. `rayAddress`: the Ray cluster vLLM joins (ray executor). */
-export function vllmPlan(spec: VllmServeSpec, runtime: Runtime, rayAddress?: string): VllmPlan {
+export function vllmPlan(spec: VllmServeSpec, runtime: Runtime, rayAddress?: string): EnginePlan {
     const rank = spec.multiNode?.rank ?? 0;
     const reader = envFileReader(runtime);
     const followUnit = renderVllmFollowUnit(spec);
     return {
         rank,
+        api: { port: spec.apiPort, servedModel: spec.servedName },
         secretsFile: (apiKey, hfToken) => renderVllmSecrets(reader, apiKey, hfToken),
         secrets: {
             create: installFileFromStdinScript(VLLM_SECRETS_PATH, "600", UNITS.vllm),

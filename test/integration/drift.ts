@@ -15,7 +15,7 @@ export interface Drift {
     line: string;
 }
 
-/** One of each kind the README's "Drift" section lists, spread over both nodes. */
+/** One of each kind docs/operations.md's "Drift" section lists, spread over both nodes. */
 export const DRIFTS: readonly Drift[] = [
     {
         what: "our file edited",

@@ -1,13 +1,13 @@
 // The hosts as they are, on the lab's Spark pair.
 //
-// Drift through refresh (README, "Drift"): with one drift of each kind made by hand over SSH
+// Drift through refresh (docs/operations.md, "Drift"): with one drift of each kind made by hand over SSH
 // (test/integration/drift.ts: our file edited or deleted, a unit stopped, disabled or edited, an
 // interconnect address and an MTU changed, PFC off, nvidia-peermem unloaded, our firewall table
 // deleted), `preview --refresh` reports each on its node's resource, and nothing else;
 // `up --refresh` repairs them; the next `preview --refresh` has no change. A clean cluster's
 // refresh is a no-op.
 //
-// A node that is gone (README, "A node that is gone"): with spark-b's management link down (the
+// A node that is gone (docs/operations.md, "A node that is gone"): with spark-b's management link down (the
 // host side of its veth on the lab bridge, lab/lib/net.sh), spark-b still runs and its
 // interconnect still carries traffic, but no SSH reaches it:
 //   - `preview --refresh` names spark-b's resources as not read, within ssh.connectTimeoutSeconds;
@@ -85,7 +85,7 @@ function failures(output: string): Failure[] {
 
 /**
  * What Pulumi 3.246 reported under `up --refresh --continue-on-error` for a component of ours
- * whose command was skipped because a step it waits for failed (README, "A node that is gone").
+ * whose command was skipped because a step it waits for failed (docs/operations.md, "A node that is gone").
  * Still allowed, and printed when it comes; 3.274.1 did not report it on 2026-11-25.
  */
 const ENGINE_SKIPPED_COMPONENT = /^cannot complete a resource '\S+' whose registration isn't pending$/;

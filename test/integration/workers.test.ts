@@ -2,8 +2,8 @@
 // with a venv on one switch; the Spark pair has no third node): a three-node Ray cluster serving
 // with TP=1 PP=2 gets a fourth node, then loses it again. `preview` must name exactly the
 // resources the change touches, and applying it must restart no Ray or vLLM process of the nodes
-// that stay (main PIDs compared). The rows complete blastRadius.test.ts's table (README, "What a
-// change looks like").
+// that stay (main PIDs compared). The rows complete blastRadius.test.ts's table (docs/operations.md,
+// "What a change looks like").
 import { before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
@@ -140,7 +140,7 @@ describe("blast radius: adding and removing a worker (thor-switch-4, Ray executo
             const after = pids();
             const restarted = Object.keys(before).filter((p) => before[p] !== after[p]);
             await chat(pulumi(session, "stack", "output", "endpoint").trim(), apiKey, "tiny-chat");
-            // The converged stack's no-op up at this size (README, "Speed"; issue: no-op flat in node count).
+            // The converged stack's no-op up at this size (docs/speed.md: a no-op stays flat in node count).
             const noOpStart = Date.now();
             pulumiWithConfig(session, "up", "--yes", "--skip-preview", "--expect-no-changes");
             t.diagnostic(`no-op up with ${row.nodes} nodes: ${Math.round((Date.now() - noOpStart) / 100) / 10} s`);

@@ -14,6 +14,7 @@ import { deriveRayAuthToken } from "../../config";
 import { deriveModelSyncSecret } from "../../components/render/modelSync";
 import { RecordedResource, Scenario, ScenarioResult } from "./graphHarness";
 import { MOCK_HOST_KEY, SECRET_SIG, SECRET_SIG_KEY } from "../support/mockHarness";
+import { WAIT_EXCEPTIONS, loopsIn, waitException } from "../support/waitLoops";
 
 // ---------------------------------------------------------------------------------------------
 // Scenarios
@@ -632,6 +633,32 @@ describe("a two-Spark Ray cluster", () => {
                 "spark-b-vllm-probe",
             ],
             "every step that changes a host has a delete that undoes it",
+        );
+    });
+
+    it("every wait in every command of every scenario is sc_wait or an explicit exception (test/support/waitLoops.ts)", async () => {
+        const unexplained: string[] = [];
+        const used = new Set<(typeof WAIT_EXCEPTIONS)[number]>();
+        for (const name of Object.keys(SCENARIOS).filter((n) => n !== "thorUnnamed")) {
+            const result = await scenario(name);
+            for (const r of result.resources.filter((r) => r.type === COMMAND)) {
+                for (const key of ["create", "delete", "read"] as const) {
+                    const text = plain(r.inputs[key]);
+                    if (typeof text !== "string" || text === "") continue;
+                    for (const loop of loopsIn(scriptOf(text).script)) {
+                        if (!loop.wait || loop.helper) continue;
+                        const exception = waitException(r.name, loop);
+                        if (exception === undefined) unexplained.push(`${name}: ${r.name}.${key}: ${loop.language} loop \`${loop.header}\``);
+                        else used.add(exception);
+                    }
+                }
+            }
+        }
+        assert.deepEqual(unexplained, [], "a wait that is neither sc_wait nor in WAIT_EXCEPTIONS");
+        assert.deepEqual(
+            WAIT_EXCEPTIONS.filter((e) => !used.has(e)).map((e) => `${e.step.source} ${e.header}`),
+            [],
+            "every exception is a loop some scenario registers",
         );
     });
 

@@ -1,5 +1,5 @@
 /**
- * A node that is gone (README, "A node that is gone"), without the lab:
+ * A node that is gone (docs/operations.md, "A node that is gone"), without the lab:
  *
  * - `nodes[].ssh.connectTimeoutSeconds` becomes the provider's own dial settings: the most tries
  *   of 5 s that fit, with the provider's pauses between them, in the bound (table);

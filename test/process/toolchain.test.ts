@@ -1,4 +1,4 @@
-// The toolchain as the README promises it: pinned versions that agree with
+// The toolchain as docs/development.md ("Toolchain") promises it: pinned versions that agree with
 // each other, a project-local Pulumi CLI with its plugins, and a preview of the
 // lab stack that runs on the local backend without contacting any host.
 import { describe, it } from "node:test";
@@ -99,6 +99,33 @@ describe("project-local Pulumi toolchain", () => {
         const apiKey = labApiKey();
         assert.ok(apiKey.length >= 16, "the lab stack has an API key");
         assert.ok(!out.includes(apiKey), "the API key must not appear in preview output");
+    });
+});
+
+describe("scripts/pulumi.sh with --config-file", () => {
+    it("creates the stack with its encryption salt in that file and leaves no Pulumi.<stack>.yaml at the root", () => {
+        const backend = fs.mkdtempSync(path.join(os.tmpdir(), "spark-cluster-backend-"));
+        const stack = `salt-check-${process.pid}`;
+        const rootFile = path.join(root, `Pulumi.${stack}.yaml`);
+        try {
+            const configFile = path.join(backend, `Pulumi.${stack}.yaml`);
+            fs.copyFileSync(path.join(root, "stacks", "Pulumi.spark-pair.yaml"), configFile);
+            assert.doesNotMatch(fs.readFileSync(configFile, "utf8"), /^encryptionsalt:/m, "the committed stack file has no salt yet");
+            const run = (...args: string[]) =>
+                execFileSync(path.join(root, "scripts", "pulumi.sh"), ["--stack", stack, "--config-file", configFile, ...args], {
+                    cwd: root,
+                    encoding: "utf8",
+                    env: { ...process.env, PULUMI_BACKEND_URL: `file://${backend}`, PULUMI_CONFIG_PASSPHRASE: "salt-check", PULUMI_CONFIG_PASSPHRASE_FILE: "" },
+                    stdio: ["ignore", "pipe", "pipe"],
+                }).trim();
+            run("config", "set", "--secret", "spark-cluster:apiKey", "salt-check-key-0123456789");
+            assert.ok(!fs.existsSync(rootFile), `${rootFile} was left behind`);
+            assert.equal(fs.readFileSync(configFile, "utf8").match(/^encryptionsalt:/gm)?.length, 1, "one salt, in the stack's file");
+            assert.equal(run("config", "get", "spark-cluster:apiKey"), "salt-check-key-0123456789");
+        } finally {
+            fs.rmSync(rootFile, { force: true });
+            fs.rmSync(backend, { recursive: true, force: true });
+        }
     });
 });
 

@@ -212,3 +212,25 @@ export function parseNcclCheckResult(output: string): NcclCheckResult | undefine
         fields,
     };
 }
+
+/** Everything the NCCL check puts on one node: its step's script (run again when the NCCL environment changes) and its summary. */
+export interface NcclCheckPlan {
+    /** The step's create script: a comment naming the runtime env's hash (its change re-runs the check), then the check. */
+    create(envHash: string): string;
+    /** The summary line of a run's output: bus bandwidth, transport, pass mark (or that there is no result line). */
+    summary(stdout: string): string;
+}
+
+/** The NCCL check's plan for one node, asked for once by its component. */
+export function ncclCheckPlan(spec: NcclCheckSpec): NcclCheckPlan {
+    const script = ncclCheckScript(spec);
+    return {
+        create: (envHash) => `# runtime.env ${envHash}\n${script}`,
+        summary: (stdout) => {
+            const parsed = parseNcclCheckResult(stdout);
+            return parsed
+                ? `${parsed.result}: busbw ${parsed.busbwGBps ?? "?"} GB/s over ${parsed.transport ?? "?"} (pass mark ${parsed.passMarkGBps ?? "?"} GB/s)`
+                : "no result line";
+        },
+    };
+}

@@ -3,7 +3,7 @@
 // differs and how, and nothing when the host is as we left it; it changes
 // nothing. Our command provider runs them on `pulumi refresh` (and `up` /
 // `preview --refresh`) and records what they print as the command's `drift`,
-// which the next `up` repairs by running the command again (see the README,
+// which the next `up` repairs by running the command again (docs/operations.md,
 // "Drift").
 import { createHash } from "node:crypto";
 import { unitPath } from "../paths";
