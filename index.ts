@@ -32,6 +32,7 @@ export const endpoint = sparkCluster.endpoint;
 export const servedModel = sparkCluster.servedModel;
 export const transport = sparkCluster.transport;
 export const roce = sparkCluster.roce;
+export const links = sparkCluster.links;
 /** The NCCL check per node: bus bandwidth over the transport NCCL used, against the pass mark. */
 export const ncclCheck = sparkCluster.ncclCheck;
 /** The SSH host key each node is pinned to: every command checks it (nodes[].ssh.hostKey, or recorded on first contact). */

@@ -10,6 +10,7 @@ import { hcasFor, parseIbdev2netdev, parseRayVersion, resolveInterfaceNames } fr
 import { typeToken } from "./package";
 import { probeScript, rayProbeScript, vllmProbeScript } from "./render/probe";
 import { VllmProbeResult, parseVllmProbe } from "./render/vllmCompat";
+import { RoceChain, roceChainPlan } from "./render/roceChain";
 import { RocePfc } from "./rocePfc";
 
 const TYPE = typeToken("ClusterNode");
@@ -59,6 +60,8 @@ export class ClusterNode extends pulumi.ComponentResource {
     public readonly probes: pulumi.Resource[];
     /** PFC result (`enabled: …` / `lossy: …` / `skipped: …`). */
     public readonly roceStatus: pulumi.Output<string>;
+    /** The RoCE chain on this node: PFC status, priority, trust, DSCP and NCCL's traffic class. */
+    public readonly roce: pulumi.Output<RoceChain>;
     readonly #cluster: pulumi.Resource;
 
     constructor(name: string, args: ClusterNodeArgs, opts: pulumi.ComponentResourceOptions & { parent: pulumi.Resource }) {
@@ -118,6 +121,7 @@ export class ClusterNode extends pulumi.ComponentResource {
                     mtu: cluster.interconnect.mtu,
                     interfaces: node.interconnect.map((iface, i) => ({ name: n[i], address: iface.address })),
                     peers: node.peers.map((p) => ({ node: p.node, ip: p.ip, via: n[p.via] })),
+                    linkCheck: node.linkCheck,
                 })),
             },
             this.childOptions({ dependsOn: probe }),
@@ -128,8 +132,7 @@ export class ClusterNode extends pulumi.ComponentResource {
                 {
                     host: this.host,
                     interfaces: pulumi.all([names, devices]).apply(([n, d]) => n.filter((name) => d.some((dev) => dev.netdev === name))),
-                    priority: cluster.roce.priority,
-                    trustDscp: cluster.roce.trustDscp,
+                    ...roceChainPlan(cluster).pfc,
                     peermem: cluster.roce.peermem,
                 },
                 this.childOptions({ dependsOn: [this.interconnect] }),
@@ -138,6 +141,12 @@ export class ClusterNode extends pulumi.ComponentResource {
         } else {
             this.roceStatus = pulumi.output(node.roce.reason);
         }
+        const trafficClass = roceChainPlan(cluster).trafficClass;
+        this.roce = this.roceStatus.apply((status): RoceChain => ({
+            status,
+            ...(node.roce.enabled ? { priority: cluster.roce.priority, trust: cluster.roce.trustDscp ? "dscp" : "pcp", dscp: cluster.roce.dscp } : {}),
+            ...(trafficClass !== undefined ? { trafficClass } : {}),
+        }));
         this.nccl = new NcclConfig(
             `${node.name}-nccl`,
             {
@@ -150,6 +159,7 @@ export class ClusterNode extends pulumi.ComponentResource {
                     interfaceName: n[0],
                     ibHca: cluster.transport === "roce" ? (cluster.nccl.ibHca ?? hcasFor(n, d)) : [],
                     heterogeneous: cluster.hasThor,
+                    ...(trafficClass !== undefined ? { ibTrafficClass: trafficClass } : {}),
                     debug: cluster.nccl.debug,
                     overrides: cluster.nccl.overrides,
                 })),

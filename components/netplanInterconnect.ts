@@ -2,7 +2,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type * as command from "@pulumi/command";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
-import { NetplanSpec, netplanPlan } from "./render/netplan";
+import { NetplanSpec, linkResults, netplanPlan } from "./render/netplan";
 
 const TYPE = typeToken("NetplanInterconnect");
 
@@ -24,6 +24,8 @@ export class NetplanInterconnect extends pulumi.ComponentResource {
     public readonly netplan: pulumi.Output<string>;
     /** The apply step: later layers depend on it. */
     public readonly applied: command.remote.Command;
+    /** What the link checks found at the last apply: each interface's state and speed, each rail's MTU end to end. */
+    public readonly links: pulumi.Output<string[]>;
 
     constructor(name: string, args: NetplanInterconnectArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
@@ -38,6 +40,13 @@ export class NetplanInterconnect extends pulumi.ComponentResource {
             },
             { parent: this, customTimeouts: { create: "10m", update: "10m", delete: "5m" } },
         );
-        this.registerOutputs({ netplan: this.netplan });
+        this.links = this.applied.stdout.apply((out) => {
+            const { links, warnings } = linkResults(out ?? "");
+            for (const warning of warnings) {
+                pulumi.log.warn(`${name}: ${warning}`, this);
+            }
+            return links;
+        });
+        this.registerOutputs({ netplan: this.netplan, links: this.links });
     }
 }

@@ -15,6 +15,8 @@ export interface RocePfcArgs {
     priority: number;
     /** Also set `--trust dscp`. Defaults to true (config `roce.trustDscp`). */
     trustDscp: boolean;
+    /** The DSCP NCCL marks with (config `roce.dscp`): the NIC's map must put it on `priority`. */
+    dscp: number;
     /** Load and persist nvidia-peermem (GPUDirect RDMA). Defaults to true (config `roce.peermem`). */
     peermem: boolean;
 }
@@ -33,7 +35,7 @@ export class RocePfc extends pulumi.ComponentResource {
         super(TYPE, name, {}, opts);
         const plan = pulumi
             .output(args.interfaces)
-            .apply((interfaces) => pfcPlan(interfaces, { priority: args.priority, trustDscp: args.trustDscp, peermem: args.peermem }));
+            .apply((interfaces) => pfcPlan(interfaces, { priority: args.priority, trustDscp: args.trustDscp, dscp: args.dscp, peermem: args.peermem }));
         const apply = args.host.command(
             `${name}-apply`,
             {
@@ -44,6 +46,13 @@ export class RocePfc extends pulumi.ComponentResource {
             { parent: this },
         );
         this.status = statusOf(apply.stdout, name, this);
+        if (!args.trustDscp && args.priority !== 0) {
+            // Untagged RoCE v2 packets carry no PCP: with trust pcp the NIC puts them on priority 0.
+            pulumi.log.warn(
+                `${name}: roce.trustDscp is false, so the NIC ignores the DSCP NCCL marks and its untagged RoCE traffic lands on priority 0, not on PFC priority ${args.priority}; set roce.trustDscp: true`,
+                this,
+            );
+        }
         this.registerOutputs({ status: this.status });
     }
 }

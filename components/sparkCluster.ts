@@ -12,6 +12,7 @@ import { RayWorker } from "./rayWorker";
 import { VllmServer, apiBaseUrl } from "./vllmServer";
 import { engineStrategy } from "./render/engine";
 import { SHIPPED_FLAG_TABLES, vllmCheckScript, vllmVerdict } from "./render/vllmCompat";
+import type { RoceChain } from "./render/roceChain";
 
 const TYPE = typeToken("SparkCluster");
 
@@ -39,7 +40,10 @@ export class SparkCluster extends pulumi.ComponentResource {
     /** How to reach the Ray dashboard (Ray executor only). */
     public readonly dashboard?: string;
     /** PFC result per node (`enabled: …` / `lossy: …` / `skipped: …`). */
-    public readonly roce: pulumi.Output<Record<string, string>>;
+    /** Per node: the PFC status and the RoCE chain (priority, trust, DSCP, NCCL's traffic class). */
+    public readonly roce: pulumi.Output<Record<string, RoceChain>>;
+    /** Per node: each interconnect interface's state and speed, and each rail's MTU end to end, as the last apply found them. */
+    public readonly links: pulumi.Output<Record<string, string[]>>;
     /** The NCCL check per node: bus bandwidth, transport, pass mark (or why it did not run). */
     public readonly ncclCheck: pulumi.Output<Record<string, string>>;
     /** The SSH host key fingerprint each node is pinned to (compare with `ssh-keygen -lf` on the node). */
@@ -223,7 +227,8 @@ export class SparkCluster extends pulumi.ComponentResource {
         this.endpoint = apiBaseUrl(config.head.ssh.host, config.model.apiPort);
         this.servedModel = config.model.servedName;
         this.transport = config.transport;
-        this.roce = perNode(nodes, (n) => n.roceStatus);
+        this.roce = perNode(nodes, (n) => n.roce);
+        this.links = perNode(nodes, (n) => n.interconnect.links);
         this.ncclCheck = perNode(nodes, (n) => n.check?.result ?? "not run: check.enabled is false");
         this.hostKeys = perNode(nodes, (n) => n.hostKey.apply((key) => (key ? `${hostKeyFingerprint(key)} (${key.split(" ")[0]})` : "not recorded yet")));
         this.firewall = perNode(nodes, (n) => n.firewallStatus);
@@ -234,6 +239,7 @@ export class SparkCluster extends pulumi.ComponentResource {
             servedModel: this.servedModel,
             transport: this.transport,
             roce: this.roce,
+            links: this.links,
             ray: this.ray,
             vllm: this.vllm,
         });
@@ -252,6 +258,6 @@ function vllmVersionsOf(stdout: string, nodes: readonly ClusterNode[]): Record<s
 }
 
 /** One value per node, keyed by the node's name: the per-node stack outputs. */
-function perNode(nodes: readonly ClusterNode[], value: (n: ClusterNode) => pulumi.Input<string>): pulumi.Output<Record<string, string>> {
-    return pulumi.all(nodes.map(value)).apply((values) => Object.fromEntries(nodes.map((n, i) => [n.node.name, values[i]])));
+function perNode<T>(nodes: readonly ClusterNode[], value: (n: ClusterNode) => pulumi.Output<T> | T): pulumi.Output<Record<string, T>> {
+    return pulumi.all(nodes.map((n) => pulumi.output(value(n)))).apply((values) => Object.fromEntries(nodes.map((n, i) => [n.node.name, values[i] as T])));
 }

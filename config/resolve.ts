@@ -76,10 +76,28 @@ export interface NodeConfig {
     ip: string;
     peers: Peer[];
     roce: RoceDecision;
+    /** The link checks of this node's interconnect: the lowest speed its interfaces may report, and what a slower one does. */
+    linkCheck: LinkCheck;
     /** The node is gone: nothing runs on it, its resources leave the stack without their delete. */
     retired: boolean;
     /** What this node's firewall lets in (used when firewall.enabled). */
     firewall: FirewallPolicy;
+}
+
+/** What `up` and the read-back check on a node's interconnect links. */
+export interface LinkCheck {
+    /** Lowest speed (Mb/s) an interface may report; undefined: the speed is shown, not checked. */
+    minSpeedMbps?: number;
+    lowSpeed: "refuse" | "warn";
+}
+
+/** What a healthy DGX Spark's ConnectX-7 port reports as its speed (/sys/class/net/IF/speed), Mb/s. */
+export const SPARK_LINK_SPEED_MBPS = 200_000;
+
+/** A node's link check: the configured minimum, else a Spark's port speed on a Spark, else none. */
+export function resolveLinkCheck(kind: NodeKind, configured: { minSpeedMbps?: number; lowSpeed: "refuse" | "warn" }): LinkCheck {
+    const min = configured.minSpeedMbps ?? (kind === "spark" ? SPARK_LINK_SPEED_MBPS : undefined);
+    return { ...(min !== undefined ? { minSpeedMbps: min } : {}), lowSpeed: configured.lowSpeed };
 }
 
 /** One node's firewall: who is a member, what is open to everyone, and who reaches the API. */
@@ -431,6 +449,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         ip: interfaces[i].interconnect[0].ip,
         peers: resolvePeers(interfaces[i], interfaces),
         roce: resolveRoce(node.kind, transport, parsed.roce.enabled),
+        linkCheck: resolveLinkCheck(node.kind, parsed.interconnect.linkCheck),
         retired: node.retired === true,
     }));
     const firewall: FirewallConfig = { ...parsed.firewall, allowPorts: parsed.firewall.allowPorts.map(parseOpenPort) };

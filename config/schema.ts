@@ -21,6 +21,20 @@ export const InterconnectSchema = z.strictObject({
     topology: z.enum(["pair", "switch"]).default("pair").meta({ example: "pair (or switch)" }),
     /** MTU of the interconnect interfaces (a switch must carry it too). Defaults to 9000. */
     mtu: z.int().min(1280).max(9216).default(9000).meta({ example: "9000" }),
+    /** What `up` and the read-back check on every interconnect link (its state, speed and MTU end to end). */
+    linkCheck: z
+        .strictObject({
+            /**
+             * The lowest speed, in Mb/s, an interconnect interface may report (ethtool, else
+             * /sys/class/net/IF/speed). Defaults to 200000 on a Spark (a healthy ConnectX-7 port; NVIDIA's
+             * playbooks detect ports stuck at about 13 Gb/s) and to no minimum on other nodes.
+             */
+            minSpeedMbps: z.int().min(1).max(1_600_000).optional().meta({ example: "200000" }),
+            /** `refuse`: `up` fails on a slower link; `warn`: `up` warns and goes on. Either way the read-back reports it. Defaults to "refuse". */
+            lowSpeed: z.enum(["refuse", "warn"]).default("refuse").meta({ example: "warn (or refuse)" }),
+        })
+        .prefault({})
+        .meta({ example: "{ minSpeedMbps: 200000, lowSpeed: warn }" }),
 });
 
 /** RoCE host settings on nodes that have RoCE (Spark, workstation with ConnectX). */
@@ -31,6 +45,12 @@ export const RoceSchema = z.strictObject({
     priority: z.int().min(0).max(7).default(3).meta({ example: "3" }),
     /** Trust DSCP marks (`mlnx_qos --trust dscp`). Defaults to true. */
     trustDscp: z.boolean().default(true).meta({ example: "true" }),
+    /**
+     * The DSCP NCCL marks its RoCE packets with: NCCL_IB_TC is rendered as DSCP << 2 | 2 (ECN-capable,
+     * 26 → 106), and the NIC's DSCP → priority map is set to put this DSCP on `priority`. Defaults to
+     * 26 (AF31, which the ConnectX default map already puts on priority 3).
+     */
+    dscp: z.int().min(0).max(63).default(26).meta({ example: "26" }),
     /** Load nvidia-peermem for GPUDirect RDMA, persisted across reboot. Defaults to true. */
     peermem: z.boolean().default(true).meta({ example: "true" }),
 });

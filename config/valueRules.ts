@@ -123,6 +123,10 @@ const RESERVED_NCCL_VARIABLES: Readonly<Record<string, { message: string; exampl
     NCCL_SOCKET_IFNAME: { message: "is rendered from nccl.socketIfname; set that instead", example: "nccl: { socketIfname: enp1s0f1np1 }" },
     NCCL_IB_HCA: { message: "is rendered from nccl.ibHca; set that instead", example: "nccl: { ibHca: [rocep1s0f1, roceP2p1s0f1] }" },
     NCCL_DEBUG: { message: "is rendered from nccl.debug; set that instead", example: "nccl: { debug: INFO }" },
+    NCCL_IB_TC: {
+        message: "is rendered from roce.dscp (DSCP << 2 | 2), so that NCCL's packets land in the PFC priority; set that instead",
+        example: "roce: { dscp: 26 }",
+    },
 };
 
 export function overrideKeyProblem(key: string): { message: string; example: string } | undefined {

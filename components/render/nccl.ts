@@ -19,6 +19,8 @@ export interface NcclSpec {
     ibHca: string[];
     /** The cluster has a Thor: sockets with P2P, SHM off and the Simple protocol (NCCL otherwise fails with 'wrong type 3 != 4' between a Spark and a Thor). */
     heterogeneous: boolean;
+    /** NCCL_IB_TC, the traffic class of NCCL's RoCE packets (RoCE only): DSCP << 2 | ECN, see ./roceChain.ts. */
+    ibTrafficClass?: number;
     debug: string;
     overrides: Record<string, string>;
 }
@@ -32,6 +34,10 @@ export function ncclVariables(spec: NcclSpec): [string, string][] {
             throw new Error("RoCE transport needs at least one RDMA device (nccl.ibHca or ibdev2netdev)");
         }
         own.push(["NCCL_IB_DISABLE", "0"], ["NCCL_IB_HCA", spec.ibHca.join(",")], ["NCCL_IB_ROCE_VERSION_NUM", "2"]);
+        if (spec.ibTrafficClass !== undefined) {
+            // Without it NCCL's packets carry DSCP 0, priority 0 by the NIC's map: not the PFC priority.
+            own.push(["NCCL_IB_TC", String(spec.ibTrafficClass)]);
+        }
         if (spec.ibHca.length > 1) {
             own.push(["NCCL_CROSS_NIC", "1"]);
         }

@@ -14,6 +14,116 @@ export interface NetplanSpec {
     interfaces: { name: string; address: string }[];
     /** Interconnect addresses of the other nodes that must answer, with the interface to reach them by. */
     peers: { node: string; ip: string; via: string }[];
+    /**
+     * Check each link after the apply and in the read-back: the interface is up, its speed is at
+     * least `minSpeedMbps` (when set), and a full-size don't-fragment ping reaches every peer.
+     */
+    linkCheck?: { minSpeedMbps?: number; lowSpeed: "refuse" | "warn" };
+}
+
+/**
+ * `sc_link_speed IF`: the speed the interface reports in Mb/s (ethtool's `Speed:`, else
+ * /sys/class/net/IF/speed), or nothing when unknown (a link that is down reads -1 or `Unknown!`).
+ */
+const LINK_LIB = String.raw`sc_link_speed() {
+  local s=
+  if command -v ethtool >/dev/null; then s=$(ethtool "$1" 2>/dev/null | awk -F': ' '$1 ~ /^[ \t]*Speed$/ {print $2; exit}'); s=${"$"}{s%Mb/s}; fi
+  case "$s" in ''|*[!0-9]*) s=$(cat "/sys/class/net/$1/speed" 2>/dev/null || true) ;; esac
+  case "$s" in ''|*[!0-9]*) s= ;; esac
+  echo "$s"
+}
+sc_link_state() { cat "/sys/class/net/$1/operstate" 2>/dev/null || echo missing; }`;
+
+/** The size of a ping whose IPv4 packet fills the MTU: MTU - 20 (IP header) - 8 (ICMP header). */
+export function fullSizePing(mtu: number): number {
+    return mtu - 28;
+}
+
+/** The ping that proves the MTU end to end: full size, don't fragment, one try, one second. */
+function mtuPing(mtu: number, via: string, ip: string): string {
+    return `ping -M do -s ${fullSizePing(mtu)} -c 1 -W 1 -I ${shellQuote(via)} ${shellQuote(ip)} >/dev/null 2>&1`;
+}
+
+/**
+ * The link checks of the apply: per interface its state and speed, per peer the full-size
+ * don't-fragment ping (bounded wait: the peer may still be applying its own MTU). Prints a
+ * `link: …` line per result and a `link warning: …` line per slow link allowed by `lowSpeed: warn`;
+ * a failure names the node, the interface (both ends for the ping) and the value found, and fails.
+ */
+export function linkCheckLines(spec: NetplanSpec, peerWaitSeconds = 30): string[] {
+    const check = spec.linkCheck;
+    if (!check) return [];
+    const min = check.minSpeedMbps;
+    return [
+        LINK_LIB,
+        `link_failed=0`,
+        ...spec.interfaces.flatMap((iface) => {
+            const dev = shellQuote(iface.name);
+            const where = `${spec.node} ${iface.name}`;
+            return [
+                `state=$(sc_link_state ${dev}); speed=$(sc_link_speed ${dev})`,
+                `echo "link: ${iface.name} $state, \${speed:-unknown} Mb/s"`,
+                `[ "$state" = up ] || { sc_log ${shellQuote(where)}": link $state, want up"; link_failed=1; }`,
+                ...(min !== undefined
+                    ? [
+                          `if [ -z "$speed" ] || [ "$speed" -lt ${min} ]; then`,
+                          check.lowSpeed === "warn"
+                              ? `  echo "link warning: ${where}: speed \${speed:-unknown} Mb/s, want at least ${min} Mb/s (interconnect.linkCheck.lowSpeed is warn)"`
+                              : `  sc_log "${where}: speed \${speed:-unknown} Mb/s, want at least ${min} Mb/s (a degraded port, or set interconnect.linkCheck.minSpeedMbps / lowSpeed: warn)"; link_failed=1`,
+                          `fi`,
+                      ]
+                    : []),
+            ];
+        }),
+        ...spec.peers.flatMap((peer) => {
+            const ends = `${spec.node} ${peer.via} -> ${peer.node} ${peer.ip}`;
+            return [
+                `if sc_wait ${peerWaitSeconds} ${shellQuote(`a ${fullSizePing(spec.mtu)}-byte don't-fragment ping ${ends}`)} ${mtuPing(spec.mtu, peer.via, peer.ip)}; then`,
+                `  echo ${shellQuote(`link: ${ends}: MTU ${spec.mtu} end to end`)}`,
+                `else`,
+                `  sc_log "${ends}: a ${fullSizePing(spec.mtu)}-byte don't-fragment ping gets no answer: the MTU is below ${spec.mtu} on the way (${spec.node} ${peer.via} has $(cat /sys/class/net/${shellQuote(peer.via)}/mtu); check ${peer.node}'s interface on ${peer.ip})"; link_failed=1`,
+                `fi`,
+            ];
+        }),
+        `[ "$link_failed" = 0 ] || { sc_log "link check failed on ${spec.node}"; exit 1; }`,
+    ];
+}
+
+/** The `link: …` lines an apply printed (its results), and its `link warning: …` lines. */
+export function linkResults(stdout: string): { links: string[]; warnings: string[] } {
+    const lines = stdout.split("\n");
+    return {
+        links: lines.filter((l) => l.startsWith("link: ")).map((l) => l.slice("link: ".length)),
+        warnings: lines.filter((l) => l.startsWith("link warning: ")).map((l) => l.slice("link warning: ".length)),
+    };
+}
+
+/** The link checks of the read-back: a link down, slower than the minimum, or short of the MTU somewhere on the way. */
+function linkReadLines(spec: Pick<NetplanSpec, "interfaces" | "mtu" | "node" | "peers" | "linkCheck">): string[] {
+    const check = spec.linkCheck;
+    if (!check) return [];
+    const min = check.minSpeedMbps;
+    return [
+        LINK_LIB,
+        ...spec.interfaces.flatMap((iface) => {
+            const dev = shellQuote(iface.name);
+            return [
+                `if [ -e /sys/class/net/${dev} ]; then`,
+                `  state=$(sc_link_state ${dev}); [ "$state" = up ] || echo "${iface.name}: link $state, want up"`,
+                ...(min !== undefined
+                    ? [
+                          `  speed=$(sc_link_speed ${dev}); if [ -z "$speed" ] || [ "$speed" -lt ${min} ]; then echo "${iface.name}: speed \${speed:-unknown} Mb/s, want at least ${min} Mb/s"; fi`,
+                      ]
+                    : []),
+                `fi`,
+            ];
+        }),
+        ...(spec.peers ?? []).map(
+            (peer) =>
+                `if [ -e /sys/class/net/${shellQuote(peer.via)} ]; then ${mtuPing(spec.mtu, peer.via, peer.ip)} || ` +
+                `echo ${shellQuote(`${peer.via} -> ${peer.node} ${peer.ip}: no answer to a ${fullSizePing(spec.mtu)}-byte don't-fragment ping (MTU ${spec.mtu} end to end)`)}; fi`,
+        ),
+    ];
 }
 
 /**
@@ -121,12 +231,13 @@ export function netplanApplyScript(spec: NetplanSpec, peerWaitSeconds = 120): st
         `  exit 1`,
         `fi`,
         `rm -f "$rollback"`,
+        ...linkCheckLines(spec, peerWaitSeconds),
         `sc_log "interconnect up: ${spec.interfaces.map((i) => `${i.name}=${i.address}`).join(" ")} mtu ${spec.mtu}; peers answer"`,
     ]);
 }
 
 /** Reads back the netplan file and each interface's address and MTU (changed by hand, or by another tool). */
-export function netplanReadScript(spec: Pick<NetplanSpec, "interfaces" | "mtu" | "node">): string {
+export function netplanReadScript(spec: Pick<NetplanSpec, "interfaces" | "mtu" | "node"> & Partial<Pick<NetplanSpec, "peers" | "linkCheck">>): string {
     return readScript([
         fileDriftLine(NETPLAN_PATH, "600", renderNetplan(spec as NetplanSpec)),
         ...spec.interfaces.flatMap((iface) => {
@@ -139,6 +250,7 @@ export function netplanReadScript(spec: Pick<NetplanSpec, "interfaces" | "mtu" |
                 `fi`,
             ];
         }),
+        ...linkReadLines({ peers: [], ...spec }),
     ]);
 }
 

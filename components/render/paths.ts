@@ -32,6 +32,7 @@ export const RUNTIME_ENV_NAMES = [
     "NCCL_IB_DISABLE",
     "NCCL_IB_HCA",
     "NCCL_IB_ROCE_VERSION_NUM",
+    "NCCL_IB_TC",
     "NCCL_CROSS_NIC",
     "NCCL_P2P_DISABLE",
     "NCCL_SHM_DISABLE",

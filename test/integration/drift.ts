@@ -74,6 +74,13 @@ export const DRIFTS: readonly Drift[] = [
         line: "enp1s0f1np1: PFC 0,0,0,0,0,0,0,0, want 0,0,0,1,0,0,0,0",
     },
     {
+        what: "the NIC's DSCP -> priority map moved NCCL's DSCP off the PFC priority",
+        node: "spark-b",
+        script: "mlnx_qos -i enP2p1s0f1np1 --dscp2prio set,26,0 >/dev/null",
+        resource: "spark-b-roce-apply",
+        line: "enP2p1s0f1np1: DSCP 26 -> priority 0, want 3",
+    },
+    {
         what: "nvidia-peermem unloaded",
         node: "spark-b",
         script: "modprobe -r nvidia-peermem",
@@ -89,8 +96,30 @@ export const DRIFTS: readonly Drift[] = [
     },
 ];
 
+/**
+ * What the drifts above also break for the link checks (the full-size don't-fragment ping of each
+ * rail, netplan read-back), reported by the node at either end of that rail.
+ */
+export const RAIL_DRIFTS: readonly Omit<Drift, "script" | "node">[] = [
+    {
+        what: "spark-b's MTU 1500 seen from spark-a: the 9000-byte frame is dropped on spark-b's side",
+        resource: "spark-a-interconnect-apply",
+        line: "enp1s0f1np1 -> spark-b 192.168.100.12: no answer to a 8972-byte don't-fragment ping (MTU 9000 end to end)",
+    },
+    {
+        what: "spark-b's MTU 1500 seen from spark-b: the ping does not leave",
+        resource: "spark-b-interconnect-apply",
+        line: "enp1s0f1np1 -> spark-a 192.168.100.11: no answer to a 8972-byte don't-fragment ping (MTU 9000 end to end)",
+    },
+    {
+        what: "spark-a's moved address seen from spark-b",
+        resource: "spark-b-interconnect-apply",
+        line: "enP2p1s0f1np1 -> spark-a 192.168.101.11: no answer to a 8972-byte don't-fragment ping (MTU 9000 end to end)",
+    },
+];
+
 /** What the drifts above must make a refresh report: resource → its lines, sorted. */
-export function expectedDrift(drifts: readonly Drift[] = DRIFTS): Map<string, string[]> {
+export function expectedDrift(drifts: readonly Pick<Drift, "resource" | "line">[] = [...DRIFTS, ...RAIL_DRIFTS]): Map<string, string[]> {
     const want = new Map<string, string[]>();
     for (const d of drifts) {
         want.set(d.resource, [...(want.get(d.resource) ?? []), d.line].sort());

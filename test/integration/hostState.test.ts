@@ -189,6 +189,7 @@ describe("the hosts as they are: drift through refresh, and spark-b's management
         assert.doesNotMatch(ssh("spark-a", "cat /etc/nccl.conf"), /NCCL_DEBUG=TRACE/);
         assert.equal(ssh("spark-b", "systemctl is-enabled spark-cluster-ray.service").trim(), "enabled");
         assert.match(ssh("spark-a", "nft list tables"), /spark_cluster/);
+        assert.match(ssh("spark-b", "mlnx_qos -i enP2p1s0f1np1"), /^\tprio:3 dscp:24,25,26,/m, "DSCP 26 is back on priority 3");
         // Ray's worker was restarted for its unit file, vLLM started again: wait until it answers.
         const answered = await secondsUntilAnswering("http://10.77.0.11:8000/v1", apiKeyOf(session), "tiny-chat", 300);
         t.diagnostic(`the endpoint answers ${answered.seconds} s after the repair`);

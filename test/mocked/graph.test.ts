@@ -699,11 +699,14 @@ describe("a two-Spark Ray cluster", () => {
         const pfc = scriptOf(commandText(get(result, "spark-b-roce-apply"), "create") ?? "").script;
         assert.match(pfc, /mlnx_qos -i enp1s0f1np1 --pfc 0,0,0,1,0,0,0,0 --trust dscp/);
         assert.match(pfc, /mlnx_qos -i enP2p1s0f1np1 --pfc 0,0,0,1,0,0,0,0 --trust dscp/);
+        assert.match(pfc, /mlnx_qos -i enP2p1s0f1np1 --dscp2prio set,26,3/);
+        assert.match(nccl, /^NCCL_IB_TC=106$/m, "NCCL marks DSCP 26, which the map puts on PFC priority 3");
     });
 
     it("exports the endpoint on the head's SSH address, the transport and each node's PFC status", async () => {
         const result = await scenario("base");
-        assert.deepEqual(result.outputs.roce, { "spark-a": "enabled: test", "spark-b": "enabled: test" });
+        const chain = { status: "enabled: test", priority: 3, trust: "dscp", dscp: 26, trafficClass: 106 };
+        assert.deepEqual(result.outputs.roce, { "spark-a": chain, "spark-b": chain });
         assert.equal(result.outputs.endpoint, "http://10.0.0.11:8000/v1");
         assert.equal(result.outputs.servedModel, "qwen2.5-7b");
         assert.equal(result.outputs.transport, "roce");
@@ -1000,8 +1003,8 @@ describe("a Spark + Thor cluster on sockets", () => {
         );
         assert.equal(result.outputs.transport, "socket");
         assert.deepEqual(result.outputs.roce, {
-            "spark-a": "skipped: the cluster uses socket transport",
-            "thor-1": "skipped: the cluster uses socket transport",
+            "spark-a": { status: "skipped: the cluster uses socket transport" },
+            "thor-1": { status: "skipped: the cluster uses socket transport" },
         });
         for (const node of ["spark-a", "thor-1"]) {
             const files = scriptOf(commandText(get(result, `${node}-nccl-files`), "create") ?? "").script;

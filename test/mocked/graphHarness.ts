@@ -12,6 +12,7 @@
  * Any resource type other than `spark-cluster:index:*` or `command:remote:Command` is recorded
  * as unexpected and fails its registration.
  */
+import type { RoceChain } from "../../components/render/roceChain";
 import * as fs from "node:fs";
 import * as pulumi from "@pulumi/pulumi";
 import { parseConfig } from "../../config";
@@ -56,7 +57,7 @@ export interface ScenarioResult {
     /** Errors raised while building or registering (message only). */
     errors: string[];
     /** The SparkCluster's outputs. */
-    outputs: { endpoint?: string; servedModel?: string; transport?: string; dashboard?: string; roce?: Record<string, string> };
+    outputs: { endpoint?: string; servedModel?: string; transport?: string; dashboard?: string; roce?: Record<string, RoceChain> };
 }
 
 const EXPECTED_TYPE = /^(spark-cluster:index:[A-Za-z]+|command:remote:Command)$/;

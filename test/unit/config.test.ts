@@ -951,8 +951,13 @@ describe("a minimal config gets the documented defaults", () => {
     });
 
     test("cluster sections", () => {
-        assert.deepEqual(config.interconnect, { topology: "pair", mtu: 9000 });
-        assert.deepEqual(config.roce, { enabled: true, priority: 3, trustDscp: true, peermem: true });
+        assert.deepEqual(config.interconnect, { topology: "pair", mtu: 9000, linkCheck: { lowSpeed: "refuse" } });
+        assert.deepEqual(
+            config.nodes.map((n) => n.linkCheck),
+            config.nodes.map((n) => (n.kind === "spark" ? { minSpeedMbps: 200000, lowSpeed: "refuse" } : { lowSpeed: "refuse" })),
+            "a Spark checks for its ConnectX-7 port speed, other nodes only report theirs",
+        );
+        assert.deepEqual(config.roce, { enabled: true, priority: 3, trustDscp: true, dscp: 26, peermem: true });
         assert.deepEqual(config.nccl, { debug: "WARN", overrides: {} });
         assert.deepEqual(config.ray, {
             port: 6379,

@@ -60,13 +60,15 @@ describe("host layers' plans", () => {
 
     it("pfcPlan: the spec from the interfaces and roce settings, and the apply step", () => {
         const interfaces = ["enp1s0f1np1", "enP2p1s0f1np1"];
-        const plan = pfcPlan(interfaces, { priority: 3, trustDscp: true, peermem: false });
+        const plan = pfcPlan(interfaces, { priority: 3, trustDscp: true, dscp: 26, peermem: false });
         const spec = {
             interfaces,
             pfcVector: pfcVector(3),
             trustDscp: true,
+            priority: 3,
+            dscp: 26,
             peermem: false,
-            unitContent: renderPfcUnit(interfaces, 3, true),
+            unitContent: renderPfcUnit(interfaces, 3, true, 26),
             peermemConf: renderPeermemConf(),
         };
         assert.deepEqual(plan.spec, spec);

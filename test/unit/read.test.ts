@@ -11,7 +11,9 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { installFilesScript } from "../../components/render/host/files";
 import { READ_LIB, filesReadScript, readScript, secretFileReadScript, unitDriftLine } from "../../components/render/host/read";
-import { netplanReadScript } from "../../components/render/netplan";
+import { HOST_LIB } from "../../components/render/host/lib";
+import { bashScript } from "../../components/render/host/shell";
+import { linkCheckLines, linkResults, netplanReadScript } from "../../components/render/netplan";
 import { pfcReadScript, pfcVector, renderPeermemConf, renderPfcUnit } from "../../components/render/pfc";
 import { firewallReadScript } from "../../components/render/firewall";
 import { matchSnapshot } from "../support/snapshot";
@@ -117,11 +119,72 @@ describe("read-back scripts", () => {
         assert.ok(other.includes("nope0: no such interface"), other.join("\n"));
     });
 
+    it("links: speed from ethtool (else sysfs), a slow link refused or warned with its value, a short MTU on the way named by both ends", () => {
+        // lo stands for the interconnect interface: its operstate is "unknown", so it is reported as not up.
+        const box = sandbox({
+            ethtool: `echo "Settings for $1:"; echo "	Speed: $(cat "$HOME/speed")Mb/s"; echo "	Link detected: yes"`,
+            // The ping answers while $HOME/mtu-ok exists; it must be full size and don't-fragment.
+            ping: `[ "$*" = "-M do -s 8972 -c 1 -W 1 -I lo 192.168.100.12" ] && [ -e "$HOME/mtu-ok" ]`,
+        });
+        const spec = {
+            node: "spark-a",
+            mtu: 9000,
+            interfaces: [{ name: "lo", address: "127.0.0.1/8" }],
+            peers: [{ node: "spark-b", ip: "192.168.100.12", via: "lo" }],
+            linkCheck: { minSpeedMbps: 200000, lowSpeed: "refuse" as const },
+        };
+        const loMtu = fs.readFileSync("/sys/class/net/lo/mtu", "utf8").trim();
+        const read = (speed: string) => {
+            fs.writeFileSync(path.join(box.dir, "speed"), speed);
+            return lines(box.run(netplanReadScript(spec)).stdout).filter((l) => !l.startsWith("/etc/netplan/") && !l.startsWith("lo: MTU"));
+        };
+        fs.writeFileSync(path.join(box.dir, "mtu-ok"), "");
+        assert.deepEqual(read("200000"), ["lo: link unknown, want up"]);
+        assert.deepEqual(read("13000"), ["lo: link unknown, want up", "lo: speed 13000 Mb/s, want at least 200000 Mb/s"]);
+        fs.rmSync(path.join(box.dir, "mtu-ok"));
+        assert.deepEqual(read("200000"), [
+            "lo: link unknown, want up",
+            "lo -> spark-b 192.168.100.12: no answer to a 8972-byte don't-fragment ping (MTU 9000 end to end)",
+        ]);
+
+        // The apply: refuse fails naming node, interface and value; warn goes on with a warning line.
+        const apply = (lowSpeed: "refuse" | "warn") =>
+            box.run(
+                bashScript([
+                    HOST_LIB,
+                    ...linkCheckLines({ ...spec, interfaces: [{ name: "lo", address: "127.0.0.1/8" }], linkCheck: { minSpeedMbps: 200000, lowSpeed } }, 1),
+                ]),
+            );
+        fs.writeFileSync(path.join(box.dir, "speed"), "13000");
+        fs.writeFileSync(path.join(box.dir, "mtu-ok"), "");
+        const refused = apply("refuse");
+        assert.equal(refused.status, 1);
+        assert.ok(refused.stdout.includes("spark-a lo: speed 13000 Mb/s, want at least 200000 Mb/s"), refused.stdout);
+        assert.deepEqual(linkResults(refused.stdout).links, ["lo unknown, 13000 Mb/s", "spark-a lo -> spark-b 192.168.100.12: MTU 9000 end to end"]);
+        const warned = apply("warn");
+        assert.deepEqual(linkResults(warned.stdout).warnings, [
+            "spark-a lo: speed 13000 Mb/s, want at least 200000 Mb/s (interconnect.linkCheck.lowSpeed is warn)",
+        ]);
+        assert.equal(warned.status, 1, "lo is not up: that still fails");
+        assert.ok(warned.stdout.includes("spark-a lo: link unknown, want up"), warned.stdout);
+        fs.rmSync(path.join(box.dir, "mtu-ok"));
+        const short = apply("warn");
+        assert.ok(
+            short.stdout.includes(
+                `spark-a lo -> spark-b 192.168.100.12: a 8972-byte don't-fragment ping gets no answer: the MTU is below 9000 on the way (spark-a lo has ${loMtu}; check spark-b's interface on 192.168.100.12)`,
+            ),
+            short.stdout,
+        );
+    });
+
     it("PFC: vector and trust per interface; nvidia-peermem only where the last apply loaded it", () => {
         const box = sandbox({
             mlnx_qos: [
                 `pfc=$(cat "$HOME/pfc.$2")`,
                 `echo "Priority trust state: $(cat "$HOME/trust.$2")"`,
+                // The map as mlnx_qos prints it (python/mlnx_qos pretty_print), one line a priority here.
+                `if [ "$(cat "$HOME/trust.$2")" = dscp ]; then echo "dscp2prio mapping:"; cat "$HOME/map.$2"; fi`,
+                `echo "default priority:"`,
                 `echo "PFC configuration:"`,
                 `echo "	priority    0   1   2   3   4   5   6   7"`,
                 `echo "	enabled     \${pfc//,/   }   "`,
@@ -133,24 +196,34 @@ describe("read-back scripts", () => {
             interfaces: ["enp1s0f1np1"],
             pfcVector: pfcVector(3),
             trustDscp: true,
+            priority: 3,
+            dscp: 26,
             peermem: true,
-            unitContent: renderPfcUnit(["enp1s0f1np1"], 3, true),
+            unitContent: renderPfcUnit(["enp1s0f1np1"], 3, true, 26),
             peermemConf: renderPeermemConf(),
         };
         const script = pfcReadScript(spec);
         fs.writeFileSync(path.join(box.dir, "pfc.enp1s0f1np1"), "0,0,0,1,0,0,0,0");
         fs.writeFileSync(path.join(box.dir, "trust.enp1s0f1np1"), "dscp");
+        fs.writeFileSync(path.join(box.dir, "map.enp1s0f1np1"), "\tprio:2 dscp:16,17,18,19,20,21,22,23,\n\tprio:3 dscp:24,25,26,27,28,29,30,31,\n");
         fs.writeFileSync(path.join(box.dir, "modules"), "nvidia_peermem 16384 0\n");
         // The unit and modules-load files live under /etc, absent here: those two lines are expected.
         const fileLines = ["/etc/systemd/system/spark-cluster-pfc.service: missing", "/etc/modules-load.d/nvidia-peermem.conf: missing"];
         const loaded = "status=enabled: PFC 0,0,0,1,0,0,0,0 on enp1s0f1np1, trust dscp; nvidia-peermem loaded";
         assert.deepEqual(lines(box.run(script, loaded).stdout), fileLines);
+        // DSCP 26 moved to priority 5 (by hand, or another tool): drift, with the value found.
+        fs.writeFileSync(
+            path.join(box.dir, "map.enp1s0f1np1"),
+            "\tprio:3 dscp:24,25,27,28,29,30,31,\n\tprio:5 dscp:26,40,41,42,43,44,45,46,\n\tprio:5 dscp:47,\n",
+        );
+        assert.deepEqual(lines(box.run(script, loaded).stdout), ["enp1s0f1np1: DSCP 26 -> priority 5, want 3", ...fileLines]);
         fs.writeFileSync(path.join(box.dir, "pfc.enp1s0f1np1"), "0,0,0,0,0,0,0,0");
         fs.writeFileSync(path.join(box.dir, "trust.enp1s0f1np1"), "pcp");
         fs.writeFileSync(path.join(box.dir, "modules"), "");
         assert.deepEqual(lines(box.run(script, loaded).stdout), [
             "enp1s0f1np1: PFC 0,0,0,0,0,0,0,0, want 0,0,0,1,0,0,0,0",
             "enp1s0f1np1: trust pcp, want dscp",
+            "enp1s0f1np1: DSCP 26 -> priority none, want 3",
             ...fileLines,
             "nvidia-peermem: not loaded",
         ]);

@@ -104,12 +104,14 @@ const SPARK_A_NETPLAN: NetplanSpec = {
         { node: "spark-b", ip: "192.168.100.12", via: "enp1s0f1np1" },
         { node: "spark-b", ip: "192.168.101.12", via: "enP2p1s0f1np1" },
     ],
+    linkCheck: { minSpeedMbps: 200000, lowSpeed: "refuse" },
 };
 const THOR_NETPLAN: NetplanSpec = {
     node: "thor-1",
     mtu: 1500,
     interfaces: [{ name: "mgbe0_0", address: "192.168.100.27/24" }],
     peers: [{ node: "spark-a", ip: "192.168.100.11", via: "mgbe0_0" }],
+    linkCheck: { lowSpeed: "warn" },
 };
 
 const NCCL_ROCE: NcclSpec = {
@@ -118,6 +120,7 @@ const NCCL_ROCE: NcclSpec = {
     interfaceName: "enp1s0f1np1",
     ibHca: ["rocep1s0f1", "roceP2p1s0f1"],
     heterogeneous: false,
+    ibTrafficClass: 106,
     debug: "WARN",
     overrides: {},
 };
@@ -240,24 +243,30 @@ const PFC_TWINS: PfcSpec = {
     interfaces: ["enp1s0f1np1", "enP2p1s0f1np1"],
     pfcVector: pfcVector(3),
     trustDscp: true,
+    priority: 3,
+    dscp: 26,
     peermem: true,
-    unitContent: renderPfcUnit(["enp1s0f1np1", "enP2p1s0f1np1"], 3, true),
+    unitContent: renderPfcUnit(["enp1s0f1np1", "enP2p1s0f1np1"], 3, true, 26),
     peermemConf: renderPeermemConf(),
 };
 const PFC_NO_INTERFACES: PfcSpec = {
     interfaces: [],
     pfcVector: pfcVector(3),
     trustDscp: true,
+    priority: 3,
+    dscp: 26,
     peermem: true,
-    unitContent: renderPfcUnit([], 3, true),
+    unitContent: renderPfcUnit([], 3, true, 26),
     peermemConf: renderPeermemConf(),
 };
 const PFC_ONE_LOSSY_TRUST: PfcSpec = {
     interfaces: ["enp1s0f0np0"],
     pfcVector: pfcVector(5),
     trustDscp: false,
+    priority: 5,
+    dscp: 26,
     peermem: false,
-    unitContent: renderPfcUnit(["enp1s0f0np0"], 5, false),
+    unitContent: renderPfcUnit(["enp1s0f0np0"], 5, false, 26),
     peermemConf: renderPeermemConf(),
 };
 
@@ -581,8 +590,8 @@ describe("systemdJoin", () => {
 
 describe("PFC", () => {
     it("unit: twins on priority 3 with trust dscp; one interface on priority 5 without", () => {
-        matchSnapshot("render.pfc-unit.twins-p3-dscp.service", renderPfcUnit(["enp1s0f1np1", "enP2p1s0f1np1"], 3, true));
-        matchSnapshot("render.pfc-unit.one-p5.service", renderPfcUnit(["enp1s0f0np0"], 5, false));
+        matchSnapshot("render.pfc-unit.twins-p3-dscp.service", renderPfcUnit(["enp1s0f1np1", "enP2p1s0f1np1"], 3, true, 26));
+        matchSnapshot("render.pfc-unit.one-p5.service", renderPfcUnit(["enp1s0f0np0"], 5, false, 26));
         matchSnapshot("render.peermem.conf", renderPeermemConf());
     });
 
@@ -1007,6 +1016,7 @@ describe("ncclVariables", () => {
             ["NCCL_IB_DISABLE", "0"],
             ["NCCL_IB_HCA", "rocep1s0f1,roceP2p1s0f1"],
             ["NCCL_IB_ROCE_VERSION_NUM", "2"],
+            ["NCCL_IB_TC", "106"],
             ["NCCL_CROSS_NIC", "1"],
             ["NCCL_DEBUG", "WARN"],
         ]);

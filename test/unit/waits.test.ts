@@ -86,13 +86,19 @@ function renderedScripts(config: Config): Map<string, string> {
             mtu: config.interconnect.mtu,
             interfaces: node.interconnect.map((iface, i) => ({ name: names[i], address: iface.address })),
             peers: node.peers.map((p) => ({ node: p.node, ip: p.ip, via: names[p.via] })),
+            linkCheck: node.linkCheck,
         });
         add(`${node.name}-interconnect-apply`, netplan.step.create, netplan.step.delete, netplan.step.read);
         for (const [suffix, interfaces] of [
             ["", names],
             ["-none", []],
         ] as const) {
-            const pfc = pfcPlan([...interfaces], { priority: config.roce.priority, trustDscp: config.roce.trustDscp, peermem: config.roce.peermem });
+            const pfc = pfcPlan([...interfaces], {
+                priority: config.roce.priority,
+                trustDscp: config.roce.trustDscp,
+                dscp: config.roce.dscp,
+                peermem: config.roce.peermem,
+            });
             add(`${node.name}-roce-apply${suffix}`, pfc.step.create, pfc.step.delete, pfc.step.read);
         }
         const nccl = ncclPlan(node.runtime, node.ip);
