@@ -4,7 +4,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
-import { CONFIG_NAMESPACE, RawConfig } from "./config";
+import { CONFIG_NAMESPACE, RawConfig, decodeConfigValue } from "./config";
 
 // `isConfigSecret` is part of the SDK's runtime but missing from its typings.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -20,7 +20,7 @@ export function readStackConfig(): RawConfig {
             continue;
         }
         const key = fullKey.slice(prefix.length);
-        values[key] = decodeValue(text);
+        values[key] = decodeConfigValue(text);
         if (runtimeConfig.isConfigSecret(fullKey)) {
             secretKeys.add(key);
         }
@@ -42,16 +42,4 @@ function localModelConfig(model: unknown): unknown {
     } catch {
         return undefined; // not here, or not JSON: the fit check says it skipped
     }
-}
-
-/** Structured config (objects, lists) arrives as JSON text; everything else stays a string. */
-function decodeValue(text: string): unknown {
-    if (/^\s*[[{]/.test(text)) {
-        try {
-            return JSON.parse(text);
-        } catch {
-            return text;
-        }
-    }
-    return text;
 }

@@ -44,6 +44,7 @@ export * from "./secretRules";
 export * from "./valueRules";
 export { exampleFor } from "./zodIssues";
 export type { RawConfig } from "./raw";
+export { decodeConfigValue } from "./raw";
 
 /**
  * Validates the stack config and resolves every default. Throws a {@link ConfigError} that lists

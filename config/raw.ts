@@ -9,3 +9,15 @@ export interface RawConfig {
     /** The model directory's config.json, when model.source is a directory the caller could read. Defaults to none. */
     modelConfigJson?: unknown;
 }
+
+/** Structured config (objects, lists) arrives from Pulumi as JSON text; everything else stays a string. */
+export function decodeConfigValue(text: string): unknown {
+    if (/^\s*[[{]/.test(text)) {
+        try {
+            return JSON.parse(text);
+        } catch {
+            return text;
+        }
+    }
+    return text;
+}

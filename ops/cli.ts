@@ -9,7 +9,7 @@ import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { CONFIG_NAMESPACE, ConfigError, parseConfig, type Config, type NodeConfig } from "../config";
+import { CONFIG_NAMESPACE, ConfigError, decodeConfigValue, parseConfig, type Config, type NodeConfig } from "../config";
 import { hostKeyFingerprint } from "../components/hostKey";
 import { remoteCommand } from "../components/render/host/shell";
 import { stackConfigFile } from "../components/render/tryIt";
@@ -104,22 +104,10 @@ export function rawConfigFromCli(json: string, stack: string): { values: Record<
     for (const [fullKey, entry] of Object.entries(all)) {
         if (!fullKey.startsWith(prefix)) continue;
         const key = fullKey.slice(prefix.length);
-        values[key] = decodeValue(entry.value ?? "");
+        values[key] = decodeConfigValue(entry.value ?? "");
         if (entry.secret) secretKeys.add(key);
     }
     return { values, secretKeys, stack };
-}
-
-/** Structured config (objects, lists) arrives as JSON text; everything else stays a string (as stackConfig.ts reads it). */
-function decodeValue(text: string): unknown {
-    if (/^\s*[[{]/.test(text)) {
-        try {
-            return JSON.parse(text);
-        } catch {
-            return text;
-        }
-    }
-    return text;
 }
 
 async function loadConfig(args: Args): Promise<Config> {
