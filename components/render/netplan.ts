@@ -158,8 +158,9 @@ export function renderNetplan(spec: NetplanSpec): string {
  * link-local addressing off (`link-local: []`): networkd sets the interface's IPv6 address
  * generation mode to none and drops its fe80::/64 address, and nothing gives it back when the file
  * goes. Saved before the first apply: the mode (/proc/sys/net/ipv6/conf/IF/addr_gen_mode) and the
- * link-local addresses; restored on destroy by writing the mode back (the kernel makes the
- * link-local address again when the mode changes), then adding any saved address still missing.
+ * link-local addresses; restored on destroy by writing the mode back (through the sysctl, which
+ * also makes the link-local address again; where /proc/sys is read-only, as in a container, through
+ * netlink like networkd, which does not), then adding any saved address still missing.
  */
 const LINK_LOCAL_LIB = [
     `sc_save_link_local() {`,
@@ -169,15 +170,20 @@ const LINK_LOCAL_LIB = [
     `  { cat "$conf"; ip -6 -o addr show dev "$1" scope link | awk '{print $4}'; } > "$SC_STATE/ipv6ll/$1"`,
     `}`,
     `sc_restore_link_local() {`,
-    `  local saved="$SC_STATE/ipv6ll/$1" conf=/proc/sys/net/ipv6/conf/$1/addr_gen_mode mode address`,
+    `  local saved="$SC_STATE/ipv6ll/$1" conf=/proc/sys/net/ipv6/conf/$1/addr_gen_mode mode name address`,
     `  [ -e "$saved" ] || return 0`,
-    `  if [ -w "$conf" ]; then`,
-    `    mode=$(head -n 1 "$saved")`,
-    `    if [ "$(cat "$conf")" != "$mode" ]; then echo "$mode" > "$conf" || sc_log "$1: cannot set addr_gen_mode $mode"; fi`,
-    `    tail -n +2 "$saved" | while read -r address; do`,
-    `      ip -6 -o addr show dev "$1" scope link | grep -F " $address " >/dev/null || ip -6 addr add "$address" dev "$1" scope link || sc_log "$1: cannot add $address back"`,
-    `    done`,
+    `  mode=$(head -n 1 "$saved")`,
+    `  if [ "$(cat "$conf" 2>/dev/null)" != "$mode" ]; then`,
+    `    if [ -w "$conf" ]; then`,
+    `      echo "$mode" > "$conf" || sc_log "$1: cannot set addr_gen_mode $mode"`,
+    `    else`,
+    `      case "$mode" in 0) name=eui64 ;; 1) name=none ;; 2) name=stable_secret ;; *) name=random ;; esac`,
+    `      ip link set dev "$1" addrgenmode "$name" || sc_log "$1: cannot set addrgenmode $name"`,
+    `    fi`,
     `  fi`,
+    `  tail -n +2 "$saved" | while read -r address; do`,
+    `    ip -6 -o addr show dev "$1" scope link | grep -F " $address " >/dev/null || ip -6 addr add "$address" dev "$1" scope link || sc_log "$1: cannot add $address back"`,
+    `  done`,
     `  rm -f "$saved"`,
     `}`,
 ];

@@ -165,7 +165,8 @@ for (const [runtime, adaptConfig] of Object.entries(RUNTIMES)) {
                 for (const iface of ["enp1s0f1np1", "enP2p1s0f1np1"]) {
                     const qos = JSON.parse(ssh(node, `cat /var/lib/lab-sim/mlnx_qos/${iface}.json`));
                     assert.deepEqual(qos.pfc, [0, 0, 0, 1, 0, 0, 0, 0], `${node} ${iface} PFC on priority 3`);
-                    assert.equal(qos.trust, "dscp");
+                    // The stand-in keeps the DSCP map; trust is dscp while the map has entries.
+                    assert.equal(qos.dscp2prio?.["26"], 3, `${node} ${iface} trusts DSCP, with DSCP 26 on priority 3`);
                 }
                 assert.match(ssh(node, `systemctl is-enabled ${UNITS.pfc}.service`), /enabled/);
                 const nccl = ssh(node, `cat ${NCCL_CONF_PATH}`);
@@ -252,7 +253,7 @@ for (const [runtime, adaptConfig] of Object.entries(RUNTIMES)) {
                 for (const iface of ["enp1s0f1np1", "enP2p1s0f1np1"]) {
                     const qos = JSON.parse(ssh(node, `cat /var/lib/lab-sim/mlnx_qos/${iface}.json`));
                     assert.deepEqual(qos.pfc, [0, 0, 0, 0, 0, 0, 0, 0], `${node} ${iface} PFC restored`);
-                    assert.equal(qos.trust, "pcp");
+                    assert.deepEqual(qos.dscp2prio ?? {}, {}, `${node} ${iface} back to trust pcp (no DSCP map)`);
                 }
                 assert.equal(
                     ssh(node, "cat /sys/class/net/enp1s0f1np1/mtu /sys/class/net/enP2p1s0f1np1/mtu"),
