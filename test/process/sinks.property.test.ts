@@ -537,6 +537,12 @@ const KEYS: Key[] = [
         examples: ["pair", "switch"],
     },
     {
+        path: "interconnect.linkCheck.lowSpeed",
+        decides: "decides whether a slow link fails the apply or warns (a choice, not text on a host)",
+        lanes: [{ variant: "mp", at: ["interconnect", "linkCheck", "lowSpeed"] }],
+        examples: ["refuse", "warn"],
+    },
+    {
         path: "nccl.transport",
         decides: "decides the NCCL variables (auto resolves to roce or socket)",
         lanes: [{ variant: "mp", at: ["nccl", "transport"] }],
@@ -1168,7 +1174,9 @@ async function propertyRun(): Promise<RunResult> {
                     if (!named.some((n) => message.includes(`spark-cluster:${n}`)))
                         tried.problems.push(`refused without naming ${named.join(" or ")}: ${message}`);
                     else if (!message.includes("Example:")) tried.problems.push(`refused without an example: ${message}`);
-                    if (key.secret && tried.value.length >= 4 && message.includes(tried.value)) tried.problems.push("the refusal shows the secret");
+                    // A value that is a word of the message's own text (e.g. "value") is not shown by the refusal.
+                    const shown = message.replaceAll(/\b(value|values|secret|string|key|token)\b/gi, "");
+                    if (key.secret && tried.value.length >= 4 && shown.includes(tried.value)) tried.problems.push("the refusal shows the secret");
                     if (key.mustAccept?.(tried.value)) tried.problems.push(`a secret of printable characters is refused: ${message}`);
                 }
                 const issue = knownIssue(key, tried.value);

@@ -62,6 +62,7 @@ const SPECS: Record<string, VllmServeSpec> = {
     "ray, rank 0": EVERY_OPTIONAL,
     "mp, rank 0": { ...EVERY_OPTIONAL, executor: "mp", multiNode: { nnodes: 2, rank: 0, masterAddr: "10.0.0.1", masterPort: 29501 } },
     "mp, headless rank 1": { ...EVERY_OPTIONAL, executor: "mp", multiNode: { nnodes: 2, rank: 1, masterAddr: "10.0.0.1", masterPort: 29501 } },
+    "a fixed KV-cache budget": { ...EVERY_OPTIONAL, kvCacheMemoryBytes: 1 << 30 },
 };
 
 /** The options among `vllm serve <model> …` (values never start with "-" in these specs). */
