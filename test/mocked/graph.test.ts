@@ -15,6 +15,7 @@ import { deriveModelSyncSecret } from "../../components/render/modelSync";
 import { RecordedResource, Scenario, ScenarioResult } from "./graphHarness";
 import { MOCK_HOST_KEY, SECRET_SIG, SECRET_SIG_KEY } from "../support/mockHarness";
 import { WAIT_EXCEPTIONS, loopsIn, waitException } from "../support/waitLoops";
+import { sparkPair } from "../support/fixtures";
 
 // ---------------------------------------------------------------------------------------------
 // Scenarios
@@ -26,28 +27,6 @@ const SSH_KEY_BODY = "b3BlbnNzaC1rZXktdjEAAAAAgraphtestkeybody";
 const SSH_KEY = `-----BEGIN OPENSSH PRIVATE KEY-----\n${SSH_KEY_BODY}\n-----END OPENSSH PRIVATE KEY-----`;
 const SECRET_KEYS = ["sshPrivateKey", "apiKey", "hfToken"];
 const RAY_TOKEN = "0123456789abcdef0123456789abcdef-rotated";
-
-/** The lab's two Sparks: spark-a names its twins, spark-b has them detected and logs in as ubuntu (sudo). */
-function sparkPair(): Record<string, unknown>[] {
-    return [
-        {
-            name: "spark-a",
-            kind: "spark",
-            head: true,
-            ssh: { host: "10.0.0.11" },
-            interconnect: [
-                { name: "enp1s0f1np1", address: "192.168.100.11/24" },
-                { name: "enP2p1s0f1np1", address: "192.168.101.11/24" },
-            ],
-        },
-        {
-            name: "spark-b",
-            kind: "spark",
-            ssh: { host: "10.0.0.12", user: "ubuntu" },
-            interconnect: [{ address: "192.168.100.12/24" }, { address: "192.168.101.12/24" }],
-        },
-    ];
-}
 
 /** spark-a cabled to a Thor: one link, so one interface. */
 function sparkForThor(): Record<string, unknown> {

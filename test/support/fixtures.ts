@@ -88,3 +88,25 @@ export function runProbeInFakeVenv(python: string, script: (venv: VenvRuntime) =
         fs.rmSync(venv, { recursive: true, force: true });
     }
 }
+
+/** The lab's two Sparks: spark-a names its twins, spark-b has them detected and logs in as ubuntu (sudo). */
+export function sparkPair(): Record<string, unknown>[] {
+    return [
+        {
+            name: "spark-a",
+            kind: "spark",
+            head: true,
+            ssh: { host: "10.0.0.11" },
+            interconnect: [
+                { name: "enp1s0f1np1", address: "192.168.100.11/24" },
+                { name: "enP2p1s0f1np1", address: "192.168.101.11/24" },
+            ],
+        },
+        {
+            name: "spark-b",
+            kind: "spark",
+            ssh: { host: "10.0.0.12", user: "ubuntu" },
+            interconnect: [{ address: "192.168.100.12/24" }, { address: "192.168.101.12/24" }],
+        },
+    ];
+}

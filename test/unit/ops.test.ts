@@ -8,6 +8,7 @@ import { parseConfig } from "../../config";
 import { UNITS } from "../../components/render/paths";
 import { nodeLogsScript } from "../../ops/logs";
 import { parseArgs, rawConfigFromCli } from "../../ops/cli";
+import { sparkPair } from "../support/fixtures";
 import {
     NodeExpectation,
     judgeNode,
@@ -26,24 +27,7 @@ const SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nops-test-key\n-----END OPE
 function pair(model: Record<string, unknown>) {
     return parseConfig({
         values: {
-            nodes: [
-                {
-                    name: "spark-a",
-                    kind: "spark",
-                    head: true,
-                    ssh: { host: "10.0.0.11" },
-                    interconnect: [
-                        { name: "enp1s0f1np1", address: "192.168.100.11/24" },
-                        { name: "enP2p1s0f1np1", address: "192.168.101.11/24" },
-                    ],
-                },
-                {
-                    name: "spark-b",
-                    kind: "spark",
-                    ssh: { host: "10.0.0.12", user: "ubuntu" },
-                    interconnect: [{ address: "192.168.100.12/24" }, { address: "192.168.101.12/24" }],
-                },
-            ],
+            nodes: sparkPair(),
             interconnect: { topology: "pair", mtu: 9000 },
             model: { source: "Qwen/Qwen2.5-7B-Instruct", servedName: "qwen", ...model },
             sshPrivateKey: SSH_KEY,
