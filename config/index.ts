@@ -30,6 +30,7 @@ import { gatherFacts } from "./facts";
 import type { RawConfig } from "./raw";
 
 export type { FitReport } from "./fitRule";
+export * from "./cablingRules";
 export * from "./dockerOptions";
 export * from "./facts";
 export * from "./ipv4";

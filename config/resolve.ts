@@ -111,6 +111,8 @@ export interface FirewallPolicy {
     openUdp: number[];
     /** The API port and the source ranges it is restricted to (head only; none: open to anyone). */
     api?: { port: number; allowFrom: string[] };
+    /** The interconnect interfaces members' traffic may transit between (a ring's forwarding node); none: no forward chain. */
+    transitInterfaces?: string[];
 }
 
 /** A port opened to everyone in the firewall. */

@@ -4,6 +4,7 @@
  * pure and exported, and table-tested in test/unit/config.test.ts; {@link checkCrossFieldRules} runs
  * them all on a config that passed the schema.
  */
+import { checkCabling, checkSwitchlessSupported, isSwitchless } from "./cablingRules";
 import { ConfigIssue, describeValue, formatPath } from "./issues";
 import { formatIpv4, formatSubnet, parseCidr, parseIpv4, subnetsOverlap } from "./ipv4";
 import { Facts, RUNTIME_TRAITS, gatherFacts, hasThorIn, localModelFacts, resolveParallelism, runtimeOf, totalGpusOf } from "./facts";
@@ -354,7 +355,7 @@ export function checkTransport(requested: z.output<typeof NcclSchema>["transport
     ];
 }
 
-/** `pair` is two nodes cabled back to back; `switch` is two or more. */
+/** `pair` is two nodes cabled back to back; `switch` is two or more; `mesh` is three; `ring` is four or more. */
 export function checkTopology(topology: z.output<typeof InterconnectSchema>["topology"], nodeCount: number): ConfigIssue[] {
     if (topology === "pair" && nodeCount !== 2) {
         return [
@@ -363,6 +364,26 @@ export function checkTopology(topology: z.output<typeof InterconnectSchema>["top
                 message: `is pair (two nodes cabled back to back), but nodes lists ${nodeCount}`,
                 got: describeValue(topology),
                 example: "switch",
+            },
+        ];
+    }
+    if (topology === "mesh" && nodeCount !== 3) {
+        return [
+            {
+                path: "interconnect.topology",
+                message: `is mesh (three nodes, each cabled to both others: a Spark has two ports), but nodes lists ${nodeCount}`,
+                got: describeValue(topology),
+                example: nodeCount >= 4 ? "ring" : "pair",
+            },
+        ];
+    }
+    if (topology === "ring" && nodeCount < 4) {
+        return [
+            {
+                path: "interconnect.topology",
+                message: `is ring, which needs at least 4 nodes, but nodes lists ${nodeCount} (three nodes cabled to each other are a mesh)`,
+                got: describeValue(topology),
+                example: nodeCount === 3 ? "mesh" : "pair",
             },
         ];
     }
@@ -433,7 +454,7 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gather
         ...checkUniqueSshEndpoints(config.nodes),
         ...checkSshHostOutsideInterconnect(config.nodes),
         ...checkUniqueAddresses(config.nodes),
-        ...checkAddressesInSubnets(config.nodes),
+        ...(isSwitchless(config.interconnect.topology) ? [] : checkAddressesInSubnets(config.nodes)),
         ...checkTwinSubnets(config.nodes),
         ...checkInterfaceNames(config.nodes),
         ...checkParallelismFitsGpus(config.model, totalGpus, facts.parallelism),
@@ -442,6 +463,8 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gather
         ...checkTransport(config.nccl.transport, config.nodes),
         ...checkPorts(config.ray, config.model, config.nodes),
         ...checkTopology(config.interconnect.topology, config.nodes.length),
+        ...checkCabling(config.interconnect, config.nodes),
+        ...checkSwitchlessSupported(config.interconnect.topology),
         ...checkModelEnvAgainstOverrides(config.model.env, config.nccl.overrides),
         ...checkDockerMountsAgainstLocalModel(config.nodes, config.model.source, facts),
     ];

@@ -9,16 +9,47 @@ import { ipv4RangeProblem } from "./ipv4";
 import { CONFIG_NAMESPACE } from "./namespace";
 import { ModelSizeSchema } from "./modelSize";
 import { DockerRuntimeSchema, InterfaceSchema, NodeSchema, VenvRuntimeSchema } from "./nodeSchema";
-import { PRIVATE_KEY_TEXT, SECRET_TEXT, hostOrIpv4, keyFilePath, port } from "./schemaFields";
+import { IFNAME, PRIVATE_KEY_TEXT, SECRET_TEXT, hostOrIpv4, keyFilePath, port } from "./schemaFields";
 
 export * from "./nodeSchema";
 export { PRIVATE_KEY_TEXT } from "./schemaFields";
 import { extraArgProblem, modelEnvNameProblem, modelEnvValueProblem, modelSourceProblem, overrideKeyProblem } from "./valueRules";
 
+/** One end of a cable: a node's port, named by its interconnect interface. */
+export const CableEndSchema = z
+    .strictObject({
+        /** The node's `name`. Required. */
+        node: z.string().min(1).meta({ example: "spark-a" }),
+        /** The interface name of the port, one of that node's `interconnect[].name`. Required. */
+        port: z.string().regex(IFNAME, { error: "must be a Linux interface name: up to 15 letters, digits, _ . -" }).meta({ example: "enp1s0f0np0" }),
+    })
+    .meta({ example: "{ node: spark-a, port: enp1s0f0np0 }" });
+
+/** One cable of a mesh or ring: its two ends. */
+export const CableSchema = z
+    .strictObject({
+        /** One end. Required. */
+        a: CableEndSchema,
+        /** The other end. Required. */
+        b: CableEndSchema,
+    })
+    .meta({ example: "{ a: { node: spark-a, port: enp1s0f0np0 }, b: { node: spark-b, port: enp1s0f1np1 } }" });
+
 /** How the nodes are cabled. */
 export const InterconnectSchema = z.strictObject({
-    /** `pair`: two nodes cabled back to back; `switch`: any number of nodes on a switch. Defaults to "pair". */
-    topology: z.enum(["pair", "switch"]).default("pair").meta({ example: "pair (or switch)" }),
+    /**
+     * `pair`: two nodes cabled back to back; `switch`: any number of nodes on a switch; `mesh`: three
+     * nodes, each cabled to both others; `ring`: four or more nodes, each cabled to two neighbours
+     * (`mesh` and `ring` need `cables`, and are not yet supported end to end: the config is refused
+     * after its cabling is checked). Defaults to "pair".
+     */
+    topology: z.enum(["pair", "switch", "mesh", "ring"]).default("pair").meta({ example: "pair (or switch, mesh, ring)" }),
+    /**
+     * The cables of a `mesh` or `ring`, one entry per cable: which port (interface name, as in that
+     * node's `interconnect`) of which node goes to which port of which node. Both ends' addresses lie
+     * in one subnet of the cable's own (a /30 or /31 is enough). Only for `mesh` and `ring`; required there.
+     */
+    cables: z.array(CableSchema).optional().meta({ example: "[{ a: { node: spark-a, port: enp1s0f0np0 }, b: { node: spark-b, port: enp1s0f1np1 } }]" }),
     /** MTU of the interconnect interfaces (a switch must carry it too). Defaults to 9000. */
     mtu: z.int().min(1280).max(9216).default(9000).meta({ example: "9000" }),
     /** What `up` and the read-back check on every interconnect link (its state, speed and MTU end to end). */

@@ -5,6 +5,7 @@
 // Nobody else's rules are touched: the file replaces our table alone, and a
 // drop in our chain holds whatever other tables (ufw, docker) accept.
 import type { FirewallPolicy } from "../../config";
+import { renderTransitChain } from "./fabric";
 import { HOST_LIB } from "./host/lib";
 import { fileDriftLine, readScript, unitDriftLine } from "./host/read";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
@@ -52,6 +53,7 @@ export function renderFirewallRules(spec: FirewallSpec): string {
         `        meta l4proto tcp reject with tcp reset`,
         `        reject`,
         `    }`,
+        ...(spec.transitInterfaces !== undefined && spec.transitInterfaces.length > 0 ? renderTransitChain(spec.transitInterfaces) : []),
         `}`,
     ];
     return lines.join("\n") + "\n";

@@ -23,6 +23,19 @@ export interface NcclSpec {
     ibTrafficClass?: number;
     debug: string;
     overrides: Record<string, string>;
+    /**
+     * RoCE across more than one subnet (a mesh or ring: one subnet per cable, routes to
+     * non-neighbours). NCCL then needs a routable GID on every HCA: RoCE v2 (UDP/IP; v1 is layer 2
+     * only) with an IPv4 address. NCCL >= 2.21 picks the GID itself when NCCL_IB_GID_INDEX is unset
+     * (its default, -1), filtered by NCCL_IB_ROCE_VERSION_NUM (default 2) and NCCL_IB_ADDR_FAMILY
+     * (default AF_INET); both are written explicitly so a site-wide /etc/nccl.conf or an image's env
+     * cannot turn the pick to a link-local IPv6 GID, which does not cross a hop. Sources: NCCL's
+     * environment variables (docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html:
+     * NCCL_IB_GID_INDEX, NCCL_IB_ROCE_VERSION_NUM, NCCL_IB_ADDR_FAMILY, NCCL_SOCKET_IFNAME's `=`
+     * exact names) and src/transport/net_ib/connect.cc (v2.31.2: IB_GID_INDEX -1, IB_ROCE_VERSION_NUM 2).
+     * Defaults to false.
+     */
+    routed?: boolean;
 }
 
 /** NCCL variables, in a stable order, overrides last. */
@@ -34,6 +47,9 @@ export function ncclVariables(spec: NcclSpec): [string, string][] {
             throw new Error("RoCE transport needs at least one RDMA device (nccl.ibHca or ibdev2netdev)");
         }
         own.push(["NCCL_IB_DISABLE", "0"], ["NCCL_IB_HCA", spec.ibHca.join(",")], ["NCCL_IB_ROCE_VERSION_NUM", "2"]);
+        if (spec.routed === true) {
+            own.push(["NCCL_IB_ADDR_FAMILY", "AF_INET"]);
+        }
         if (spec.ibTrafficClass !== undefined) {
             // Without it NCCL's packets carry DSCP 0, priority 0 by the NIC's map: not the PFC priority.
             own.push(["NCCL_IB_TC", String(spec.ibTrafficClass)]);

@@ -11,7 +11,8 @@ import type { StepScripts } from "./step";
 export interface NetplanSpec {
     node: string;
     mtu: number;
-    interfaces: { name: string; address: string }[];
+    /** `routes`: host routes through this interface (a ring's or mesh's other nodes' addresses), rendered as netplan `routes`. */
+    interfaces: { name: string; address: string; routes?: { to: string; via: string }[] }[];
     /** Interconnect addresses of the other nodes that must answer, with the interface to reach them by. */
     peers: { node: string; ip: string; via: string }[];
     /**
@@ -146,7 +147,15 @@ export function renderNetplan(spec: NetplanSpec): string {
     const ethernets = new Map(
         spec.interfaces.map((iface) => [
             iface.name,
-            { dhcp4: false, dhcp6: false, "link-local": [], addresses: [iface.address], mtu: spec.mtu, optional: true },
+            {
+                dhcp4: false,
+                dhcp6: false,
+                "link-local": [],
+                addresses: [iface.address],
+                mtu: spec.mtu,
+                optional: true,
+                ...(iface.routes !== undefined && iface.routes.length > 0 ? { routes: iface.routes.map((r) => ({ to: r.to, via: r.via })) } : {}),
+            },
         ]),
     );
     const header = [`# ${MANAGED_MARKER}`, `# Interconnect of ${spec.node}; removed by \`pulumi destroy\`.`];

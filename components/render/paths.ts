@@ -32,6 +32,7 @@ export const RUNTIME_ENV_NAMES = [
     "NCCL_IB_DISABLE",
     "NCCL_IB_HCA",
     "NCCL_IB_ROCE_VERSION_NUM",
+    "NCCL_IB_ADDR_FAMILY",
     "NCCL_IB_TC",
     "NCCL_CROSS_NIC",
     "NCCL_P2P_DISABLE",
@@ -53,6 +54,10 @@ export type RayEnvName = (typeof RAY_ENV_NAMES)[number];
 export const VLLM_UNIT_ENV_NAMES = ["RAY_ADDRESS", "HF_HUB_OFFLINE"] as const;
 export type VllmUnitEnvName = (typeof VLLM_UNIT_ENV_NAMES)[number];
 export const PEERMEM_CONF = "/etc/modules-load.d/nvidia-peermem.conf";
+/** IPv4 forwarding on a ring node's interconnect interfaces, applied again at boot by systemd-sysctl. */
+export const FORWARDING_SYSCTL_PATH = "/etc/sysctl.d/60-spark-cluster-forwarding.conf";
+/** The forwarding flags found before we set them, one file per interface. */
+export const FORWARDING_STATE_DIR = `${STATE_DIR}/forwarding`;
 /** The nftables ruleset of our table, loaded by the firewall unit at boot. */
 export const FIREWALL_RULES_PATH = `${CONFIG_DIR}/firewall.nft`;
 

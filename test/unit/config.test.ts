@@ -512,7 +512,12 @@ const BAD_CONFIGS: readonly BadCase[] = [
     // cluster-wide fields
     { name: "MTU too large", edits: [["interconnect", { mtu: 9500 }]], path: "interconnect.mtu", message: "must be at most 9216", got: "9500" },
     { name: "MTU too small", edits: [["interconnect", { mtu: 1000 }]], path: "interconnect.mtu", message: "must be at least 1280" },
-    { name: "unknown topology", edits: [["interconnect", { topology: "ring" }]], path: "interconnect.topology", message: "must be one of pair, switch" },
+    {
+        name: "unknown topology",
+        edits: [["interconnect", { topology: "star" }]],
+        path: "interconnect.topology",
+        message: "must be one of pair, switch, mesh, ring",
+    },
     { name: "PFC priority out of range", edits: [["roce", { priority: 8 }]], path: "roce.priority", message: "must be at most 7" },
     { name: "unknown NCCL debug level", edits: [["nccl", { debug: "VERBOSE" }]], path: "nccl.debug", message: "must be one of WARN, INFO, TRACE" },
     {

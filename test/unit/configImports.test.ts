@@ -21,10 +21,12 @@ const CONFIG_DIR = path.join(repoRoot(), "config");
 const PHASES: Record<string, number> = {
     facts: 1,
     rules: 2,
+    cablingRules: 2,
     portRules: 2,
     secretRules: 2,
     fitRule: 2,
     resolve: 3,
+    fabric: 3,
     index: 4,
 };
 /** What a config module may import from outside config/: leaf modules of names only. */

@@ -1255,6 +1255,7 @@ describe("model.env and model.readyTimeoutSeconds", () => {
     it("PROJECT_ENV (what model.env refuses) is exactly what the renderers write", () => {
         const written = new Set([
             ...envNames(renderRuntimeEnv({ nccl: NCCL_ROCE, reader: "systemd", nodeIp: "192.168.100.11" })),
+            ...envNames(renderRuntimeEnv({ nccl: { ...NCCL_ROCE, routed: true }, reader: "systemd", nodeIp: "192.168.100.11" })),
             ...envNames(renderRuntimeEnv({ nccl: { ...NCCL_SOCKET_THOR, overrides: {} }, reader: "systemd", nodeIp: "192.168.100.11" })),
             ...envNames(renderVllmSecrets("systemd", "k".repeat(20), "hf_x")),
             ...envNames(renderRayEnv("systemd", "0123456789abcdef0123456789abcdef")),

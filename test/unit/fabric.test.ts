@@ -1,0 +1,408 @@
+/**
+ * Switchless clusters (interconnect.topology mesh | ring, issue 23): the cabling rules (table),
+ * the addressing, routes and forwarding decided from the cabling (config/fabric.ts), and what the
+ * renderers make of them (components/render/fabric.ts), pinned by snapshots `fabric.*.snap`.
+ */
+import { describe, it, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import * as yaml from "js-yaml";
+import { ConfigError, checkCabling, checkTopology, parseConfig, type ConfigIssue, type ParsedCable } from "../../config";
+import { planFabric } from "../../config/fabric";
+import { dockerTransitLines, fabricNcclSelection, fabricNetplanSpec, forwardingPlan, renderForwardingSysctl } from "../../components/render/fabric";
+import { renderFirewallRules } from "../../components/render/firewall";
+import { renderNcclConf } from "../../components/render/nccl";
+import { netplanApplyScript, renderNetplan } from "../../components/render/netplan";
+import { matchSnapshot, unusedSnapshots } from "../support/snapshot";
+
+const P0 = "enp1s0f0np0";
+const P1 = "enp1s0f1np1";
+const SSH_KEY = ["-----BEGIN OPENSSH PRIVATE KEY-----", "b3BlbnNzaC1rZXktdjEAAAAA", "-----END OPENSSH PRIVATE KEY-----"].join("\n");
+
+interface FabricNodeInput {
+    name: string;
+    interconnect: { name?: string; address: string }[];
+}
+
+/** `count` nodes spark-a.. with ports P0 and P1; cable k joins node k's P0 to node k+1's P1 in 192.168.200.(2k)/31. */
+function ringNodes(count: number): { nodes: FabricNodeInput[]; cables: ParsedCable[] } {
+    const names = Array.from({ length: count }, (_, i) => `spark-${String.fromCharCode(97 + i)}`);
+    const nodes = names.map((name, i) => ({
+        name,
+        interconnect: [
+            { name: P0, address: `192.168.200.${2 * i}/31` },
+            { name: P1, address: `192.168.200.${2 * ((i + count - 1) % count) + 1}/31` },
+        ],
+    }));
+    const cables = names.map((name, i) => ({ a: { node: name, port: P0 }, b: { node: names[(i + 1) % count], port: P1 } }));
+    return { nodes, cables };
+}
+
+/** Stack config values for a mesh or ring of the given nodes and cables. */
+function stackValues(topology: "mesh" | "ring", nodes: FabricNodeInput[], cables: unknown): Record<string, unknown> {
+    return {
+        nodes: nodes.map((node, i) => ({ ...node, kind: "spark", head: i === 0, ssh: { host: `10.0.0.${11 + i}` } })),
+        interconnect: { topology, cables },
+        model: { source: "Qwen/Qwen2.5-7B-Instruct" },
+        apiKey: "fabric-test-api-key-0123456789",
+        sshPrivateKey: SSH_KEY,
+    };
+}
+
+function configIssues(values: Record<string, unknown>): ConfigIssue[] {
+    try {
+        parseConfig({ values, secretKeys: new Set(["apiKey", "sshPrivateKey"]) });
+    } catch (err) {
+        assert.ok(err instanceof ConfigError, `expected a ConfigError, got ${String(err)}`);
+        return err.issues;
+    }
+    return assert.fail("expected parseConfig to refuse the config");
+}
+
+describe("parseConfig: mesh and ring", () => {
+    it("a right mesh-3 and ring-4 are refused only by the not-yet-supported gate, naming the key", () => {
+        const ring = ringNodes(4);
+        const mesh = ringNodes(3);
+        for (const [topology, fixture] of [
+            ["ring", ring],
+            ["mesh", mesh],
+        ] as const) {
+            const issues = configIssues(stackValues(topology, fixture.nodes, fixture.cables));
+            assert.deepEqual(
+                issues.map((i) => i.path),
+                ["interconnect.topology"],
+                issues.map((i) => i.message).join("\n"),
+            );
+            assert.match(issues[0].message, /not yet supported end to end/);
+        }
+    });
+
+    it("a swapped cable is refused before the gate's verdict matters, naming both ends", () => {
+        const { nodes, cables } = ringNodes(4);
+        const swapped = structuredClone(cables);
+        swapped[0].b = { node: "spark-c", port: P1 };
+        swapped[1].b = { node: "spark-b", port: P1 };
+        const issues = configIssues(stackValues("ring", nodes, swapped));
+        assert.ok(
+            issues.some(
+                (i) =>
+                    i.path === "nodes[2].interconnect[1].address" && /interconnect\.cables\[0\] \(spark-a enp1s0f0np0 192\.168\.200\.0\/31\)/.test(i.message),
+            ),
+            JSON.stringify(issues),
+        );
+    });
+
+    it("cables on a pair are refused", () => {
+        const issues = checkCabling({ topology: "pair", cables: [] }, []);
+        assert.deepEqual(
+            issues.map((i) => i.path),
+            ["interconnect.cables"],
+        );
+    });
+});
+
+interface CablingCase {
+    name: string;
+    topology: "mesh" | "ring";
+    count: number;
+    edit: (f: { nodes: FabricNodeInput[]; cables: ParsedCable[] }) => void;
+    paths: string[];
+    message: RegExp;
+}
+
+const CABLING_CASES: readonly CablingCase[] = [
+    {
+        name: "no cables",
+        topology: "ring",
+        count: 4,
+        edit: (f) => f.cables.splice(0),
+        paths: ["interconnect.cables"],
+        message: /is required for topology ring/,
+    },
+    {
+        name: "unknown node",
+        topology: "ring",
+        count: 4,
+        edit: (f) => (f.cables[1].b.node = "spark-z"),
+        paths: ["interconnect.cables[1].b.node", "nodes[2].interconnect[1]"],
+        message: /names no node of nodes \(known: spark-a, spark-b, spark-c, spark-d\)/,
+    },
+    {
+        name: "unknown port",
+        topology: "ring",
+        count: 4,
+        edit: (f) => (f.cables[1].b.port = "enP2p1s0f1np1"),
+        paths: ["interconnect.cables[1].b.port", "nodes[2].interconnect[1]"],
+        message: /is not an interconnect interface of spark-c \(its ports: enp1s0f0np0, enp1s0f1np1\)/,
+    },
+    {
+        name: "a port used twice",
+        topology: "ring",
+        count: 4,
+        edit: (f) => (f.cables[1].a.port = P1),
+        paths: ["interconnect.cables[1].a.port", "nodes[1].interconnect[0]"],
+        message: /spark-b's port enp1s0f1np1 already carries interconnect\.cables\[0\]\.b; a port takes one cable/,
+    },
+    {
+        name: "an unnamed port",
+        topology: "ring",
+        count: 4,
+        edit: (f) => delete f.nodes[3].interconnect[0].name,
+        paths: ["nodes[3].interconnect[0].name", "interconnect.cables[3].a.port"],
+        message: /is required when interconnect\.topology is ring/,
+    },
+    {
+        name: "a cable to itself",
+        topology: "ring",
+        count: 4,
+        edit: (f) => (f.cables[0].b = { node: "spark-a", port: P1 }),
+        paths: ["interconnect.cables[3].b.port", "interconnect.cables[0]", "nodes[1].interconnect[1]"],
+        message: /connects spark-a to itself/,
+    },
+    {
+        name: "ends in different subnets",
+        topology: "ring",
+        count: 4,
+        edit: (f) => (f.nodes[1].interconnect[1].address = "192.168.201.1/31"),
+        paths: ["nodes[1].interconnect[1].address"],
+        message: /is not in 192\.168\.200\.0\/31, the subnet of the other end of interconnect\.cables\[0\] \(spark-a enp1s0f0np0 192\.168\.200\.0\/31\)/,
+    },
+    {
+        name: "two cables in one subnet",
+        topology: "ring",
+        count: 4,
+        edit: (f) => {
+            f.nodes[1].interconnect[0].address = "192.168.200.0/30";
+            f.nodes[2].interconnect[1].address = "192.168.200.3/30";
+        },
+        paths: ["nodes[1].interconnect[0].address"],
+        message: /overlaps 192\.168\.200\.0\/31 of interconnect\.cables\[0\]; each cable needs a subnet of its own/,
+    },
+    {
+        name: "ring not closed (an open chain)",
+        topology: "ring",
+        count: 4,
+        edit: (f) => {
+            f.cables.pop();
+            f.nodes[3].interconnect.splice(0, 1);
+            f.nodes[0].interconnect.splice(1, 1);
+        },
+        paths: ["interconnect.cables"],
+        message: /do not close a ring: every node needs exactly two cables, one to each neighbour, but spark-a has 1, spark-d has 1/,
+    },
+    {
+        name: "two loops instead of one ring",
+        topology: "ring",
+        count: 6,
+        edit: (f) => {
+            // a-b-c-a and d-e-f-d: every node has two cables, but the ring is split.
+            f.cables[2] = { a: { node: "spark-c", port: P0 }, b: { node: "spark-a", port: P1 } };
+            f.cables[5] = { a: { node: "spark-f", port: P0 }, b: { node: "spark-d", port: P1 } };
+            f.nodes[0].interconnect[1].address = "192.168.200.5/31";
+            f.nodes[3].interconnect[1].address = "192.168.200.11/31";
+        },
+        paths: ["interconnect.cables"],
+        message: /make more than one loop: spark-a - spark-b - spark-c - spark-a closes without spark-d, spark-e, spark-f/,
+    },
+    {
+        name: "mesh missing a cable",
+        topology: "mesh",
+        count: 3,
+        edit: (f) => {
+            f.cables.pop();
+            f.nodes[2].interconnect.splice(0, 1);
+            f.nodes[0].interconnect.splice(1, 1);
+        },
+        paths: ["interconnect.cables"],
+        message: /has no cable between spark-a and spark-c; a mesh cables every pair of its nodes/,
+    },
+    {
+        name: "two cables between the same nodes (two pairs instead of a ring)",
+        topology: "ring",
+        count: 4,
+        edit: (f) => {
+            f.cables[1] = { a: { node: "spark-b", port: P0 }, b: { node: "spark-a", port: P1 } };
+            f.cables[3] = { a: { node: "spark-d", port: P0 }, b: { node: "spark-c", port: P1 } };
+            f.nodes[0].interconnect[1].address = "192.168.200.3/31";
+            f.nodes[2].interconnect[1].address = "192.168.200.7/31";
+        },
+        paths: ["interconnect.cables[1]", "interconnect.cables[3]"],
+        message: /is a second cable between spark-b and spark-a \(interconnect\.cables\[0\] is the first\)/,
+    },
+];
+
+describe("checkCabling: one issue per wrong cabling, naming the key", () => {
+    for (const c of CABLING_CASES) {
+        it(c.name, () => {
+            const fixture = ringNodes(c.count);
+            c.edit(fixture);
+            const issues = checkCabling({ topology: c.topology, cables: fixture.cables }, fixture.nodes);
+            assert.deepEqual(issues.map((i) => i.path).sort(), [...c.paths].sort(), issues.map((i) => `${i.path}: ${i.message}`).join("\n"));
+            assert.ok(
+                issues.some((i) => c.message.test(i.message)),
+                issues.map((i) => i.message).join("\n"),
+            );
+        });
+    }
+    it("right cablings have no issue (mesh-3, ring-4, ring-5)", () => {
+        for (const [topology, count] of [
+            ["mesh", 3],
+            ["ring", 4],
+            ["ring", 5],
+        ] as const) {
+            const { nodes, cables } = ringNodes(count);
+            assert.deepEqual(checkCabling({ topology, cables }, nodes), []);
+        }
+    });
+    it("node counts: mesh is three, ring four or more", () => {
+        assert.match(checkTopology("mesh", 4)[0].message, /is mesh \(three nodes/);
+        assert.equal(checkTopology("mesh", 4)[0].example, "ring");
+        assert.match(checkTopology("ring", 3)[0].message, /needs at least 4 nodes/);
+        assert.equal(checkTopology("ring", 3)[0].example, "mesh");
+        assert.deepEqual(checkTopology("mesh", 3), []);
+        assert.deepEqual(checkTopology("ring", 8), []);
+    });
+});
+
+describe("planFabric", () => {
+    it("ring-4: the far node through the lower neighbour, symmetric paths, forwarding on a and b only", () => {
+        const { nodes, cables } = ringNodes(4);
+        const plan = planFabric(cables, nodes);
+        const routes = Object.fromEntries(plan.map((n) => [n.node, n.routes.map((r) => `${r.to} via ${r.via} dev ${r.dev} (${r.node} through ${r.hop})`)]));
+        assert.deepEqual(routes, {
+            "spark-a": [
+                "192.168.200.2/32 via 192.168.200.1 dev enp1s0f0np0 (spark-b through spark-b)",
+                "192.168.200.3/32 via 192.168.200.1 dev enp1s0f0np0 (spark-c through spark-b)",
+                "192.168.200.4/32 via 192.168.200.1 dev enp1s0f0np0 (spark-c through spark-b)",
+                "192.168.200.5/32 via 192.168.200.6 dev enp1s0f1np1 (spark-d through spark-d)",
+            ],
+            "spark-b": [
+                "192.168.200.7/32 via 192.168.200.0 dev enp1s0f1np1 (spark-a through spark-a)",
+                "192.168.200.4/32 via 192.168.200.3 dev enp1s0f0np0 (spark-c through spark-c)",
+                "192.168.200.5/32 via 192.168.200.0 dev enp1s0f1np1 (spark-d through spark-a)",
+                "192.168.200.6/32 via 192.168.200.0 dev enp1s0f1np1 (spark-d through spark-a)",
+            ],
+            "spark-c": [
+                "192.168.200.0/32 via 192.168.200.2 dev enp1s0f1np1 (spark-a through spark-b)",
+                "192.168.200.7/32 via 192.168.200.2 dev enp1s0f1np1 (spark-a through spark-b)",
+                "192.168.200.1/32 via 192.168.200.2 dev enp1s0f1np1 (spark-b through spark-b)",
+                "192.168.200.6/32 via 192.168.200.5 dev enp1s0f0np0 (spark-d through spark-d)",
+            ],
+            "spark-d": [
+                "192.168.200.0/32 via 192.168.200.7 dev enp1s0f0np0 (spark-a through spark-a)",
+                "192.168.200.1/32 via 192.168.200.7 dev enp1s0f0np0 (spark-b through spark-a)",
+                "192.168.200.2/32 via 192.168.200.7 dev enp1s0f0np0 (spark-b through spark-a)",
+                "192.168.200.3/32 via 192.168.200.4 dev enp1s0f1np1 (spark-c through spark-c)",
+            ],
+        });
+        assert.deepEqual(
+            plan.map((n) => n.forwardingOn),
+            [[P0, P1], [P1, P0], [], []],
+        );
+    });
+    it("mesh-3: every node a neighbour, routes only to their far addresses, no forwarding", () => {
+        const { nodes, cables } = ringNodes(3);
+        const plan = planFabric(cables, nodes);
+        for (const node of plan) {
+            assert.deepEqual(node.forwardingOn, []);
+            assert.equal(node.routes.length, 2);
+            assert.ok(node.routes.every((r) => r.hop === r.node));
+        }
+    });
+    it("ring-6: the opposite node through the lower-indexed side, three hops", () => {
+        const { nodes, cables } = ringNodes(6);
+        const plan = planFabric(cables, nodes);
+        const toD = plan[0].routes.filter((r) => r.node === "spark-d");
+        assert.deepEqual([...new Set(toD.map((r) => r.hop))], ["spark-b"]);
+        // a-b-c-d: b and c forward, and so does every node on some other pair's path.
+        assert.ok(plan[1].forwardingOn.length === 2 && plan[2].forwardingOn.length === 2);
+    });
+});
+
+describe("fabric renderers", () => {
+    const { nodes, cables } = ringNodes(4);
+    const plan = planFabric(cables, nodes);
+    const members = plan.flatMap((n) => n.links.map((l) => l.address.split("/")[0]));
+
+    it("netplan of a ring node: MTU on both ports, host routes per port, read back by YAML", () => {
+        const spec = fabricNetplanSpec(plan[0], 9000, { lowSpeed: "refuse" });
+        const text = renderNetplan(spec);
+        matchSnapshot("fabric.netplan.ring4-spark-a.yaml", text);
+        const doc = yaml.load(text) as { network: { ethernets: Record<string, { mtu: number; routes?: { to: string; via: string }[] }> } };
+        assert.deepEqual(
+            Object.values(doc.network.ethernets).map((e) => e.mtu),
+            [9000, 9000],
+        );
+        assert.deepEqual(
+            doc.network.ethernets[P0].routes?.map((r) => r.to),
+            ["192.168.200.2/32", "192.168.200.3/32", "192.168.200.4/32"],
+        );
+        // Every other node's every address is a peer the apply pings at full size, don't fragment.
+        assert.equal(spec.peers.length, 6);
+        assert.match(netplanApplyScript(spec), /ping -M do -s 8972 -c 1 -W 1 -I enp1s0f0np0 192\.168\.200\.4/);
+    });
+
+    it("forwarding: a sysctl.d file and a step only on the nodes that forward", () => {
+        assert.equal(renderForwardingSysctl(plan[2]), undefined);
+        matchSnapshot("fabric.forwarding.ring4-spark-a.conf", renderForwardingSysctl(plan[0]) ?? "");
+        const step = forwardingPlan(plan[0]);
+        matchSnapshot("fabric.forwarding-apply.ring4-spark-a.sh", step.create);
+        matchSnapshot("fabric.forwarding-delete.sh", step.delete);
+        assert.equal(forwardingPlan(plan[2]).delete, step.delete);
+    });
+
+    it("firewall: members transit between the interconnect ports, nobody else does", () => {
+        const rules = renderFirewallRules({ node: "spark-a", members, openTcp: [22], openUdp: [], transitInterfaces: plan[0].forwardingOn });
+        matchSnapshot("fabric.firewall.ring4-spark-a.nft", rules);
+        assert.doesNotMatch(renderFirewallRules({ node: "spark-c", members, openTcp: [22], openUdp: [] }), /chain forward/);
+    });
+
+    it("nft itself loads the rules with the forward chain, in a network namespace of its own", () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "nft-fabric-"));
+        try {
+            const file = path.join(dir, "rules.nft");
+            fs.writeFileSync(file, renderFirewallRules({ node: "spark-a", members, openTcp: [22], openUdp: [], transitInterfaces: plan[0].forwardingOn }));
+            const r = spawnSync("unshare", ["--net", "bash", "-c", `set -euo pipefail; nft -f ${file}; nft list chain inet spark_cluster forward`], {
+                encoding: "utf8",
+                timeout: 20_000,
+            });
+            assert.equal(r.status, 0, r.stderr);
+            assert.match(
+                r.stdout,
+                /iifname \{ "enp1s0f0np0", "enp1s0f1np1" \} oifname \{ "enp1s0f0np0", "enp1s0f1np1" \} ip saddr @members ip daddr @members accept/,
+            );
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+
+    it("Docker's FORWARD DROP: DOCKER-USER accepts members' transit, added once and removed", () => {
+        const add = dockerTransitLines(plan[0].forwardingOn, members, "add");
+        matchSnapshot("fabric.docker-user.ring4-spark-a.sh", [...add, ...dockerTransitLines(plan[0].forwardingOn, members, "remove")].join("\n") + "\n");
+        assert.equal(add.filter((l) => l.includes("iptables -I DOCKER-USER")).length, 2);
+    });
+
+    it("NCCL: both ports by exact name, RoCE v2 with an IPv4 GID, no GID index", () => {
+        const selection = fabricNcclSelection(plan[0]);
+        const conf = renderNcclConf({
+            transport: "roce",
+            ibHca: ["rocep1s0f0", "rocep1s0f1"],
+            heterogeneous: false,
+            ibTrafficClass: 106,
+            debug: "WARN",
+            overrides: {},
+            ...selection,
+        });
+        matchSnapshot("fabric.nccl.ring4-spark-a.conf", conf);
+        assert.match(conf, /^NCCL_SOCKET_IFNAME==enp1s0f0np0,enp1s0f1np1$/m);
+        assert.match(conf, /^NCCL_IB_ADDR_FAMILY=AF_INET$/m);
+        assert.doesNotMatch(conf, /NCCL_IB_GID_INDEX/);
+    });
+});
+
+test("no fabric snapshot is left unused", () => {
+    assert.deepEqual(unusedSnapshots("fabric."), []);
+});
