@@ -14,6 +14,7 @@ import { ConfigError, checkCabling, checkTopology, parseConfig, type ConfigIssue
 import { planFabric } from "../../config/fabric";
 import { dockerTransitLines, fabricNcclSelection, fabricNetplanSpec, forwardingPlan, renderForwardingSysctl } from "../../components/render/fabric";
 import { renderFirewallRules } from "../../components/render/firewall";
+import { checkCablingAgainstLldp, parseLldpNeighbours } from "../../components/render/lldp";
 import { renderNcclConf } from "../../components/render/nccl";
 import { netplanApplyScript, renderNetplan } from "../../components/render/netplan";
 import { matchSnapshot, unusedSnapshots } from "../support/snapshot";
@@ -405,4 +406,43 @@ describe("fabric renderers", () => {
 
 test("no fabric snapshot is left unused", () => {
     assert.deepEqual(unusedSnapshots("fabric."), []);
+});
+
+describe("the cabling against LLDP (lldpcli show neighbors -f json0)", () => {
+    const real = fs.readFileSync(path.join(__dirname, "..", "..", "..", "test", "unit", "fixtures", "lldpcli-show-neighbors.lldpd-1.0.16.json0"), "utf8");
+    const names = ["spark-a", "spark-b", "spark-c", "spark-d"];
+
+    it("reads lldpd 1.0.16's real output: the neighbour's hostname and its port's interface name", () => {
+        assert.deepEqual(parseLldpNeighbours(real), [{ iface: P0, system: "spark-b", port: P1 }]);
+        assert.throws(() => parseLldpNeighbours('{"lldp": {}}'), /not lldpcli json0 output/);
+    });
+
+    it("the configured cable matches: nothing refused", () => {
+        const { nodes, cables } = ringNodes(4);
+        const a = planFabric(cables, nodes)[0];
+        const verdict = checkCablingAgainstLldp("spark-a", a.links, parseLldpNeighbours(real), names);
+        assert.deepEqual(verdict.mismatches, []);
+        // spark-a's other port heard nobody in this capture: reported, not refused.
+        assert.deepEqual(verdict.unchecked, ["spark-a enp1s0f1np1: no LLDP neighbour heard (is lldpd running on spark-d?)"]);
+    });
+
+    it("a swapped cable is refused, naming both ends as configured and as seen", () => {
+        const { nodes, cables } = ringNodes(4);
+        const a = planFabric(cables, nodes)[0];
+        const seen = [
+            { iface: P0, system: "spark-d", port: P1 },
+            { iface: P1, system: "spark-b", port: P0 },
+        ];
+        assert.deepEqual(checkCablingAgainstLldp("spark-a", a.links, seen, names).mismatches, [
+            "spark-a enp1s0f0np0 is cabled to spark-d enp1s0f1np1 (LLDP), but interconnect.cables[0] says spark-b enp1s0f1np1: swap the cables, or correct interconnect.cables",
+            "spark-a enp1s0f1np1 is cabled to spark-b enp1s0f0np0 (LLDP), but interconnect.cables[3] says spark-d enp1s0f0np0: swap the cables, or correct interconnect.cables",
+        ]);
+    });
+
+    it("a neighbour that is no node of the cluster is reported, not refused", () => {
+        const { nodes, cables } = ringNodes(4);
+        const a = planFabric(cables, nodes)[0];
+        const verdict = checkCablingAgainstLldp("spark-a", a.links.slice(0, 1), [{ iface: P0, system: "switch-7", port: "swp1" }], names);
+        assert.deepEqual(verdict, { mismatches: [], unchecked: ["spark-a enp1s0f0np0: LLDP neighbour switch-7 is no node of the cluster by name"] });
+    });
 });

@@ -1,0 +1,90 @@
+// The cabling check against LLDP: where lldpd runs on a node, its neighbours (as
+// `lldpcli show neighbors -f json0` reports them) must be the cables of interconnect.cables,
+// port for port; a mismatch is refused naming both ends. Pure: the probe line prints the JSON,
+// these functions read and judge it (not yet called by the probe: mesh and ring are refused by
+// config/cablingRules.ts until their host steps are wired).
+//
+// Format: lldpcli's `json0` output, in which every value is a list, so one neighbour and several
+// read alike (`-f json` turns a single value into an object and keys a chassis by its name).
+// The test fixture test/unit/fixtures/lldpcli-show-neighbors.lldpd-1.0.16.json0 is real output of
+// Debian 12's lldpd 1.0.16-1+deb12u1 over a veth link between two network namespaces.
+import type { FabricLink } from "../../config/fabric";
+
+/** One LLDP neighbour seen on a local interface. */
+export interface LldpNeighbour {
+    /** The local interface it was seen on. */
+    iface: string;
+    /** Its system name (the peer's hostname), when it sends one. */
+    system?: string;
+    /** Its port: the port id when lldpd sends the interface name as id, else the port description (lldpd's default on Linux: the interface name). */
+    port?: string;
+}
+
+type Json0Value = { value?: string; type?: string }[] | undefined;
+
+function first(values: Json0Value): { value?: string; type?: string } | undefined {
+    return Array.isArray(values) ? values[0] : undefined;
+}
+
+/** Reads `lldpcli show neighbors -f json0`; throws on text that is not that format. */
+export function parseLldpNeighbours(json: string): LldpNeighbour[] {
+    const doc = JSON.parse(json) as { lldp?: { interface?: unknown[] }[] };
+    if (!Array.isArray(doc.lldp)) throw new Error("not lldpcli json0 output: no `lldp` list");
+    return doc.lldp.flatMap((section) =>
+        (section.interface ?? []).map((raw) => {
+            const entry = raw as { name?: string; chassis?: { name?: Json0Value }[]; port?: { id?: Json0Value; descr?: Json0Value }[] };
+            if (typeof entry.name !== "string") throw new Error("not lldpcli json0 output: an interface without a name");
+            const chassis = entry.chassis?.[0];
+            const port = entry.port?.[0];
+            const id = first(port?.id);
+            const portName = id?.type === "ifname" ? id.value : first(port?.descr)?.value;
+            const system = first(chassis?.name)?.value;
+            return { iface: entry.name, ...(system !== undefined ? { system } : {}), ...(portName !== undefined ? { port: portName } : {}) };
+        }),
+    );
+}
+
+/** The outcome of the LLDP check on one node. */
+export interface LldpVerdict {
+    /** Mismatches that refuse the cabling, each naming both ends as configured and as seen. */
+    mismatches: string[];
+    /** What could not be checked (no neighbour heard on a port, a neighbour that is no node of the cluster). */
+    unchecked: string[];
+}
+
+/**
+ * Compares a node's cables with its LLDP neighbours. A neighbour counts as a node of the cluster
+ * when its system name is one of `nodeNames` (lldpd sends the hostname: a node's `name` must be its
+ * hostname for the check to identify it); one that is not is reported as unchecked, not refused.
+ */
+export function checkCablingAgainstLldp(
+    node: string,
+    links: readonly Pick<FabricLink, "cable" | "iface" | "peer" | "peerIface">[],
+    neighbours: readonly LldpNeighbour[],
+    nodeNames: readonly string[],
+): LldpVerdict {
+    const verdict: LldpVerdict = { mismatches: [], unchecked: [] };
+    for (const link of links) {
+        const heard = neighbours.filter((n) => n.iface === link.iface);
+        const expected = `${link.peer} ${link.peerIface}`;
+        if (heard.length === 0) {
+            verdict.unchecked.push(`${node} ${link.iface}: no LLDP neighbour heard (is lldpd running on ${link.peer}?)`);
+            continue;
+        }
+        const known = heard.filter((n) => n.system !== undefined && nodeNames.includes(n.system));
+        if (known.length === 0) {
+            verdict.unchecked.push(
+                `${node} ${link.iface}: LLDP neighbour ${heard.map((n) => n.system ?? "without a system name").join(", ")} is no node of the cluster by name`,
+            );
+            continue;
+        }
+        const right = known.some((n) => n.system === link.peer && n.port === link.peerIface);
+        if (!right) {
+            const seen = known.map((n) => `${n.system} ${n.port ?? "(port unknown)"}`).join(", ");
+            verdict.mismatches.push(
+                `${node} ${link.iface} is cabled to ${seen} (LLDP), but interconnect.cables[${link.cable}] says ${expected}: swap the cables, or correct interconnect.cables`,
+            );
+        }
+    }
+    return verdict;
+}
