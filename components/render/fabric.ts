@@ -18,8 +18,10 @@ import type { StepScripts } from "./step";
 /**
  * The netplan spec of a mesh or ring node: one address per cable, the MTU on every interface (so
  * on every hop: a transit node's both interfaces carry it), host routes grouped by the interface
- * they leave by, and as peers every other node's every address (neighbours over their cable, the
- * rest over the route), so the full-size don't-fragment ping proves the MTU on every path.
+ * they leave by, and as peers the neighbours over their cables (the apply's full-size
+ * don't-fragment ping). The addresses behind a neighbour answer only once the neighbour forwards
+ * and its firewall lets the transit through, steps that come after this one: the netplan apply
+ * cannot wait for them (found by test/lab/lab-switchless.test.ts, where it rolled back).
  */
 export function fabricNetplanSpec(fabric: FabricNode, mtu: number, linkCheck?: NetplanSpec["linkCheck"]): NetplanSpec {
     return {
@@ -30,10 +32,7 @@ export function fabricNetplanSpec(fabric: FabricNode, mtu: number, linkCheck?: N
             address: link.address,
             routes: fabric.routes.filter((r) => r.dev === link.iface).map((r) => ({ to: r.to, via: r.via })),
         })),
-        peers: [
-            ...fabric.links.map((link) => ({ node: link.peer, ip: link.peerIp, via: link.iface })),
-            ...fabric.routes.map((route) => ({ node: route.node, ip: route.to.replace(/\/32$/, ""), via: route.dev })),
-        ],
+        peers: fabric.links.map((link) => ({ node: link.peer, ip: link.peerIp, via: link.iface })),
         ...(linkCheck !== undefined ? { linkCheck } : {}),
     };
 }
@@ -140,6 +139,8 @@ export function dockerTransitRules(interfaces: readonly string[], members: reado
  */
 export function dockerTransitLines(interfaces: readonly string[], members: readonly string[], action: "add" | "remove"): string[] {
     const rules = dockerTransitRules(interfaces, members).map((spec) => spec.map(shellQuote).join(" "));
+    // A node that forwards nothing has no rule (an empty `then` would not even parse).
+    if (rules.length === 0) return [];
     return [
         `if command -v iptables >/dev/null && iptables -S DOCKER-USER >/dev/null 2>&1; then`,
         ...rules.map((rule) =>

@@ -341,9 +341,13 @@ describe("fabric renderers", () => {
             doc.network.ethernets[P0].routes?.map((r) => r.to),
             ["192.168.200.2/32", "192.168.200.3/32", "192.168.200.4/32"],
         );
-        // Every other node's every address is a peer the apply pings at full size, don't fragment.
-        assert.equal(spec.peers.length, 6);
-        assert.match(netplanApplyScript(spec), /ping -M do -s 8972 -c 1 -W 1 -I enp1s0f0np0 192\.168\.200\.4/);
+        // The neighbours are the peers the apply pings at full size, don't fragment; the addresses
+        // behind them answer only after the forwarding and firewall steps.
+        assert.deepEqual(
+            spec.peers.map((p) => `${p.node} ${p.ip} ${p.via}`),
+            ["spark-b 192.168.200.1 enp1s0f0np0", "spark-d 192.168.200.6 enp1s0f1np1"],
+        );
+        assert.match(netplanApplyScript(spec), /ping -M do -s 8972 -c 1 -W 1 -I enp1s0f0np0 192\.168\.200\.1/);
     });
 
     it("forwarding: a sysctl.d file and a step only on the nodes that forward", () => {
@@ -384,6 +388,8 @@ describe("fabric renderers", () => {
         const add = dockerTransitLines(plan[0].forwardingOn, members, "add");
         matchSnapshot("fabric.docker-user.ring4-spark-a.sh", [...add, ...dockerTransitLines(plan[0].forwardingOn, members, "remove")].join("\n") + "\n");
         assert.equal(add.filter((l) => l.includes("iptables -I DOCKER-USER")).length, 2);
+        // A node that forwards nothing gets no lines (found by the lab test: an empty `then` is a syntax error).
+        assert.deepEqual(dockerTransitLines(plan[2].forwardingOn, members, "add"), []);
     });
 
     it("NCCL: both ports by exact name, RoCE v2 with an IPv4 GID, no GID index", () => {
