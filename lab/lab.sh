@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # spark-cluster lab: simulated DGX Spark / Jetson Thor / workstation nodes on one machine.
-#   lab/lab.sh up [--topology spark-pair|spark-workstation|hetero-4]   (default spark-pair)
+#   lab/lab.sh up [--topology spark-pair|spark-workstation|hetero-4|mesh-3|ring-4|ring-4-miscabled|thor-switch-N]   (default spark-pair)
 #   lab/lab.sh down
 #   lab/lab.sh status
 #   lab/lab.sh reboot NODE [--halt-timeout S]   power-cycle one node, keeping its disk

@@ -28,6 +28,8 @@ node_addr() {
   case "$1" in
     spark-a) echo 10.77.0.11 ;;
     spark-b) echo 10.77.0.12 ;;
+    spark-c) echo 10.77.0.13 ;;
+    spark-d) echo 10.77.0.14 ;;
     thor-a) echo 10.77.0.21 ;;
     thor-b) echo 10.77.0.22 ;;
     thor-c) echo 10.77.0.23 ;;
@@ -55,7 +57,7 @@ node_kind() {
 # Short per-node tag used in host-side interface names (IFNAMSIZ is 16).
 node_tag() {
   case "$1" in
-    spark-a) echo sa ;; spark-b) echo sb ;; thor-a) echo ta ;; thor-b) echo tb ;; ws-a) echo wa ;;
+    spark-a) echo sa ;; spark-b) echo sb ;; spark-c) echo sc ;; spark-d) echo sd ;; thor-a) echo ta ;; thor-b) echo tb ;; ws-a) echo wa ;;
     thor-c) echo tc ;; thor-d) echo td ;; thor-e) echo te ;; thor-f) echo tf ;; thor-g) echo tg ;; thor-h) echo th ;;
     outsider) echo ox ;;
     *) die "unknown node '$1'" ;;
@@ -69,16 +71,19 @@ topology_nodes() {
     spark-pair) echo "spark-a spark-b outsider" ;;
     spark-workstation) echo "spark-a ws-a outsider" ;;
     hetero-4) echo "spark-a spark-b thor-a thor-b outsider" ;;
+    # Switchless (issue 23): three Sparks in a full mesh, four in a ring (cables in lab/lib/net.sh).
+    mesh-3) echo "spark-a spark-b spark-c outsider" ;;
+    ring-4 | ring-4-miscabled) echo "spark-a spark-b spark-c spark-d outsider" ;;
     # The size sweep of `npm run bench`: N Thors (venv runtime, no Docker) on one switch.
     thor-switch-2) echo "thor-a thor-b outsider" ;;
     thor-switch-4) echo "thor-a thor-b thor-c thor-d outsider" ;;
     thor-switch-8) echo "thor-a thor-b thor-c thor-d thor-e thor-f thor-g thor-h outsider" ;;
-    *) die "unknown topology '$1' (known: spark-pair, spark-workstation, hetero-4, thor-switch-2, thor-switch-4, thor-switch-8)" ;;
+    *) die "unknown topology '$1' (known: spark-pair, spark-workstation, hetero-4, mesh-3, ring-4, ring-4-miscabled, thor-switch-2, thor-switch-4, thor-switch-8)" ;;
   esac
 }
 
 # Every node the lab knows (down stops all of them, whatever the topology was).
-LAB_ALL_NODES=(spark-a spark-b thor-a thor-b thor-c thor-d thor-e thor-f thor-g thor-h ws-a outsider)
+LAB_ALL_NODES=(spark-a spark-b spark-c spark-d thor-a thor-b thor-c thor-d thor-e thor-f thor-g thor-h ws-a outsider)
 
 # Bounded wait: wait_until TIMEOUT_S INTERVAL_S DESCRIPTION CMD...
 wait_until() {

@@ -56,6 +56,38 @@ ensure_direct_link() {
   ip -n "${nsb}" link set dev "${ifname}" up
 }
 
+# Cable between two nodes' ports of different names (a mesh or ring: port 0 of one node to port 1
+# of the next): one veth pair, IFA in A's namespace, IFB in B's.
+ensure_cable() {
+  local a="$1" ifa="$2" b="$3" ifb="$4" nsa nsb
+  nsa="$(ns_of "${a}")"; nsb="$(ns_of "${b}")"
+  if ip -n "${nsa}" link show dev "${ifa}" >/dev/null 2>&1 && ip -n "${nsb}" link show dev "${ifb}" >/dev/null 2>&1; then
+    return 0
+  fi
+  ip -n "${nsa}" link del dev "${ifa}" 2>/dev/null || true
+  ip -n "${nsb}" link del dev "${ifb}" 2>/dev/null || true
+  ip -n "${nsa}" link add name "${ifa}" mtu "${LAB_NIC_MTU}" type veth \
+    peer name "${ifb}" netns "${nsb}" mtu "${LAB_NIC_MTU}"
+  ip -n "${nsa}" link set dev "${ifa}" up
+  ip -n "${nsb}" link set dev "${ifb}" up
+}
+
+# The cables of a switchless topology, "NODE:PORT NODE:PORT" per line (lab/README.md, "Switchless
+# topologies"): node k's enp1s0f0np0 to node k+1's enp1s0f1np1, around. ring-4-miscabled swaps
+# the far ends of the first and third cables (a-b and c-d become a-d and c-b), as a hand that
+# plugged two cables into the wrong Sparks would.
+switchless_cables() {
+  case "$1" in
+    mesh-3) printf '%s\n' "spark-a:enp1s0f0np0 spark-b:enp1s0f1np1" "spark-b:enp1s0f0np0 spark-c:enp1s0f1np1" \
+      "spark-c:enp1s0f0np0 spark-a:enp1s0f1np1" ;;
+    ring-4) printf '%s\n' "spark-a:enp1s0f0np0 spark-b:enp1s0f1np1" "spark-b:enp1s0f0np0 spark-c:enp1s0f1np1" \
+      "spark-c:enp1s0f0np0 spark-d:enp1s0f1np1" "spark-d:enp1s0f0np0 spark-a:enp1s0f1np1" ;;
+    ring-4-miscabled) printf '%s\n' "spark-a:enp1s0f0np0 spark-d:enp1s0f1np1" "spark-b:enp1s0f0np0 spark-c:enp1s0f1np1" \
+      "spark-c:enp1s0f0np0 spark-b:enp1s0f1np1" "spark-d:enp1s0f0np0 spark-a:enp1s0f1np1" ;;
+    *) die "'$1' is not a switchless topology" ;;
+  esac
+}
+
 ensure_fabric_bridge() {
   local br="$1"
   ensure_ns "${LAB_FABRIC_NS}"
@@ -106,6 +138,12 @@ ensure_interconnect() {
       # The outsider is plugged into the same switch (no address: a test gives it one when it
       # needs to show that a non-member cannot join the Ray cluster or reach internal ports).
       ensure_fabric_port outsider enp1s0f1np1 ic0
+      ;;
+    mesh-3 | ring-4 | ring-4-miscabled)
+      local a b
+      while read -r a b; do
+        ensure_cable "${a%%:*}" "${a#*:}" "${b%%:*}" "${b#*:}"
+      done < <(switchless_cables "${topology}")
       ;;
     thor-switch-*)
       # Every Thor's one interconnect port on the switch ic0 (the size sweep of `npm run bench`).

@@ -254,9 +254,18 @@ launch_nspawn() {
   # host's. (`ip netns exec` would also remount the host-side /sys and hide the cgroup mounts
   # nspawn needs.) The pid is recorded by the subshell itself before it execs, so a crash of
   # `up` at any point leaves a pid file that `down` can use.
+  # Switchless topologies: a ring node forwards between its ports, and the product sets that in
+  # /proc/sys/net/ipv4/conf/IF/forwarding, as on a real Spark. nspawn mounts /proc/sys read-only
+  # for a container in a network namespace it did not make; "network" keeps /proc/sys/net
+  # writable (systemd-nspawn(1), $SYSTEMD_NSPAWN_API_VFS_WRITABLE), which is what nspawn gives a
+  # container with --private-network.
+  local -a nspawn_env=()
+  case "$(cat "${LAB_STATE}/topology" 2>/dev/null)" in
+    mesh-3 | ring-4 | ring-4-miscabled) nspawn_env=(SYSTEMD_NSPAWN_API_VFS_WRITABLE=network) ;;
+  esac
   (
     echo "${BASHPID}" >"${d}/nspawn.pid"
-    exec setsid nsenter --net="/run/netns/${ns}" -- systemd-nspawn --quiet --boot --keep-unit --register=no \
+    exec setsid nsenter --net="/run/netns/${ns}" -- env "${nspawn_env[@]}" systemd-nspawn --quiet --boot --keep-unit --register=no \
       --directory="${d}/root" --machine="${node}" --hostname="${node}" \
       --network-namespace-path="/run/netns/${ns}" \
       "${extra[@]}" "${torch[@]}" \

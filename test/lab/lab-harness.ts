@@ -17,6 +17,9 @@ export const keyPath = path.join(stateDir, "id_ed25519");
 export const nodeAddr: Record<string, string> = {
     "spark-a": "10.77.0.11",
     "spark-b": "10.77.0.12",
+    // mesh-3 and ring-4: spark-c and spark-d.
+    "spark-c": "10.77.0.13",
+    "spark-d": "10.77.0.14",
     "thor-a": "10.77.0.21",
     "thor-b": "10.77.0.22",
     // thor-switch-N (N up to 8): thor-c … thor-h.
