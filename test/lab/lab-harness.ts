@@ -205,6 +205,19 @@ export function startUnit(node: string, unit: string, command: string, env: Reco
     );
 }
 
+/**
+ * Runs the bash SCRIPT on NODE as a transient unit (see startUnit), with STDIN on its standard
+ * input. The script and its input go to files under /run first: systemd expands `$VAR` and
+ * `${VAR}` in a unit's command line and reads its lines as unit-file lines, so a script given
+ * there inline would not run as written (a `${#array[@]}` became empty, and the model sync's serve
+ * step stopped at once).
+ */
+export function startScript(node: string, unit: string, script: string, stdin = ""): void {
+    const file = `/run/lab-test-${unit}`;
+    ssh(node, `umask 077 && printf '%s' ${shQuote(script)} > ${file}.sh && printf '%s' ${shQuote(stdin)} > ${file}.in`);
+    startUnit(node, unit, `/bin/bash ${file}.sh < ${file}.in`);
+}
+
 export interface UnitState {
     /** systemd ActiveState: active, failed, inactive, activating ... */
     active: string;

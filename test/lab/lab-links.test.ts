@@ -19,7 +19,7 @@ import { parseIbdev2netdev } from "../../components/nodeFacts";
 import { NetplanSpec, linkResults, netplanApplyScript, netplanReadScript } from "../../components/render/netplan";
 import { RdmaBandwidthSpec, rdmaBandwidthScript } from "../../components/render/rdmaBandwidth";
 import { resolveRdmaRails } from "../../config/resolve";
-import { lab, shQuote, ssh, sshRun, startUnit, unitLog, unitState, waitFor, withExclusiveLab } from "./lab-harness";
+import { lab, shQuote, ssh, sshRun, startScript, unitLog, unitState, waitFor, withExclusiveLab } from "./lab-harness";
 
 const LINK_CHECK = { minSpeedMbps: 200000, lowSpeed: "refuse" as const };
 
@@ -146,7 +146,7 @@ describe("lab links: state, speed and MTU end to end per rail", { timeout: 30 * 
 
     /** Both ends side by side, as up runs them: spark-a's (the servers) as a transient unit, spark-b's over SSH. */
     async function rdmaBoth(minGbps: number): Promise<{ a: { status: number; out: string }; b: { status: number; out: string } }> {
-        startUnit("spark-a", "lab-links-rdma", rdmaBandwidthScript(rdmaSpecOf("spark-a", minGbps)));
+        startScript("spark-a", "lab-links-rdma", rdmaBandwidthScript(rdmaSpecOf("spark-a", minGbps)));
         const b = sshRun("spark-b", rdmaBandwidthScript(rdmaSpecOf("spark-b", minGbps)), 180_000);
         await waitFor("spark-a's RDMA bandwidth step", 60_000, () => (unitState("spark-a", "lab-links-rdma").running ? undefined : true));
         return {

@@ -22,7 +22,7 @@ import { installUnitScript } from "../../components/render/host/files";
 import { modelSyncPlan } from "../../components/render/modelSync";
 import { renderVllmUnit, vllmServeArgv, type VllmServeSpec } from "../../components/render/vllm";
 import { CONFIG_DIR, HF_HUB_DIR, RUNTIME_ENV_PATH, UNITS, VLLM_SECRETS_PATH } from "../../components/render/paths";
-import { lab, shQuote, ssh, sshRun, startUnit, unitLog, unitState, waitFor, withExclusiveLab } from "./lab-harness";
+import { lab, shQuote, ssh, sshRun, startScript, startUnit, unitLog, unitState, waitFor, withExclusiveLab } from "./lab-harness";
 
 const repoId = "lab/uma-pagecache";
 const repoDir = `${HF_HUB_DIR}/models--lab--uma-pagecache`;
@@ -99,7 +99,7 @@ describe("unified memory: the model sync fills the page cache, the unit's memory
         const stepUnit = (name: string) => `uma-sync-${name}`;
         for (const step of plan.filter((s) => s.name !== "download")) {
             assert.equal(step.stdin, "syncSecret");
-            startUnit(step.node, stepUnit(step.name), `printf %s ${shQuote(syncSecret)} | /bin/bash -c ${shQuote(step.create)}`);
+            startScript(step.node, stepUnit(step.name), step.create, syncSecret);
         }
         for (const step of plan.filter((s) => s.name !== "download")) {
             await waitFor(`the model sync's ${step.name} step`, 120_000, () => (unitState(step.node, stepUnit(step.name)).running ? undefined : true));
