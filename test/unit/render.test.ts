@@ -446,7 +446,10 @@ describe("unified memory (spark, thor): the model's pages leave the page cache b
             const [bash, ...args] = vllmMemoryStepArgv(model);
             const r = spawnSync(bash, [...args, path.join(dir, "missing")], { encoding: "utf8", timeout: 60_000 });
             assert.equal(r.status, 0, r.stderr);
-            assert.match(r.stdout, /^unified memory: MemFree \d+\.\d\d GiB, MemAvailable \d+\.\d\d GiB before evicting the model's files from the page cache$/m);
+            assert.match(
+                r.stdout,
+                /^unified memory: MemFree \d+\.\d\d GiB, MemAvailable \d+\.\d\d GiB before evicting the model's files from the page cache$/m,
+            );
             assert.match(r.stdout, /^unified memory: evicted 2 file\(s\) under .*model dir$/m);
             assert.match(r.stdout, /^unified memory: .*missing is not there, nothing to evict$/m);
             assert.match(r.stdout, /^unified memory: MemFree \d+\.\d\d GiB, MemAvailable \d+\.\d\d GiB after$/m);
