@@ -107,6 +107,49 @@ function dropSdkSourceMaps() {
     }
 }
 
+/**
+ * The SDK's modules that load a large package only to serialize functions (`pulumi.runtime.
+ * serializeFunction`, which this program never calls): TypeScript's compiler, for parsing a
+ * function's text, and npm's Arborist, for the packages a closure needs. `@pulumi/pulumi` requires
+ * both as it loads, about 0.35 s of CPU before the program starts on the lab's 2 cores.
+ */
+const LOADED_WHEN_USED = [
+    { request: "../../typescript-shim", from: ["@pulumi", "pulumi", "runtime", "closure", "parseFunction.js"] },
+    { request: "@npmcli/arborist", from: ["@pulumi", "pulumi", "runtime", "closure", "codePaths.js"] },
+];
+
+/**
+ * Hands those two requires a stand-in that loads the real module at its first use (any property
+ * read, `in`, or key listing), so a program that serializes a function still gets it, and one that
+ * does not never pays for it. The stand-in says `__esModule`, so the SDK's `__importStar` keeps it
+ * as it is instead of copying every key (which would load the module at once). Anything else, and
+ * these requests from any other module, load as usual.
+ */
+function loadOnFirstUse() {
+    const suffixes = LOADED_WHEN_USED.map(({ request, from }) => ({ request, suffix: path.sep + from.join(path.sep) }));
+    const load = Module._load;
+    Module._load = function loadMaybeLater(request, parent, isMain) {
+        const from = parent?.filename ?? "";
+        if (!suffixes.some((l) => l.request === request && from.endsWith(l.suffix))) {
+            return load.apply(this, arguments);
+        }
+        let real;
+        const module = () => (real ??= load.call(Module, request, parent, isMain));
+        return new Proxy(
+            {},
+            {
+                get: (_, key) => (key === "__esModule" ? true : module()[key]),
+                has: (_, key) => key in module(),
+                ownKeys: () => Reflect.ownKeys(module()),
+                getOwnPropertyDescriptor: (_, key) => {
+                    const d = Object.getOwnPropertyDescriptor(module(), key);
+                    return d && { ...d, configurable: true };
+                },
+            },
+        );
+    };
+}
+
 function register() {
     let first = true;
     Module._extensions[".ts"] = function loadTypeScript(module, fileName) {
@@ -119,7 +162,10 @@ function register() {
     };
 }
 
-module.exports = { compiled, sourceKey, register };
+module.exports = { compiled, sourceKey, register, loadOnFirstUse };
 if (!Module._extensions[".ts"]) {
     register();
+    if (process.env.SPARK_EAGER_SDK !== "1") {
+        loadOnFirstUse();
+    }
 }

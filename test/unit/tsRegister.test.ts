@@ -81,6 +81,19 @@ describe("ts-register: transpile once, always the current source", () => {
         }
     });
 
+    it("loads the SDK's function-serialization packages only when a function is serialized", () => {
+        const script = [
+            "const loaded = (part) => Object.keys(require.cache).some((k) => k.includes(part));",
+            'const pulumi = require("@pulumi/pulumi");',
+            'const before = [loaded("/typescript/lib/"), loaded("/@npmcli/arborist/")];',
+            "pulumi.runtime.serializeFunction(function f() { return 1 + 1; }).then((r) =>",
+            "    pulumi.runtime.computeCodePaths(new Map(), []).then(() =>",
+            '        console.log(JSON.stringify({ before, after: [loaded("/typescript/lib/"), loaded("/@npmcli/arborist/")], text: r.text.includes("1 + 1") }))));',
+        ].join("\n");
+        const out = execFileSync(process.execPath, ["--require", REGISTER, "-e", script], { cwd: ROOT, encoding: "utf8", timeout: 60_000 });
+        assert.deepEqual(JSON.parse(out.trim().split("\n").pop() ?? ""), { before: [false, false], after: [true, true], text: true });
+    });
+
     it("is how Pulumi.yaml has the program loaded", () => {
         const project = fs.readFileSync(path.join(ROOT, "Pulumi.yaml"), "utf8");
         assert.match(project, /^ {4}typescript: false$/m);
