@@ -97,6 +97,7 @@ function sh(file, args, env = {}, timeoutS = 1200) {
             cwd: root,
             encoding: "utf8",
             timeout: timeoutS * 1000,
+            maxBuffer: 256 * 2 ** 20, // `stack export` of an 8-node stack is over the 1 MiB default
             stdio: ["ignore", "pipe", "pipe"],
             env: { ...process.env, ...env },
         });
