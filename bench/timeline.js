@@ -48,8 +48,9 @@ function scriptSeconds(step, timings, slack = SLACK) {
 
 /**
  * The critical path: the chain of steps that decided when the run finished. From the step that
- * ended last, back through the dependency (direct, or a custom resource under a component it
- * depends on) that ended last before the step started, to a step with none.
+ * ended last, back through the dependency that ended last before the step started (its own, or
+ * one of a component above it; a dependency on a component stands for the steps under it), to a
+ * step with none.
  * `deps`: URN → the URNs it depends on (state's `dependencies`); `parents`: URN → parent URN.
  */
 function criticalPath(steps, deps, parents = {}, slack = 0.25) {
@@ -60,9 +61,16 @@ function criticalPath(steps, deps, parents = {}, slack = 0.25) {
         for (let p = parents[urn], hops = 0; p && hops < 64; p = parents[p], hops++) if (p === ancestor) return true;
         return false;
     };
+    // A step waits for its own dependencies and for those of every component above it (a
+    // component's dependsOn holds back its children).
+    const waitsFor = (urn) => {
+        const all = [...(deps[urn] ?? [])];
+        for (let p = parents[urn], hops = 0; p && hops < 64; p = parents[p], hops++) all.push(...(deps[p] ?? []));
+        return all;
+    };
     const depSteps = (step) => {
         const out = [];
-        for (const d of deps[step.urn] ?? []) {
+        for (const d of waitsFor(step.urn)) {
             if (byUrn.has(d)) out.push(...byUrn.get(d));
             else out.push(...steps.filter((s) => under(s.urn, d)));
         }
@@ -191,7 +199,8 @@ function graphFromExport(exported) {
     const deps = {};
     const parents = {};
     for (const r of exported?.deployment?.resources ?? []) {
-        deps[r.urn] = r.dependencies ?? [];
+        // What it waited for: its dependsOn and the resources whose outputs its inputs use.
+        deps[r.urn] = [...new Set([...(r.dependencies ?? []), ...Object.values(r.propertyDependencies ?? {}).flat()])];
         if (r.parent) parents[r.urn] = r.parent;
     }
     return { deps, parents };

@@ -74,6 +74,15 @@ describe("bench timeline: a 2-node cold up", () => {
         assert.deepEqual(names(timeline.criticalPath(steps, graph.deps)), ["thor-b-ssh", "thor-b-ray-worker-unit", "thor-a-ray-head-ready"]);
     });
 
+    it("follows a dependency of a component above the step (a component's dependsOn holds back its children)", () => {
+        const urn = (name: string) => `urn:pulumi:dev::p::command:remote:Command::${name}`;
+        const component = "urn:pulumi:dev::p::p:index:Server::srv";
+        const at = (name: string, start: number, end: number): Step => ({ key: urn(name), urn: urn(name), name, start, end });
+        const s = [at("pull", 0, 5), at("ssh", 0, 1), at("unit", 5.1, 6)];
+        const crit = timeline.criticalPath(s, { [urn("unit")]: [urn("ssh")], [component]: [urn("pull")] }, { [urn("unit")]: component });
+        assert.deepEqual(names(crit), ["pull", "unit"]);
+    });
+
     it("counts as overhead the wall time outside the critical path's scripts", () => {
         const crit = timeline.criticalPath(steps, graph.deps, graph.parents);
         const o = timeline.overhead(10, crit, timings);
