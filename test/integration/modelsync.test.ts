@@ -6,33 +6,17 @@
 // model.removeCacheOnDestroy; a local path missing on a node fails naming model.source.
 import { before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import * as path from "node:path";
 import { CONFIG_DIR, STATE_DIR, UNITS, unitPath } from "../../components/render/paths";
 import { HF_HUB_DIR, MODEL_SYNC_PORT, hubRepoDirName } from "../../components/render/modelSync";
-import { withExclusiveLab } from "../lab/lab-harness";
-import {
-    LAB_IMAGES,
-    NodeName,
-    Session,
-    apiKeyOf,
-    chat,
-    newSession,
-    pulumi,
-    pulumiWithConfig,
-    removeSession,
-    root,
-    run,
-    setConfig,
-    ssh,
-    withImage,
-} from "./stackSession";
+import { withLabUp } from "../lab/lab-harness";
+import { LAB_IMAGES, NodeName, Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession, setConfig, ssh, withImage } from "./stackSession";
 
 const members: NodeName[] = ["spark-a", "spark-b"];
 const HF_TOKEN = "hf_labModelSyncToken0123456789abcdef";
 const TINY = "lab/tiny-chat";
 const QWEN = "Qwen/Qwen2.5-0.5B-Instruct";
 
-withExclusiveLab({ setUp: () => void run(undefined, path.join(root, "lab", "lab.sh"), ["up"], 1800) });
+withLabUp();
 
 /** Every download the lab hub stand-in logged on every node (node log and the containers' log in the HF cache). */
 function downloads(): string[] {
