@@ -32,9 +32,10 @@ echo "== Node tests, every tier: test/unit, test/mocked, test/process, test/lab,
 # lab clean leaves it up for the next file of its topology (test/lab/lab-harness.ts, withLabUp):
 # one bring-up per topology instead of one per file. The lab goes down at the end, whatever happened.
 lab_order=(
-  # spark-pair, kept up from file to file
-  integration/blastRadius integration/hostState integration/modelsync
-  integration/spark-pair lab/lab-netplan-restore
+  # spark-pair, kept up from file to file; hostState last: it leaves spark-b as a node that is
+  # gone leaves it (everything of ours still there), so the lab goes down after it
+  integration/blastRadius integration/modelsync integration/spark-pair lab/lab-netplan-restore
+  integration/hostState
   # spark-pair, each file its own bring-up (they test the bring-up, or run alone)
   lab/lab-links lab/lab-unified-memory lab/lab-serving lab/lab-spark-pair
   # other topologies and lab variants
