@@ -164,10 +164,14 @@ describe("model sync on the lab's Spark pair: downloaded once on the head, copie
         setConfig(session, "spark-cluster:model.removeCacheOnDestroy", "false");
         // Present on the head only: up stops at spark-b's check, before any vLLM unit changes.
         ssh("spark-a", `mkdir -p /srv/models && cp -rL ${snapshot} /srv/models/tiny-chat`);
-        assert.throws(
-            () => timed(t, "up with a local path missing on spark-b", () => pulumiWithConfig(session, "up", "--yes", "--skip-preview")),
-            /spark-cluster:model\.source: \/srv\/models\/tiny-chat does not exist on spark-b\. A local path is served as it is/,
-        );
+        try {
+            assert.throws(
+                () => timed(t, "up with a local path missing on spark-b", () => pulumiWithConfig(session, "up", "--yes", "--skip-preview")),
+                /spark-cluster:model\.source: \/srv\/models\/tiny-chat does not exist on spark-b\. A local path is served as it is/,
+            );
+        } finally {
+            ssh("spark-a", "rm -rf /srv/models"); // the lab may go on to the next file
+        }
         for (const node of members) {
             assert.doesNotMatch(
                 ssh(node, `cat ${unitPath(UNITS.vllm)} 2>/dev/null || true`),
