@@ -15,11 +15,14 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
+import timeline from "./timeline.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const SIZES = (process.env.BENCH_SIZES ?? "2,4,8").split(",").map(Number);
 const REPS = Number(process.env.BENCH_REPS ?? 3);
 const LOCK = path.join(os.tmpdir(), "spark-cluster-lab-tests.lock");
+/** Where the timelines (SVG per size), their inputs and the table of medians go. */
+const OUT = path.resolve(process.env.BENCH_OUT ?? path.join(root, "bench", "out"));
 const LAB_KEY = path.join(root, "lab", ".state", "id_ed25519");
 const THORS = ["thor-a", "thor-b", "thor-c", "thor-d", "thor-e", "thor-f", "thor-g", "thor-h"];
 const mgmt = (i) => `10.77.0.${21 + i}`;
@@ -42,6 +45,8 @@ const LAYERS = [
 
 const results = []; // { nodes, metric, seconds }
 const now = () => performance.now() / 1000;
+/** Unix seconds, the clock of the command provider's timing log. */
+const epoch = () => (performance.timeOrigin + performance.now()) / 1000;
 const log = (msg) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 function record(nodes, rep, metric, seconds) {
     results.push({ nodes, metric, seconds });
@@ -92,6 +97,7 @@ function sh(file, args, env = {}, timeoutS = 1200) {
             cwd: root,
             encoding: "utf8",
             timeout: timeoutS * 1000,
+            maxBuffer: 256 * 2 ** 20, // `stack export` of an 8-node stack is over the 1 MiB default
             stdio: ["ignore", "pipe", "pipe"],
             env: { ...process.env, ...env },
         });
@@ -115,10 +121,11 @@ const sshArgs = (host, script) => [
 ];
 const ssh = (host, script, timeoutS = 300) => sh("ssh", sshArgs(host, script), {}, timeoutS);
 /** Times a command; resolves with its seconds. */
-function timed(file, args, env = {}, onLine = undefined) {
+function timed(file, args, env = {}, onLine = undefined, onStart = undefined) {
     return new Promise((resolve, reject) => {
         const start = now();
         const child = spawn(file, args, { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+        onStart?.(child);
         let out = "";
         child.stdout.on("data", (d) => (out += d));
         child.stderr.on("data", (d) => (out += d));
@@ -131,6 +138,80 @@ function timed(file, args, env = {}, onLine = undefined) {
             else reject(new Error(`${path.basename(file)} ${args.join(" ")} exited ${code}:\n${out.slice(-6000)}`));
         });
     });
+}
+
+// --- the control plane's CPU, by process ---------------------------------------------------------
+const CLK_TCK = 100; // USER_HZ on Linux
+/**
+ * CPU seconds of each process under `root` (the bench's child), sampled from /proc: the last value
+ * seen per process, so a process's last 0.1 s before it exits may be missed.
+ */
+class ProcessCpu {
+    constructor() {
+        this.root = undefined;
+        this.seen = new Map(); // pid -> { comm, args, cpu }
+    }
+    sample() {
+        if (!this.root) return;
+        const table = new Map(); // pid -> { ppid, comm, cpu }
+        for (const entry of fs.readdirSync("/proc")) {
+            if (!/^\d+$/.test(entry)) continue;
+            let stat;
+            try {
+                stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8");
+            } catch {
+                continue; // gone
+            }
+            const close = stat.lastIndexOf(")");
+            const comm = stat.slice(stat.indexOf("(") + 1, close);
+            const f = stat.slice(close + 2).split(" ");
+            table.set(Number(entry), { ppid: Number(f[1]), comm, cpu: (Number(f[11]) + Number(f[12])) / CLK_TCK });
+        }
+        const mine = new Set([this.root]);
+        for (let grew = true; grew;) {
+            grew = false;
+            for (const [pid, p] of table) {
+                if (!mine.has(pid) && mine.has(p.ppid)) {
+                    mine.add(pid);
+                    grew = true;
+                }
+            }
+        }
+        for (const pid of mine) {
+            const p = table.get(pid);
+            if (!p) continue;
+            const known = this.seen.get(pid);
+            let args = known?.args;
+            if (args === undefined) {
+                try {
+                    args = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ");
+                } catch {
+                    args = "";
+                }
+            }
+            this.seen.set(pid, { comm: p.comm, args, cpu: p.cpu });
+        }
+    }
+    /** CPU seconds by role: the CLI's run, its other invocations (pulumi.sh's `stack select`), the plugins, Node.js. */
+    byRole() {
+        const roles = { cli: 0, cli_other: 0, language_host: 0, provider: 0, node: 0, other: 0 };
+        for (const p of this.seen.values()) {
+            const role =
+                p.comm === "pulumi"
+                    ? / (up|destroy|preview) /.test(` ${p.args} `)
+                        ? "cli"
+                        : "cli_other"
+                    : p.comm.startsWith("pulumi-language")
+                      ? "language_host"
+                      : p.comm.startsWith("pulumi-resource")
+                        ? "provider"
+                        : p.comm === "node" || p.comm.startsWith("node")
+                          ? "node"
+                          : "other";
+            roles[role] += p.cpu;
+        }
+        return roles;
+    }
 }
 
 // --- the stack --------------------------------------------------------------------------------
@@ -196,6 +277,7 @@ class Stack {
         fs.writeFileSync(events, "");
         const steps = new Map(); // name -> {start, end}
         const marks = {}; // wall clock of the first prelude, first/last step event, summary
+        const timedEvents = []; // { t: Unix seconds when the line arrived, event }
         let offset = 0;
         let rest = "";
         const read = () => {
@@ -208,9 +290,11 @@ class Stack {
                 const lines = (rest + buf.toString("utf8")).split("\n");
                 rest = lines.pop();
                 const t = now();
+                const te = epoch();
                 for (const line of lines) {
                     if (!line.trim()) continue;
                     const e = JSON.parse(line);
+                    timedEvents.push({ t: te, event: e });
                     if (e.preludeEvent) marks.prelude ??= t;
                     if (e.resourcePreEvent) marks.firstStep ??= t;
                     if (e.resourcePreEvent || e.resOutputsEvent) marks.lastStep = t;
@@ -231,7 +315,16 @@ class Stack {
             fs.closeSync(fd);
         };
         const [file, args] = this.args(...(extra.length ? extra : ["up", "--yes", "--skip-preview"]), "--event-log", events);
+        // The control plane's CPU: bash's `times` after the run, the CPU of every process under it
+        // that was waited for (pulumi.sh, its `stack select`, the CLI, and the CLI's plugins and
+        // Node.js, which it waits for); the lab's nodes run under their own systemd, not under it.
+        // And a split by process, sampled from /proc every 0.1 s (a lower bound per process).
+        const timesFile = path.join(this.work, `times-${Date.now()}.txt`);
+        const timingLog = path.join(this.work, `timing-${Date.now()}.jsonl`);
+        const wrapped = ["-c", '"$@"; rc=$?; times > "$SPARK_BENCH_TIMES"; exit $rc', "bench-cpu", file, ...args];
+        const procs = new ProcessCpu();
         const start = now();
+        const startEpoch = epoch();
         // The host's busy CPU time, sampled 4 times a second, so a layer's span can be given its
         // share (cpuBusySeconds).
         const samples = [[start, cpuBusySeconds()]];
@@ -239,7 +332,16 @@ class Stack {
         // --event-log is one of the CLI's debug flags.
         let seconds, out;
         try {
-            ({ seconds, out } = await timed(file, args, { ...this.env, PULUMI_DEBUG_COMMANDS: "true" }, read));
+            ({ seconds, out } = await timed(
+                "bash",
+                wrapped,
+                { ...this.env, PULUMI_DEBUG_COMMANDS: "true", SPARK_BENCH_TIMES: timesFile, SPARK_COMMAND_TIMING_LOG: timingLog },
+                () => {
+                    read();
+                    procs.sample();
+                },
+                (child) => (procs.root = child.pid),
+            ));
         } finally {
             clearInterval(sampler);
         }
@@ -281,7 +383,36 @@ class Stack {
             .filter(([, st]) => st.start && st.end)
             .map(([name, st]) => ({ name, seconds: st.end - st.start }))
             .reduce((a, b) => (b.seconds > (a?.seconds ?? -1) ? b : a), undefined);
-        return { seconds, out, layers, layerCpuFloor, start, phases, longest, events, marks };
+        const controlCpu = timeline.childrenCpuSeconds(fs.readFileSync(timesFile, "utf8"));
+        const timings = fs.existsSync(timingLog)
+            ? fs
+                  .readFileSync(timingLog, "utf8")
+                  .split("\n")
+                  .filter((l) => l.trim())
+                  .map((l) => JSON.parse(l))
+            : [];
+        return {
+            seconds,
+            out,
+            layers,
+            layerCpuFloor,
+            start,
+            phases,
+            longest,
+            events,
+            marks,
+            timedEvents,
+            timings,
+            startEpoch,
+            endEpoch: startEpoch + seconds,
+            controlCpu,
+            cpuByProcess: procs.byRole(),
+        };
+    }
+    /** Every resource's dependencies and parent, from `pulumi stack export`. */
+    graph() {
+        const out = sh(path.join(root, "scripts", "pulumi.sh"), ["--stack", "dev", "--non-interactive", "stack", "export"], this.env);
+        return timeline.graphFromExport(JSON.parse(out));
     }
     output(name) {
         return sh(path.join(root, "scripts", "pulumi.sh"), ["--stack", "dev", "--non-interactive", "stack", "output", name], this.env).trim();
@@ -438,6 +569,45 @@ function cpuBusySeconds() {
     return (user + nice + system + irq + softirq + (steal ?? 0)) / 100; // USER_HZ: 100 on Linux
 }
 
+// --- what the program itself costs -------------------------------------------------------------
+/**
+ * A cold `up`'s cost apart from the lab: its critical path (from the event log and the stack's
+ * dependency graph), the overhead (its wall time minus the time inside the critical path's
+ * remote scripts, from the command provider's timing log), and the control plane's CPU seconds.
+ * Writes the timeline (SVG) and its inputs to OUT.
+ */
+function costOfColdUp(n, rep, up, graph) {
+    const steps = timeline.stepsFromEvents(up.timedEvents);
+    const crit = timeline.criticalPath(steps, graph.deps, graph.parents);
+    const o = timeline.overhead(up.seconds, crit, up.timings);
+    record(n, rep, "cold_up", up.seconds);
+    record(n, rep, "critical_path_scripts", o.inside);
+    record(n, rep, "overhead", o.overhead);
+    record(n, rep, "control_cpu", up.controlCpu);
+    record(n, rep, "control_cpu_per_node", up.controlCpu / n);
+    for (const [role, cpu] of Object.entries(up.cpuByProcess)) if (cpu > 0) record(n, rep, `cpu_${role}`, cpu);
+    log(
+        `critical path of the cold up (${crit.length} steps): ` +
+            crit.map((s) => `${s.name} ${(s.end - s.start).toFixed(1)} s (script ${timeline.scriptSeconds(s, up.timings).toFixed(1)})`).join(" → "),
+    );
+    fs.mkdirSync(OUT, { recursive: true });
+    const base = path.join(OUT, `cold-up-${n}-rep-${rep}`);
+    fs.writeFileSync(`${base}-events.jsonl`, up.timedEvents.map((e) => JSON.stringify(e)).join("\n") + "\n");
+    fs.writeFileSync(`${base}-timing.jsonl`, up.timings.map((e) => JSON.stringify(e)).join("\n") + "\n");
+    fs.writeFileSync(`${base}-graph.json`, JSON.stringify(graph));
+    const svg = timeline.renderSvg({
+        title: `Cold up, ${n} nodes (rep ${rep}), ${new Date().toISOString().slice(0, 16)}Z on ${os.hostname()} (${os.cpus().length} cores)`,
+        start: up.startEpoch,
+        end: up.endEpoch,
+        steps,
+        path: crit,
+        timings: up.timings,
+        nodes: THORS.slice(0, n),
+    });
+    fs.writeFileSync(`${base}.svg`, svg);
+    fs.writeFileSync(path.join(OUT, `cold-up-${n}.svg`), svg); // the latest of this size
+}
+
 // --- one size -----------------------------------------------------------------------------------
 async function benchSize(n) {
     await takeLock();
@@ -458,6 +628,7 @@ async function benchSize(n) {
             const busy = cpuBusySeconds() - busyBefore;
             record(n, rep, "cold_cpu_busy", busy);
             record(n, rep, "cold_cpu_floor", busy / os.cpus().length);
+            costOfColdUp(n, rep, up, stack.graph());
             for (const [layer] of LAYERS) if (up.layers[layer] !== undefined) record(n, rep, `layer_${layer}`, up.layers[layer]);
             // The CPU floor of the Ray layer's span: how much of it this machine's cores were busy.
             if (up.layerCpuFloor.ray !== undefined) record(n, rep, "layer_ray_cpu_floor", up.layerCpuFloor.ray);
@@ -475,6 +646,7 @@ async function benchSize(n) {
             console.log(`BENCH v1 nodes=${n} rep=${rep} mem_used_gib=${memUsedGib().toFixed(1)} load1=${os.loadavg()[0].toFixed(1)}`);
             const noop = await stack.upWithLayers("up", "--yes", "--skip-preview", "--expect-no-changes");
             record(n, rep, "noop_up", noop.seconds);
+            record(n, rep, "noop_control_cpu", noop.controlCpu);
             if (noop.phases) for (const [phase, s] of Object.entries(noop.phases)) record(n, rep, `noop_${phase}`, s);
             // BENCH_NOOP_PROFILE=DIR keeps the no-op up's event log (with the wall clock of each
             // phase mark) and runs one more no-op up with the engine's own log (-v=7, timestamped),
@@ -573,6 +745,31 @@ function table() {
     return lines.join("\n");
 }
 
+/** The small table of medians of what the program itself costs (written to OUT/medians.md). */
+function costTable(when) {
+    const sizes = [...new Set(results.map((r) => r.nodes))];
+    const med = (nodes, metric) => {
+        const v = results.filter((r) => r.nodes === nodes && r.metric === metric).map((r) => r.seconds);
+        return v.length ? stats(v).median.toFixed(2) : "–";
+    };
+    const rows = [
+        ["cold up, wall s", "cold_up"],
+        ["critical path: inside its scripts, s", "critical_path_scripts"],
+        ["overhead, s (target ≤ 1.5)", "overhead"],
+        ["control-plane CPU, s", "control_cpu"],
+        ["control-plane CPU per node, s (target ≤ 0.5)", "control_cpu_per_node"],
+        ["no-op up, wall s (target ≤ 2.0 at 8)", "noop_up"],
+        ["no-op up, control-plane CPU s", "noop_control_cpu"],
+    ];
+    return [
+        `Medians, ${when.toISOString().slice(0, 16)}Z, host ${os.hostname()} (${os.cpus().length} cores), ${REPS} repetition(s) per size:`,
+        "",
+        `| metric | ${sizes.map((n) => `${n} nodes`).join(" | ")} |`,
+        `| --- | ${sizes.map(() => "---:").join(" | ")} |`,
+        ...rows.map(([label, metric]) => `| ${label} | ${sizes.map((n) => med(n, metric)).join(" | ")} |`),
+    ].join("\n");
+}
+
 const started = new Date();
 console.log(
     `BENCH v1 start=${started.toISOString()} host=${os.hostname()} cpus=${os.cpus().length} mem_gib=${(os.totalmem() / 2 ** 30).toFixed(0)} sizes=${SIZES.join(",")} reps=${REPS}`,
@@ -587,3 +784,7 @@ for (const n of SIZES) {
 }
 console.log("");
 console.log(table());
+fs.mkdirSync(OUT, { recursive: true });
+fs.writeFileSync(path.join(OUT, "medians.md"), costTable(started) + "\n");
+console.log("");
+console.log(costTable(started));

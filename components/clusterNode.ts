@@ -8,7 +8,9 @@ import { SSH_READY_SCRIPT, recordedHostKey } from "./hostKey";
 import { Connection, NodeHost, nodeConnection } from "./nodeConnection";
 import { hcasFor, parseIbdev2netdev, parseRayVersion, resolveInterfaceNames } from "./nodeFacts";
 import { typeToken } from "./package";
+import { linkResults } from "./render/netplan";
 import { probeScript, rayProbeScript, vllmProbeScript } from "./render/probe";
+import { rdmaBandwidthScript } from "./render/rdmaBandwidth";
 import { VllmProbeResult, parseVllmProbe } from "./render/vllmCompat";
 import { RoceChain, roceChainPlan } from "./render/roceChain";
 import { RocePfc } from "./rocePfc";
@@ -50,6 +52,10 @@ export class ClusterNode extends pulumi.ComponentResource {
     public readonly firewall?: Firewall;
     /** The NCCL check's rank on this node (check.enabled). */
     public readonly check?: ClusterCheck;
+    /** The RDMA bandwidth test of this node's rails (interconnect.linkCheck.rdmaBandwidth.enabled). */
+    public readonly rdmaBandwidth?: pulumi.Resource;
+    /** What the link checks found at the last apply (the interconnect's, then the RDMA bandwidth test's). */
+    public readonly links: pulumi.Output<string[]>;
     /** What the firewall lets in (`enabled: …`), or why it is off. */
     public readonly firewallStatus: pulumi.Output<string>;
     /** The Ray version the Ray probe found in the node's runtime (ray executor only; that probe fails without Ray). */
@@ -121,7 +127,10 @@ export class ClusterNode extends pulumi.ComponentResource {
                     mtu: cluster.interconnect.mtu,
                     interfaces: node.interconnect.map((iface, i) => ({ name: n[i], address: iface.address })),
                     peers: node.peers.map((p) => ({ node: p.node, ip: p.ip, via: n[p.via] })),
-                    linkCheck: node.linkCheck,
+                    linkCheck: {
+                        ...(node.linkCheck.minSpeedMbps !== undefined ? { minSpeedMbps: node.linkCheck.minSpeedMbps } : {}),
+                        lowSpeed: node.linkCheck.lowSpeed,
+                    },
                 })),
             },
             this.childOptions({ dependsOn: probe }),
@@ -166,6 +175,48 @@ export class ClusterNode extends pulumi.ComponentResource {
             },
             this.childOptions({ dependsOn: this.pfc ? [this.interconnect, this.pfc] : [this.interconnect] }),
         );
+        const rdma = node.linkCheck.rdmaBandwidth;
+        if (rdma !== undefined && rdma.rails.length > 0) {
+            // Both ends of each rail run this step side by side (each node's own); it waits for the other end, bounded.
+            const test = this.host.command(
+                `${node.name}-rdma-bandwidth`,
+                {
+                    create: pulumi.all([names, devices]).apply(([n, d]) =>
+                        rdmaBandwidthScript({
+                            node: node.name,
+                            rails: rdma.rails.map((r) => {
+                                const device = d.find((dev) => dev.netdev === n[r.via])?.device;
+                                return {
+                                    role: r.role,
+                                    iface: n[r.via],
+                                    ...(device !== undefined ? { device } : {}),
+                                    peer: r.peer,
+                                    peerIp: r.peerIp,
+                                    port: r.port,
+                                };
+                            }),
+                            durationSeconds: rdma.durationSeconds,
+                            waitSeconds: rdma.waitSeconds,
+                            ...(rdma.minGbps !== undefined ? { minGbps: rdma.minGbps } : {}),
+                            lowBandwidth: node.linkCheck.lowSpeed,
+                        }),
+                    ),
+                },
+                this.childOptions({
+                    dependsOn: [this.interconnect, ...(this.pfc ? [this.pfc] : []), ...(this.firewall ? [this.firewall] : [])],
+                    customTimeouts: { create: "30m", update: "30m" },
+                }),
+            );
+            this.rdmaBandwidth = test;
+            const measured = test.stdout.apply((out) => {
+                const { links, warnings } = linkResults(out ?? "");
+                for (const warning of warnings) pulumi.log.warn(`${node.name}-rdma-bandwidth: ${warning}`, this);
+                return links;
+            });
+            this.links = pulumi.all([this.interconnect.links, measured]).apply(([a, b]) => [...a, ...b]);
+        } else {
+            this.links = this.interconnect.links;
+        }
         if (cluster.check.enabled) {
             // Rank 0 on the head, whose address every rank dials; the workers in config order.
             const rank = cluster.rankOrder.indexOf(node.name);
@@ -184,7 +235,10 @@ export class ClusterNode extends pulumi.ComponentResource {
                         requireTransport: cluster.check.requireTransport,
                     },
                 },
-                this.childOptions({ dependsOn: [this.interconnect, this.nccl, ...(this.firewall ? [this.firewall] : [])] }),
+                // After the RDMA bandwidth test, when there is one: the two would share the links.
+                this.childOptions({
+                    dependsOn: [this.interconnect, this.nccl, ...(this.firewall ? [this.firewall] : []), ...(this.rdmaBandwidth ? [this.rdmaBandwidth] : [])],
+                }),
             );
         }
         this.registerOutputs({ roce: this.roceStatus });
@@ -192,7 +246,13 @@ export class ClusterNode extends pulumi.ComponentResource {
 
     /** The host layers every later step of this node waits for. */
     get hostReady(): pulumi.Resource[] {
-        return [this.interconnect, this.nccl, ...(this.firewall ? [this.firewall] : []), ...(this.check ? [this.check] : [])];
+        return [
+            this.interconnect,
+            this.nccl,
+            ...(this.firewall ? [this.firewall] : []),
+            ...(this.check ? [this.check] : []),
+            ...(this.rdmaBandwidth ? [this.rdmaBandwidth] : []),
+        ];
     }
 
     /**

@@ -228,7 +228,7 @@ export class SparkCluster extends pulumi.ComponentResource {
         this.servedModel = config.model.servedName;
         this.transport = config.transport;
         this.roce = perNode(nodes, (n) => n.roce);
-        this.links = perNode(nodes, (n) => n.interconnect.links);
+        this.links = perNode(nodes, (n) => n.links);
         this.ncclCheck = perNode(nodes, (n) => n.check?.result ?? "not run: check.enabled is false");
         this.hostKeys = perNode(nodes, (n) => n.hostKey.apply((key) => (key ? `${hostKeyFingerprint(key)} (${key.split(" ")[0]})` : "not recorded yet")));
         this.firewall = perNode(nodes, (n) => n.firewallStatus);

@@ -48,12 +48,13 @@ export const RUNTIME_TRAITS: Record<Runtime["kind"], { containerized: boolean; r
 /**
  * What each node kind is, for resolve and the renderers: whether its GPU and OS share one memory
  * pool (a DGX Spark's GB10 and a Jetson Thor: 128 GB unified; vLLM's start-up check then reads the
- * memory the OS reports available, which the page cache competes for), or the GPU has its own.
+ * memory the OS reports available, which the page cache competes for), or the GPU has its own;
+ * and whether it has RDMA devices (a Thor has no RoCE) for the RDMA bandwidth test.
  */
-export const NODE_KIND_TRAITS: Record<ParsedNode["kind"], { unifiedMemory: boolean }> = {
-    spark: { unifiedMemory: true },
-    thor: { unifiedMemory: true },
-    workstation: { unifiedMemory: false },
+export const NODE_KIND_TRAITS: Record<ParsedNode["kind"], { unifiedMemory: boolean; rdma: boolean }> = {
+    spark: { unifiedMemory: true, rdma: true },
+    thor: { unifiedMemory: true, rdma: false },
+    workstation: { unifiedMemory: false, rdma: true },
 };
 
 /** `model.gpuMemoryUtilization` when neither it nor `model.kvCacheMemoryBytes` is given. */

@@ -89,6 +89,47 @@ export interface LinkCheck {
     /** Lowest speed (Mb/s) an interface may report; undefined: the speed is shown, not checked. */
     minSpeedMbps?: number;
     lowSpeed: "refuse" | "warn";
+    /** The RDMA bandwidth test at `up` (interconnect.linkCheck.rdmaBandwidth.enabled): its settings and this node's rails. */
+    rdmaBandwidth?: { minGbps?: number; durationSeconds: number; waitSeconds: number; rails: RdmaRailPlan[] };
+}
+
+/** One end of one rail of the RDMA bandwidth test. */
+export interface RdmaRailPlan {
+    role: "server" | "client";
+    /** Index into this node's `interconnect` of the rail's interface. */
+    via: number;
+    peer: string;
+    /** The other end's address on the rail. */
+    peerIp: string;
+    /** perftest's port for this rail: the configured port + the rail's place in the cluster's order. */
+    port: number;
+}
+
+/**
+ * Every rail of the RDMA bandwidth test, per node, in one cluster-wide order: for each pair of
+ * nodes (config order) and each shared subnet, the earlier node serves and the later connects.
+ * Every node runs its rails in this order, so the two ends of each meet; nodes without RDMA
+ * (a Thor) and retired nodes have none.
+ */
+export function resolveRdmaRails(
+    nodes: readonly (Pick<NodeConfig, "name" | "interconnect" | "retired"> & { rdma: boolean })[],
+    basePort: number,
+): Map<string, RdmaRailPlan[]> {
+    const rails = new Map<string, RdmaRailPlan[]>(nodes.map((n) => [n.name, []]));
+    const live = nodes.filter((n) => n.rdma && !n.retired);
+    let k = 0;
+    live.forEach((server, i) =>
+        live.slice(i + 1).forEach((client) =>
+            server.interconnect.forEach((mine, via) => {
+                const theirs = client.interconnect.findIndex((iface) => iface.subnet === mine.subnet);
+                if (theirs < 0) return;
+                const port = basePort + k++;
+                rails.get(server.name)?.push({ role: "server", via, peer: client.name, peerIp: client.interconnect[theirs].ip, port });
+                rails.get(client.name)?.push({ role: "client", via: theirs, peer: server.name, peerIp: mine.ip, port });
+            }),
+        ),
+    );
+    return rails;
 }
 
 /** What a healthy DGX Spark's ConnectX-7 port reports as its speed (/sys/class/net/IF/speed), Mb/s. */
@@ -454,6 +495,24 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         linkCheck: resolveLinkCheck(node.kind, parsed.interconnect.linkCheck),
         retired: node.retired === true,
     }));
+    const rdma = parsed.interconnect.linkCheck.rdmaBandwidth;
+    if (rdma.enabled) {
+        const rails = resolveRdmaRails(
+            planned.map((n) => ({ ...n, rdma: NODE_KIND_TRAITS[n.kind].rdma })),
+            rdma.port,
+        );
+        for (const n of planned) {
+            n.linkCheck = {
+                ...n.linkCheck,
+                rdmaBandwidth: {
+                    ...(rdma.minGbps !== undefined ? { minGbps: rdma.minGbps } : {}),
+                    durationSeconds: rdma.durationSeconds,
+                    waitSeconds: rdma.waitSeconds,
+                    rails: rails.get(n.name) ?? [],
+                },
+            };
+        }
+    }
     const firewall: FirewallConfig = { ...parsed.firewall, allowPorts: parsed.firewall.allowPorts.map(parseOpenPort) };
     const executor = resolveExecutor(parsed.model, parsed.ray, planned, facts.rankOrder, totalGpus);
     const nodes: NodeConfig[] = planned.map((node) => ({

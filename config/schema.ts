@@ -63,6 +63,27 @@ export const InterconnectSchema = z.strictObject({
             minSpeedMbps: z.int().min(1).max(1_600_000).optional().meta({ example: "200000" }),
             /** `refuse`: `up` fails on a slower link; `warn`: `up` warns and goes on. Either way the read-back reports it. Defaults to "refuse". */
             lowSpeed: z.enum(["refuse", "warn"]).default("refuse").meta({ example: "warn (or refuse)" }),
+            /**
+             * An RDMA write bandwidth test per rail at `up` (perftest's ib_write_bw: one end serves, the other
+             * connects, over the rail's RDMA devices), on nodes where ib_write_bw is installed. Its figure goes
+             * in the `links` output; a rail below `minGbps`, or one that could not be measured while the node
+             * has ib_write_bw, is handled as `lowSpeed` says. Off by default.
+             */
+            rdmaBandwidth: z
+                .strictObject({
+                    /** Run the test. Defaults to false. */
+                    enabled: z.boolean().default(false).meta({ example: "true" }),
+                    /** The lowest average, in Gb/s, a rail may show (one owner's GB10 wrote 92.57 over one twin; NVIDIA measured 189.85 over both twins together). Defaults to none: the figure is shown, not checked. */
+                    minGbps: z.number().positive().max(1600).optional().meta({ example: "80" }),
+                    /** Seconds of writes per rail (`ib_write_bw -D`). Defaults to 5. */
+                    durationSeconds: z.int().min(1).max(60).default(5).meta({ example: "5" }),
+                    /** How long each end waits for the other (the two ends start their steps independently). Defaults to 120. */
+                    waitSeconds: z.int().min(10).max(1800).default(120).meta({ example: "120" }),
+                    /** perftest's TCP port for the first rail (`-p`); rail k uses port + k. Defaults to 18515, perftest's own. */
+                    port: z.int().min(1024).max(65000).default(18515).meta({ example: "18515" }),
+                })
+                .prefault({})
+                .meta({ example: "{ enabled: true, minGbps: 80 }" }),
         })
         .prefault({})
         .meta({ example: "{ minSpeedMbps: 200000, lowSpeed: warn }" }),

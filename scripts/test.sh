@@ -28,5 +28,32 @@ echo "== Node tests, every tier: test/unit, test/mocked, test/process, test/lab,
 # One runner for all TypeScript tests; files run one at a time because the
 # integration tests share the lab. Its closing lines are the suite's result.
 # Only *.test.js: node 20 would also run every other file under a test/ folder.
-mapfile -t tests < <(find build/test -name '*.test.js' | sort)
-node --test --test-concurrency=1 "${tests[@]}"
+# The lab's files run grouped by topology, and with SPARK_LAB_KEEP_UP=1 a file that ends with the
+# lab clean leaves it up for the next file of its topology (test/lab/lab-harness.ts, withLabUp):
+# one bring-up per topology instead of one per file. The lab goes down at the end, whatever happened.
+lab_order=(
+  # spark-pair, kept up from file to file; hostState last: it leaves spark-b as a node that is
+  # gone leaves it (everything of ours still there), so the lab goes down after it
+  integration/blastRadius integration/modelsync integration/spark-pair lab/lab-netplan-restore
+  integration/hostState
+  # spark-pair, each file its own bring-up (they test the bring-up, or run alone)
+  lab/lab-links lab/lab-unified-memory lab/lab-serving lab/lab-spark-pair
+  # other topologies and lab variants
+  integration/hetero4 lab/lab-hetero4 integration/workers integration/realVllm
+)
+mapfile -t found < <(find build/test -name '*.test.js' | sort)
+declare -A listed=()
+tests=()
+for f in "${found[@]}"; do  # the tiers without the lab first, as found
+  case "$f" in build/test/lab/* | build/test/integration/*) ;; *) tests+=("$f") ;; esac
+done
+for name in "${lab_order[@]}"; do
+  f="build/test/${name}.test.js"
+  if [[ -f "$f" ]]; then tests+=("$f"); listed["$f"]=1; fi
+done
+for f in "${found[@]}"; do  # lab files not in the list above: last, each with its own bring-up
+  case "$f" in build/test/lab/* | build/test/integration/*) [[ -n "${listed[$f]:-}" ]] || tests+=("$f") ;; esac
+done
+(( ${#tests[@]} == ${#found[@]} )) || { echo "test.sh: ${#tests[@]} files ordered, ${#found[@]} found" >&2; exit 1; }
+trap 'lab/lab.sh down >/dev/null 2>&1 || true' EXIT
+SPARK_LAB_KEEP_UP=1 node --test --test-concurrency=1 "${tests[@]}"

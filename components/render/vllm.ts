@@ -103,27 +103,32 @@ export function vllmServeArgv(spec: VllmServeSpec): string[] {
 
 /**
  * The loop of the unit's memory step on a unified-memory node (bash; its arguments: the model's
- * directories on the host). vLLM's start-up check on a Spark or Thor compares the memory the OS
- * reports available (psutil's `available`, MemAvailable) with gpuMemoryUtilization × total, and
- * its KV cache gets what that leaves; right after the model sync wrote tens of GB, the page cache
- * holds those files. This step evicts exactly the model's pages: each file is written back
- * (`sync -d`: fdatasync, since dirty pages cannot be dropped) and then dropped from the page cache
- * (`dd iflag=nocache count=0`: posix_fadvise(POSIX_FADV_DONTNEED) over the whole file, GNU
- * coreutils). It does not write /proc/sys/vm/drop_caches: that drops every clean page of the
- * node (other services' files too, which are then read again from disk), and it is refused where
- * /proc/sys is read-only. MemAvailable goes to the journal before and after. Best effort: it
- * always exits 0, so vLLM starts (and its own check decides) whatever happened here.
+ * directories on the host). On a Spark or Thor the GPU allocates from the OS's memory, and right
+ * after the model sync wrote tens of GB the page cache holds those files. vLLM's start-up check
+ * compares the free memory it reads with gpuMemoryUtilization × total: CUDA's cudaMemGetInfo
+ * there reports the memory the kernel has free (MemFree: page cache counted as used, vLLM
+ * #48140, #35356), and vLLM's source swaps in psutil's `available` (MemAvailable, which already
+ * counts clean page cache as reclaimable) only for the compute capabilities it lists; its KV
+ * cache gets what is left either way. This step evicts exactly the model's pages: each file is
+ * written back (`sync -d`: fdatasync, since dirty pages cannot be dropped) and then dropped from
+ * the page cache (`dd iflag=nocache count=0`: posix_fadvise(POSIX_FADV_DONTNEED) over the whole
+ * file, GNU coreutils). It does not write /proc/sys/vm/drop_caches: that drops every clean page
+ * of the node (other services' files too, which are then read again from disk), and it is
+ * refused where /proc/sys is read-only. MemFree and MemAvailable go to the journal before and
+ * after: the eviction moves MemFree by the pages it dropped, and MemAvailable only by the part
+ * of the cache the kernel does not count as reclaimable. Best effort: it always exits 0, so
+ * vLLM starts (and its own check decides) whatever happened here.
  */
 const MEMORY_STEP = [
-    "avail() { awk '/^MemAvailable:/ { printf \"%.2f GiB\", $2 / 1048576 }' /proc/meminfo; }",
-    'echo "unified memory: MemAvailable $(avail) before evicting the model\'s files from the page cache"',
+    "mem() { awk '/^MemFree:/ { f = $2 } /^MemAvailable:/ { a = $2 } END { printf \"MemFree %.2f GiB, MemAvailable %.2f GiB\", f / 1048576, a / 1048576 }' /proc/meminfo; }",
+    'echo "unified memory: $(mem) before evicting the model\'s files from the page cache"',
     'for dir in "$@"; do ' +
         'if [ ! -d "$dir" ]; then echo "unified memory: $dir is not there, nothing to evict"; continue; fi; ' +
         "n=0; " +
         'while IFS= read -r -d "" f; do sync -d -- "$f" 2>/dev/null; dd if="$f" iflag=nocache count=0 status=none 2>/dev/null && n=$((n + 1)); ' +
         'done < <(find -L "$dir" -type f -print0 2>/dev/null); ' +
         'echo "unified memory: evicted $n file(s) under $dir"; done',
-    'echo "unified memory: MemAvailable $(avail) after"',
+    'echo "unified memory: $(mem) after"',
     "exit 0",
 ].join("; ");
 

@@ -6,28 +6,13 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
-import * as path from "node:path";
 import { UNITS } from "../../components/render/paths";
-import { withExclusiveLab } from "../lab/lab-harness";
-import {
-    LAB_IMAGES,
-    NodeName,
-    Session,
-    apiKeyOf,
-    chat,
-    mainPid,
-    newSession,
-    pulumi,
-    pulumiWithConfig,
-    removeSession,
-    root,
-    run,
-    withImage,
-} from "./stackSession";
+import { withLabUp } from "../lab/lab-harness";
+import { LAB_IMAGES, NodeName, Session, apiKeyOf, chat, mainPid, newSession, pulumi, pulumiWithConfig, removeSession, withImage } from "./stackSession";
 
 const members: NodeName[] = ["spark-a", "spark-b"];
 
-withExclusiveLab({ setUp: () => void run(undefined, path.join(root, "lab", "lab.sh"), ["up"], 1800) });
+withLabUp();
 
 /** A process the change may restart: the main PID of one of our units on one node. */
 type Proc = `${NodeName}:${"ray" | "vllm"}`;

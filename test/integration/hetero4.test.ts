@@ -4,14 +4,13 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
-import * as path from "node:path";
 import { CONFIG_DIR, NETPLAN_PATH, STATE_DIR, UNITS, unitPath } from "../../components/render/paths";
-import { withExclusiveLab } from "../lab/lab-harness";
-import { NodeName, Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession, root, run, scanFromOutsider, ssh } from "./stackSession";
+import { withLabUp } from "../lab/lab-harness";
+import { NodeName, Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession, scanFromOutsider, ssh } from "./stackSession";
 
 const members: NodeName[] = ["spark-a", "spark-b", "thor-a", "thor-b"];
 
-withExclusiveLab({ setUp: () => void run(undefined, path.join(root, "lab", "lab.sh"), ["up", "--topology", "hetero-4"], 1800) });
+withLabUp("hetero-4");
 
 /** The lab stack's secrets and settings, with hetero-4's four nodes on a switch and the mp executor, PP=4. */
 function hetero4Config(dev: string): string {

@@ -6,33 +6,17 @@
 // model.removeCacheOnDestroy; a local path missing on a node fails naming model.source.
 import { before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import * as path from "node:path";
 import { CONFIG_DIR, STATE_DIR, UNITS, unitPath } from "../../components/render/paths";
 import { HF_HUB_DIR, MODEL_SYNC_PORT, hubRepoDirName } from "../../components/render/modelSync";
-import { withExclusiveLab } from "../lab/lab-harness";
-import {
-    LAB_IMAGES,
-    NodeName,
-    Session,
-    apiKeyOf,
-    chat,
-    newSession,
-    pulumi,
-    pulumiWithConfig,
-    removeSession,
-    root,
-    run,
-    setConfig,
-    ssh,
-    withImage,
-} from "./stackSession";
+import { withLabUp } from "../lab/lab-harness";
+import { LAB_IMAGES, NodeName, Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession, setConfig, ssh, withImage } from "./stackSession";
 
 const members: NodeName[] = ["spark-a", "spark-b"];
 const HF_TOKEN = "hf_labModelSyncToken0123456789abcdef";
 const TINY = "lab/tiny-chat";
 const QWEN = "Qwen/Qwen2.5-0.5B-Instruct";
 
-withExclusiveLab({ setUp: () => void run(undefined, path.join(root, "lab", "lab.sh"), ["up"], 1800) });
+withLabUp();
 
 /** Every download the lab hub stand-in logged on every node (node log and the containers' log in the HF cache). */
 function downloads(): string[] {
@@ -180,10 +164,14 @@ describe("model sync on the lab's Spark pair: downloaded once on the head, copie
         setConfig(session, "spark-cluster:model.removeCacheOnDestroy", "false");
         // Present on the head only: up stops at spark-b's check, before any vLLM unit changes.
         ssh("spark-a", `mkdir -p /srv/models && cp -rL ${snapshot} /srv/models/tiny-chat`);
-        assert.throws(
-            () => timed(t, "up with a local path missing on spark-b", () => pulumiWithConfig(session, "up", "--yes", "--skip-preview")),
-            /spark-cluster:model\.source: \/srv\/models\/tiny-chat does not exist on spark-b\. A local path is served as it is/,
-        );
+        try {
+            assert.throws(
+                () => timed(t, "up with a local path missing on spark-b", () => pulumiWithConfig(session, "up", "--yes", "--skip-preview")),
+                /spark-cluster:model\.source: \/srv\/models\/tiny-chat does not exist on spark-b\. A local path is served as it is/,
+            );
+        } finally {
+            ssh("spark-a", "rm -rf /srv/models"); // the lab may go on to the next file
+        }
         for (const node of members) {
             assert.doesNotMatch(
                 ssh(node, `cat ${unitPath(UNITS.vllm)} 2>/dev/null || true`),

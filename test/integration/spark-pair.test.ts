@@ -3,7 +3,8 @@
 // also starts from nodes that a destroy put back):
 //   - pulumi up / destroy with the Ray executor, for both runtimes (docker, venv);
 //   - today's stack: Ray token authentication (an outsider cannot join), the cluster healing
-//     itself after faults, for both executors, and the mp executor with no Ray at all;
+//     itself after faults, for both executors, and the mp executor with no Ray at all; on the Ray
+//     executor's stack, day-to-day operations too (operationsOnPair.ts: status, logs, pause, resume);
 //   - the probes: a runtime without Ray for the Ray executor, and the vLLM check (mp on a vLLM
 //     without multi-node mp, one tag naming two images, two vLLM versions) stop up before
 //     anything changes on any node;
@@ -13,7 +14,7 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { CONTAINER_NAMES, NCCL_CONF_PATH, NETPLAN_PATH, PEERMEM_CONF, RAY_ENV_PATH, UNITS, VLLM_SECRETS_PATH, unitPath } from "../../components/render/paths";
-import { lab, withExclusiveLab } from "../lab/lab-harness";
+import { lab, withLabUp } from "../lab/lab-harness";
 import {
     LAB_IMAGES,
     NodeName,
@@ -37,12 +38,13 @@ import {
     withImage,
 } from "./stackSession";
 import { shellQuote } from "../../components/render/host/shell";
+import { operationsOnConvergedPair } from "./operationsOnPair";
 
 const members: NodeName[] = ["spark-a", "spark-b"];
 // A file of the user's that our NcclConfig replaces; destroy must put it back.
 const userNcclConf = "# the user's own nccl.conf, from before spark-cluster\nNCCL_DEBUG=INFO\n";
 
-withExclusiveLab({ setUp: () => void run(undefined, path.join(root, "lab", "lab.sh"), ["up"], 1800) });
+withLabUp();
 
 /**
  * The NCCL check, on: the lab lends torch to its runtimes (lab/README.md), torch sees no GPU, so
@@ -354,6 +356,11 @@ for (const executor of ["ray", "mp"] as const) {
             const text = await chat(endpoint, apiKey, "tiny-chat");
             assert.match(text, new RegExp(`served by spark-a,spark-b \\(tp=2 pp=1 executor=${executor}\\)`));
         });
+
+        if (executor === "ray") {
+            // Day-to-day operations (status, logs, pause, resume) on this converged dev stack, which they leave as they found it.
+            operationsOnConvergedPair({ session: () => session, apiKey: () => apiKey, endpoint: () => endpoint });
+        }
 
         if (executor === "ray") {
             it("the firewall: from the outsider every port of the members but SSH and the API is refused; the API wants the key", async (t) => {

@@ -7,12 +7,11 @@
 import { before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
-import * as path from "node:path";
 import { UNITS } from "../../components/render/paths";
-import { ssh, withExclusiveLab } from "../lab/lab-harness";
-import { Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession, root, run } from "./stackSession";
+import { ssh, withLabUp } from "../lab/lab-harness";
+import { Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession } from "./stackSession";
 
-withExclusiveLab({ setUp: () => void run(undefined, path.join(root, "lab", "lab.sh"), ["up", "--topology", "thor-switch-4"], 1800) });
+withLabUp("thor-switch-4");
 
 const THORS = ["thor-a", "thor-b", "thor-c", "thor-d"] as const;
 type Thor = (typeof THORS)[number];

@@ -8,6 +8,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { after, before } from "node:test";
+import { CONFIG_DIR, HF_HOME_DIR, NCCL_CONF_PATH, NETPLAN_PATH, PEERMEM_CONF, STATE_DIR, UNITS, unitPath } from "../../components/render/paths";
 
 export const repoRoot = findRepoRoot(__dirname);
 export const labSh = path.join(repoRoot, "lab", "lab.sh");
@@ -208,6 +209,19 @@ export function startUnit(node: string, unit: string, command: string, env: Reco
     );
 }
 
+/**
+ * Runs the bash SCRIPT on NODE as a transient unit (see startUnit), with STDIN on its standard
+ * input. The script and its input go to files under /run first: systemd expands `$VAR` and
+ * `${VAR}` in a unit's command line and reads its lines as unit-file lines, so a script given
+ * there inline would not run as written (a `${#array[@]}` became empty, and the model sync's serve
+ * step stopped at once).
+ */
+export function startScript(node: string, unit: string, script: string, stdin = ""): void {
+    const file = `/run/lab-test-${unit}`;
+    ssh(node, `umask 077 && printf '%s' ${shQuote(script)} > ${file}.sh && printf '%s' ${shQuote(stdin)} > ${file}.in`);
+    startUnit(node, unit, `/bin/bash ${file}.sh < ${file}.in`);
+}
+
 export interface UnitState {
     /** systemd ActiveState: active, failed, inactive, activating ... */
     active: string;
@@ -316,6 +330,110 @@ export function nodeIdentity(node: string): string {
     const leader = fs.readFileSync(path.join(dir, "leader.pid"), "utf8").trim();
     const inside = ssh(node, "awk '{print $22}' /proc/1/stat; cat /etc/ssh/ssh_host_ed25519_key.pub").trim();
     return `${nspawn}|${leader}|${inside}`;
+}
+
+/**
+ * Set by scripts/test.sh (SPARK_LAB_KEEP_UP=1): a file that brings the lab up with
+ * {@link withLabUp} leaves it up when it ends clean, and the next such file of the same topology
+ * reuses it instead of its own `down` and `up` (the suite's files are ordered by topology; test.sh
+ * takes the lab down at the end, failed or not). Unset, every file starts from `down` and ends
+ * with `down`, as a file run alone does.
+ */
+export const keepLabUp = process.env["SPARK_LAB_KEEP_UP"] === "1";
+
+/** lab/.state/NAME as lab.sh wrote it, or "" when absent. */
+function labStateFile(name: string): string {
+    try {
+        return fs.readFileSync(path.join(stateDir, name), "utf8").trim();
+    } catch {
+        return "";
+    }
+}
+
+/**
+ * Paths a node of a freshly booted lab does not have, and each file that deploys to the lab
+ * removes or restores: every file and unit of ours, and nccl.conf (components/render/paths.ts).
+ */
+const NOT_ON_A_FRESH_NODE = [NETPLAN_PATH, CONFIG_DIR, STATE_DIR, ...Object.values(UNITS).map(unitPath), PEERMEM_CONF, NCCL_CONF_PATH];
+
+/**
+ * Why the running lab cannot be handed to a file wanting TOPOLOGY as if freshly booted, or "" when
+ * it can: it is that topology (without the real-vLLM layer), every node answers SSH, and no node
+ * has anything a deploy leaves (a file or unit of ours, an nft table, a container, an interconnect
+ * address).
+ */
+export function labReusableFor(topology: string): string {
+    if (labStateFile("topology") !== topology) return `the lab is ${labStateFile("topology") || "down"}, not ${topology}`;
+    if ((labStateFile("real-vllm") || "0") !== "0") return "the lab runs the real-vLLM layer";
+    const status = run(labSh, ["status"], 60_000);
+    if (status.status !== 0) return `lab status: ${status.stdout.trim()}`;
+    const nodes = status.stdout
+        .split("\n")
+        .slice(1)
+        .map((line) => line.split(/\s+/)[0])
+        .filter((name) => name in nodeAddr);
+    if (nodes.length === 0) return `lab status names no node: ${status.stdout.trim()}`;
+    const probe = [
+        `left=""; for p in ${NOT_ON_A_FRESH_NODE.join(" ")}; do [ -e "$p" ] && left="$left $p"; done`,
+        'echo "paths=[${left# }]"',
+        "echo \"units=$(systemctl list-units --all --no-legend 'spark-cluster*' | wc -l)\"",
+        'echo "tables=$(nft list tables 2>/dev/null | wc -l)"',
+        'echo "containers=$( (command -v docker >/dev/null && docker ps -aq) | wc -l)"',
+        "echo \"addresses=$(ip -o -4 addr show | grep -c ' 192\\.168\\.')\"",
+    ].join("\n");
+    const found: string[] = [];
+    for (const node of nodes) {
+        const r = sshRun(node, probe, 60_000);
+        const report = r.stdout.trim().replace(/\n/g, " ");
+        if (r.status !== 0 || report !== "paths=[] units=0 tables=0 containers=0 addresses=0") found.push(`${node}: ${report} ${r.stderr.trim()}`);
+    }
+    return found.join("; ");
+}
+
+/**
+ * Gives the calling file the lab, up with TOPOLOGY, to itself (locked against other suites). Run
+ * alone: `down`, `up`, and `down` at the end, as {@link withExclusiveLab}. Under scripts/test.sh
+ * ({@link keepLabUp}): a running lab that {@link labReusableFor} accepts is reused, with the model
+ * caches and the lab hub's download logs emptied (a file may count downloads); at the end the lab
+ * stays up for the next file when it is still clean, and goes down otherwise.
+ */
+export function withLabUp(topology = "spark-pair", hooks: { tearDown?: () => void } = {}): void {
+    let reuse = false;
+    before(async () => {
+        requireLabPreconditions();
+        await acquireLabLock();
+        if (keepLabUp) {
+            const why = labReusableFor(topology);
+            reuse = why === "";
+            console.log(reuse ? `lab: reusing the running ${topology} lab` : `lab: bringing ${topology} up afresh (${why})`);
+        }
+        if (reuse) {
+            const status = lab(["status"], 60_000);
+            for (const line of status.split("\n").slice(1)) {
+                const node = line.split(/\s+/)[0];
+                if (node in nodeAddr) ssh(node, `rm -rf ${HF_HOME_DIR} /var/lib/lab-sim/hf-downloads.log`);
+            }
+        } else {
+            lab(["down"], 5 * 60_000);
+            lab(["up", "--topology", topology], 30 * 60_000);
+        }
+    });
+
+    after(() => {
+        try {
+            hooks.tearDown?.();
+        } finally {
+            try {
+                const why = keepLabUp ? labReusableFor(topology) : "not kept up (SPARK_LAB_KEEP_UP unset)";
+                if (why !== "") {
+                    if (keepLabUp) console.log(`lab: taking ${topology} down (${why})`);
+                    lab(["down"], 5 * 60_000);
+                }
+            } finally {
+                releaseLabLock();
+            }
+        }
+    });
 }
 
 /**

@@ -4,13 +4,22 @@
  * real ping, and the lab's ethtool stand-in reporting a Spark port's speed. A rail whose MTU was
  * lowered on one hop fails the full-size don't-fragment ping, naming both ends; a port that reports
  * 13000 Mb/s is refused, or warned about with `lowSpeed: warn`, with its value; the read-back
- * reports both. Needs root and the lab; about 1 min warm.
+ * reports both. The optional RDMA bandwidth test (components/render/rdmaBandwidth.ts) runs on both
+ * ends of both rails with the lab's perftest stand-in (lab/perftest_standin/ib_write_bw, installed
+ * here on the two nodes only): each rail's figure is in the `link:` lines of both ends, and a rail
+ * whose figure is low is refused with its value. Needs root and the lab; about 1.5 min warm.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
+import * as fs from "node:fs";
+import * as path from "node:path";
+
+import { parseIbdev2netdev } from "../../components/nodeFacts";
 import { NetplanSpec, linkResults, netplanApplyScript, netplanReadScript } from "../../components/render/netplan";
-import { lab, ssh, sshRun, withExclusiveLab } from "./lab-harness";
+import { RdmaBandwidthSpec, rdmaBandwidthScript } from "../../components/render/rdmaBandwidth";
+import { resolveRdmaRails } from "../../config/resolve";
+import { lab, shQuote, ssh, sshRun, startScript, unitLog, unitState, waitFor, withExclusiveLab } from "./lab-harness";
 
 const LINK_CHECK = { minSpeedMbps: 200000, lowSpeed: "refuse" as const };
 
@@ -50,6 +59,7 @@ describe("lab links: state, speed and MTU end to end per rail", { timeout: 30 * 
         tearDown: () => {
             // Only what this test changed, by exact name: the stand-in's speed file and spark-b's MTU.
             sshRun("spark-a", "rm -f /var/lib/lab-sim/ethtool/enP2p1s0f1np1.speed");
+            for (const node of ["spark-a", "spark-b"]) sshRun(node, "rm -rf /usr/bin/ib_write_bw /var/lib/lab-sim/perftest");
         },
     });
 
@@ -106,5 +116,89 @@ describe("lab links: state, speed and MTU end to end per rail", { timeout: 30 * 
         ]);
         assert.ok(linkResults(warned.stdout).links.includes("enP2p1s0f1np1 up, 13000 Mb/s"));
         assert.deepEqual(readLinks(specOf("spark-a", true)), ["enP2p1s0f1np1: speed 13000 Mb/s, want at least 200000 Mb/s"]);
+    });
+
+    /** The RDMA bandwidth step of NODE as ClusterNode renders it: rails from resolve, devices from the node's ibdev2netdev. */
+    function rdmaSpecOf(node: "spark-a" | "spark-b", minGbps: number): RdmaBandwidthSpec {
+        const nodes = (["spark-a", "spark-b"] as const).map((name) => ({
+            name,
+            retired: false,
+            rdma: true,
+            interconnect: specOf(name, false).interfaces.map((i) => {
+                const ip = i.address.split("/")[0];
+                return { address: i.address, ip, prefixLength: 24, subnet: ip.replace(/\.\d+$/, ".0/24") };
+            }),
+        }));
+        const names = specOf(node, false).interfaces.map((i) => i.name);
+        const devices = parseIbdev2netdev(ssh(node, "ibdev2netdev"));
+        return {
+            node,
+            rails: (resolveRdmaRails(nodes, 18515).get(node) ?? []).map((r) => {
+                const device = devices.find((d) => d.netdev === names[r.via])?.device;
+                return { role: r.role, iface: names[r.via], ...(device !== undefined ? { device } : {}), peer: r.peer, peerIp: r.peerIp, port: r.port };
+            }),
+            durationSeconds: 2,
+            waitSeconds: 30,
+            minGbps,
+            lowBandwidth: "refuse",
+        };
+    }
+
+    /** Both ends side by side, as up runs them: spark-a's (the servers) as a transient unit, spark-b's over SSH. */
+    async function rdmaBoth(minGbps: number): Promise<{ a: { status: number; out: string }; b: { status: number; out: string } }> {
+        startScript("spark-a", "lab-links-rdma", rdmaBandwidthScript(rdmaSpecOf("spark-a", minGbps)));
+        const b = sshRun("spark-b", rdmaBandwidthScript(rdmaSpecOf("spark-b", minGbps)), 180_000);
+        await waitFor("spark-a's RDMA bandwidth step", 60_000, () => (unitState("spark-a", "lab-links-rdma").running ? undefined : true));
+        return {
+            a: { status: unitState("spark-a", "lab-links-rdma").status, out: unitLog("spark-a", "lab-links-rdma") },
+            b: { status: b.status, out: b.stdout + b.stderr },
+        };
+    }
+
+    test("RDMA bandwidth (perftest stand-in on both nodes): each rail's figure on both ends; a missing device fails as perftest does", async () => {
+        const standin = fs.readFileSync(path.join(__dirname, "..", "..", "..", "lab", "perftest_standin", "ib_write_bw"), "utf8");
+        for (const node of ["spark-a", "spark-b"]) {
+            ssh(node, `printf '%s' ${shQuote(standin)} > /usr/bin/ib_write_bw && chmod 755 /usr/bin/ib_write_bw`);
+        }
+        const missing = sshRun("spark-a", "ib_write_bw -d rocep9s9f9 -D 2 --report_gbits");
+        assert.equal(missing.status, 1);
+        assert.equal(missing.stderr, "IB device rocep9s9f9 not found\n Unable to find the Infiniband/RoCE device\n");
+        const { a, b } = await rdmaBoth(80);
+        assert.equal(b.status, 0, b.out);
+        assert.equal(a.status, 0, a.out);
+        const rails = [
+            ["enp1s0f1np1", "192.168.100"],
+            ["enP2p1s0f1np1", "192.168.101"],
+        ];
+        assert.deepEqual(
+            linkResults(a.out).links,
+            rails.map(([iface, net]) => `spark-a ${iface} <-> spark-b ${net}.12: RDMA write 92.57 Gb/s average (ib_write_bw, 2 s)`),
+        );
+        assert.deepEqual(
+            linkResults(b.out).links,
+            rails.map(([iface, net]) => `spark-b ${iface} <-> spark-a ${net}.11: RDMA write 92.57 Gb/s average (ib_write_bw, 2 s)`),
+        );
+    });
+
+    test("RDMA bandwidth: a rail writing 12.80 Gb/s is refused on both ends with its value", async () => {
+        ssh("spark-b", "mkdir -p /var/lib/lab-sim/perftest && echo 12.80 > /var/lib/lab-sim/perftest/roceP2p1s0f1.gbps");
+        const { a, b } = await rdmaBoth(80);
+        for (const [node, r, other] of [
+            ["spark-a", a, "spark-b 192.168.101.12"],
+            ["spark-b", b, "spark-a 192.168.101.11"],
+        ] as const) {
+            assert.equal(r.status, 1, r.out);
+            assert.ok(
+                r.out.includes(
+                    `${node} enP2p1s0f1np1 <-> ${other}: RDMA write 12.80 Gb/s, want at least 80 Gb/s (interconnect.linkCheck.rdmaBandwidth.minGbps)`,
+                ),
+                r.out,
+            );
+            assert.ok(r.out.includes(`RDMA bandwidth check failed on ${node}`), r.out);
+            assert.ok(
+                linkResults(r.out).links.some((l) => l.includes("enp1s0f1np1") && l.endsWith("RDMA write 92.57 Gb/s average (ib_write_bw, 2 s)")),
+                "the healthy rail keeps its figure",
+            );
+        }
     });
 });

@@ -9,10 +9,10 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { NetplanSpec, netplanApplyScript, netplanDeleteScript } from "../../components/render/netplan";
 import { NETPLAN_PATH, STATE_DIR } from "../../components/render/paths";
-import { keyPath, lab, run, ssh, withExclusiveLab } from "./lab-harness";
+import { keyPath, run, ssh, withLabUp } from "./lab-harness";
 import { linkLocalState } from "../integration/stackSession";
 
-withExclusiveLab({ setUp: () => void lab(["up"], 30 * 60_000) });
+withLabUp();
 
 const SPEC: NetplanSpec = {
     node: "spark-a",

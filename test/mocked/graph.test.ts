@@ -95,6 +95,14 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
         secretKeys: SECRET_KEYS,
     },
     withCheck: { clusterName: "dev", values: withChange((v) => (v.check = { enabled: true })), secretKeys: SECRET_KEYS },
+    withRdmaBandwidth: {
+        clusterName: "dev",
+        values: withChange((v) => {
+            v.check = { enabled: true };
+            v.interconnect = { topology: "pair", mtu: 9000, linkCheck: { rdmaBandwidth: { enabled: true, minGbps: 80 } } };
+        }),
+        secretKeys: SECRET_KEYS,
+    },
     withCheckDebug: {
         clusterName: "dev",
         values: withChange((v) => {
@@ -1138,6 +1146,26 @@ test("every scenario process finished", async () => {
     await Promise.all(Object.keys(SCENARIOS).map((name) => scenario(name)));
 });
 
+describe("the RDMA bandwidth test (interconnect.linkCheck.rdmaBandwidth)", () => {
+    it("is absent by default; on, one step per node after its interconnect, PFC and firewall: spark-a serves both rails, spark-b connects", async () => {
+        assert.ok(!(await scenario("base")).resources.some((r) => r.name.endsWith("-rdma-bandwidth")));
+        const result = await scenario("withRdmaBandwidth");
+        for (const [node, role] of [
+            ["spark-a", "serving on port"],
+            ["spark-b", "connecting from"],
+        ] as const) {
+            const step = get(result, `${node}-rdma-bandwidth`);
+            assert.equal(step.parent, node);
+            assert.deepEqual(step.dependsOn, [`${node}-interconnect`, `${node}-roce`, `${node}-firewall`]);
+            const script = scriptOf(commandText(step, "create") ?? "").script;
+            assert.match(script, new RegExp(`RDMA bandwidth on ${node} enp1s0f1np1 <-> .*: ${role}`));
+            assert.match(script, /want at least 80 Gb\/s/);
+            assert.ok(waitsFor(result, `${node}-check-nccl`).has(`${node}-rdma-bandwidth`));
+        }
+        assert.match(scriptOf(commandText(get(result, "spark-b-rdma-bandwidth"), "create") ?? "").script, / -p 18516 192\.168\.101\.11 /);
+    });
+});
+
 describe("the NCCL check (check.enabled)", () => {
     it("runs one rank per node, head first, after the host layers and before Ray and vLLM", async () => {
         const result = await scenario("withCheck");
@@ -1156,6 +1184,13 @@ describe("the NCCL check (check.enabled)", () => {
         assert.ok(waitsFor(result, "spark-a-ray-head-unit").has("spark-a-check-nccl"));
         assert.ok(waitsFor(result, "spark-b-ray-worker-unit").has("spark-b-check-nccl"));
         assert.ok(waitsFor(result, "spark-a-vllm-unit").has("spark-b-check-nccl"));
+    });
+
+    it("with the RDMA bandwidth test on, runs after it (the two would share the links)", async () => {
+        const result = await scenario("withRdmaBandwidth");
+        for (const node of ["spark-a", "spark-b"]) {
+            assert.deepEqual(get(result, `${node}-check`).dependsOn, [`${node}-interconnect`, `${node}-nccl`, `${node}-firewall`, `${node}-rdma-bandwidth`]);
+        }
     });
 
     it("runs again when the NCCL environment changes", async () => {

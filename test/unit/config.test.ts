@@ -956,7 +956,11 @@ describe("a minimal config gets the documented defaults", () => {
     });
 
     test("cluster sections", () => {
-        assert.deepEqual(config.interconnect, { topology: "pair", mtu: 9000, linkCheck: { lowSpeed: "refuse" } });
+        assert.deepEqual(config.interconnect, {
+            topology: "pair",
+            mtu: 9000,
+            linkCheck: { lowSpeed: "refuse", rdmaBandwidth: { enabled: false, durationSeconds: 5, waitSeconds: 120, port: 18515 } },
+        });
         assert.deepEqual(
             config.nodes.map((n) => n.linkCheck),
             config.nodes.map((n) => (n.kind === "spark" ? { minSpeedMbps: 200000, lowSpeed: "refuse" } : { lowSpeed: "refuse" })),

@@ -426,7 +426,7 @@ describe("unified memory (spark, thor): the model's pages leave the page cache b
         assert.deepEqual(vllmMemoryStepArgv("/models/my model").slice(3), ["unified-memory", "/models/my model"]);
     });
 
-    it("the step evicts the model's files (and only them) from the page cache, logs MemAvailable before and after, and exits 0", () => {
+    it("the step evicts the model's files (and only them) from the page cache, logs MemFree and MemAvailable before and after, and exits 0", () => {
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "uma-step-"));
         try {
             const model = path.join(dir, "model dir");
@@ -446,10 +446,13 @@ describe("unified memory (spark, thor): the model's pages leave the page cache b
             const [bash, ...args] = vllmMemoryStepArgv(model);
             const r = spawnSync(bash, [...args, path.join(dir, "missing")], { encoding: "utf8", timeout: 60_000 });
             assert.equal(r.status, 0, r.stderr);
-            assert.match(r.stdout, /^unified memory: MemAvailable \d+\.\d\d GiB before evicting the model's files from the page cache$/m);
+            assert.match(
+                r.stdout,
+                /^unified memory: MemFree \d+\.\d\d GiB, MemAvailable \d+\.\d\d GiB before evicting the model's files from the page cache$/m,
+            );
             assert.match(r.stdout, /^unified memory: evicted 2 file\(s\) under .*model dir$/m);
             assert.match(r.stdout, /^unified memory: .*missing is not there, nothing to evict$/m);
-            assert.match(r.stdout, /^unified memory: MemAvailable \d+\.\d\d GiB after$/m);
+            assert.match(r.stdout, /^unified memory: MemFree \d+\.\d\d GiB, MemAvailable \d+\.\d\d GiB after$/m);
             assert.equal(resident(path.join(model, "weights.bin")), 0);
             assert.ok(resident(other) > 0, "a file outside the model's directory stays cached");
         } finally {

@@ -8,6 +8,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { type Config, parseConfig } from "../../config";
+import { resolveRdmaRails } from "../../config/resolve";
 import { SSH_READY_SCRIPT } from "../../components/hostKey";
 import { ncclCheckPlan } from "../../components/render/check";
 import { engineStrategy } from "../../components/render/engine";
@@ -20,6 +21,7 @@ import { netplanPlan } from "../../components/render/netplan";
 import { pfcPlan } from "../../components/render/pfc";
 import { probeScript, rayProbeScript, vllmProbeScript } from "../../components/render/probe";
 import { rayPlan } from "../../components/render/ray";
+import { rdmaBandwidthScript } from "../../components/render/rdmaBandwidth";
 import { SHIPPED_FLAG_TABLES, vllmCheckScript, vllmVerdict } from "../../components/render/vllmCompat";
 import { WAIT_EXCEPTIONS, loopsIn, waitException } from "../support/waitLoops";
 
@@ -124,6 +126,22 @@ function renderedScripts(config: Config): Map<string, string> {
             requireTransport: config.check.requireTransport,
         });
         add(`${node.name}-check-nccl`, check.create("0123456789abcdef"));
+        // The RDMA bandwidth test, whether or not the config turns it on: its scripts' waits are checked either way.
+        const rails = resolveRdmaRails(
+            config.nodes.map((n) => ({ ...n, rdma: true })),
+            18515,
+        ).get(node.name);
+        add(
+            `${node.name}-rdma-bandwidth`,
+            rdmaBandwidthScript({
+                node: node.name,
+                rails: (rails ?? []).map((r) => ({ role: r.role, iface: names[r.via], device: "rocep1s0f1", peer: r.peer, peerIp: r.peerIp, port: r.port })),
+                durationSeconds: 5,
+                waitSeconds: 120,
+                minGbps: 80,
+                lowBandwidth: node.linkCheck.lowSpeed,
+            }),
+        );
         if (ray) {
             const isHead = node.name === ray.head;
             const plan = rayPlan(

@@ -13,16 +13,22 @@ copy was not compared line by line):
     less than desired GPU memory utilization (U, R GiB). Decrease GPU memory utilization or reduce
     GPU memory used by other processes.").
 
+Which of the two a Spark's check sees is contested: vLLM's source above swaps in MemAvailable
+(which already counts clean page cache as reclaimable, so evicting it barely moves that figure),
+while owners on vLLM 0.24 report the check reading MemFree, the page cache counted as used, and
+failing right after a model sync until the cache is dropped (vllm-project/vllm#48140; #35356
+says the same of cudaMemGetInfo on every UMA GPU; NVIDIA's DGX Spark known issues list it). The
+stand-in plays the failing case, the one the product's eviction (components/render/vllm.ts, the
+unit's memory step) is there for.
+
 What the lab has instead of a GPU: the node description (/var/lib/lab-sim/node.json) gives the
 GPU's compute capability and memory (LAB_VLLM_GPU_MEMORY_TOTAL_MIB overrides the memory, so a test
 can play a small pool). A lab node's /proc/meminfo is the host's (systemd-nspawn does not
-virtualise it), so on a unified-memory node the stand-in computes the node's own available memory:
-the pool less the page cache the node's model files hold (every regular file under the Hugging
-Face home and, for a local model, the model directory; resident pages counted with mincore(2)).
-That counts all of those pages as taken, which is what a just-finished sync leaves (dirty pages
-cannot be reclaimed until written back) and what cudaMemGetInfo reports; the kernel's
-MemAvailable counts clean page cache as mostly available. A discrete GPU (a workstation) starts
-with all its memory free here.
+virtualise it), so on a unified-memory node the stand-in computes the node's own free memory as
+cudaMemGetInfo reports it there: the pool less the page cache the node's model files hold (every
+regular file under the Hugging Face home and, for a local model, the model directory; resident
+pages counted with mincore(2)). Evicting the model's pages gives them back in full, as it raises
+MemFree on a Spark. A discrete GPU (a workstation) starts with all its memory free here.
 """
 
 import ctypes

@@ -329,6 +329,7 @@ func (w *outputWriter) flush() {
 // run executes spec.command on the remote host and returns its stdout and stderr, each without its trailing newline.
 func (p *Provider) run(ctx context.Context, spec runSpec) (string, string, error) {
 	log := spec.log
+	dialAt := time.Now()
 	client, err := p.connect(ctx, spec.conn, log)
 	if err != nil {
 		return "", "", err
@@ -377,6 +378,7 @@ func (p *Provider) run(ctx context.Context, spec runSpec) (string, string, error
 		session.Stdin = strings.NewReader(*spec.stdin)
 	}
 
+	startAt := time.Now()
 	if err := session.Start(spec.command); err != nil {
 		return "", "", fmt.Errorf("starting the command on %s: %w", spec.conn.target(), err)
 	}
@@ -390,6 +392,7 @@ func (p *Provider) run(ctx context.Context, spec runSpec) (string, string, error
 		<-done
 		err = fmt.Errorf("cancelled: %w", ctx.Err())
 	}
+	recordTiming(log.urn, dialAt, startAt, time.Now(), err != nil)
 	outW.flush()
 	errW.flush()
 

@@ -267,9 +267,14 @@ func parseOptions(raw map[string]any) (nodeOptions, error) {
 	return opts, nil
 }
 
-// resolveModule asks node where a module resolves from the program directory,
-// so the program's own @pulumi/pulumi runs it.
+// resolveModule finds where a module resolves from the program directory, so the program's own
+// @pulumi/pulumi runs it: first as Node.js's resolution finds a package without an "exports" map
+// (the nearest node_modules/<package>/<subpath>/index.js, walking up from dir), else by asking node,
+// which costs a Node.js start (0.1-0.2 s of every run on a loaded 2-core machine).
 func resolveModule(ctx context.Context, node, dir, module string) (string, error) {
+	if path, ok := resolveWithoutNode(dir, module); ok {
+		return path, nil
+	}
 	script := fmt.Sprintf("console.log(require.resolve(%q))", module)
 	cmd := exec.CommandContext(ctx, node, "-e", script)
 	cmd.Dir = dir
@@ -279,6 +284,52 @@ func resolveModule(ctx context.Context, node, dir, module string) (string, error
 			module, dir, err)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// resolveWithoutNode resolves "@scope/name/sub/path" (or "name/sub/path") to
+// node_modules/@scope/name/sub/path/index.js in dir or the nearest directory above it that has the
+// package, as Node.js does for a package whose package.json has no "exports". It answers false
+// (ask node) for anything else: a package with "exports", a subpath that is a file, no index.js.
+func resolveWithoutNode(dir, module string) (string, bool) {
+	parts := strings.Split(module, "/")
+	nameParts := 1
+	if strings.HasPrefix(module, "@") {
+		nameParts = 2
+	}
+	if len(parts) <= nameParts {
+		return "", false
+	}
+	pkgName := filepath.Join(parts[:nameParts]...)
+	sub := filepath.Join(parts[nameParts:]...)
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", false
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		pkgDir := filepath.Join(d, "node_modules", pkgName)
+		if data, err := os.ReadFile(filepath.Join(pkgDir, "package.json")); err == nil {
+			var manifest map[string]json.RawMessage
+			if json.Unmarshal(data, &manifest) != nil {
+				return "", false
+			}
+			if _, hasExports := manifest["exports"]; hasExports {
+				return "", false
+			}
+			for _, ext := range []string{"", ".js", ".json", ".node"} {
+				if st, err := os.Stat(filepath.Join(pkgDir, sub+ext)); err == nil && !st.IsDir() {
+					return "", false // a file: node's own rules apply
+				}
+			}
+			index := filepath.Join(pkgDir, sub, "index.js")
+			if st, err := os.Stat(index); err == nil && !st.IsDir() {
+				return index, true
+			}
+			return "", false
+		}
+		if filepath.Dir(d) == d {
+			return "", false
+		}
+	}
 }
 
 // ResourcePackage is one resource plugin a program depends on.

@@ -121,3 +121,41 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+func TestResolveWithoutNode(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, text string) {
+		t.Helper()
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("node_modules/@pulumi/pulumi/package.json", `{"name":"@pulumi/pulumi"}`)
+	write("node_modules/@pulumi/pulumi/cmd/run/index.js", "")
+	write("node_modules/withexports/package.json", `{"name":"withexports","exports":{"./cmd/run":"./x.js"}}`)
+	write("node_modules/withexports/cmd/run/index.js", "")
+	write("node_modules/file/package.json", `{"name":"file"}`)
+	write("node_modules/file/cmd/run.js", "")
+	write("node_modules/file/cmd/run/index.js", "")
+	if err := os.MkdirAll(filepath.Join(root, "program", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	// From the program's directory or one below it: the nearest node_modules that has the package.
+	for _, dir := range []string{root, filepath.Join(root, "program", "sub")} {
+		got, ok := resolveWithoutNode(dir, "@pulumi/pulumi/cmd/run")
+		if want := filepath.Join(root, "node_modules/@pulumi/pulumi/cmd/run/index.js"); !ok || got != want {
+			t.Errorf("from %s: %q, %v; want %q", dir, got, ok, want)
+		}
+	}
+	// What Node.js would resolve otherwise is left to node.
+	for _, module := range []string{"withexports/cmd/run", "file/cmd/run", "missing/cmd/run", "@pulumi/pulumi", "@pulumi/pulumi/nothing"} {
+		if got, ok := resolveWithoutNode(root, module); ok {
+			t.Errorf("%s resolved to %q without node; want node to decide", module, got)
+		}
+	}
+}

@@ -1,0 +1,102 @@
+// toolchain/ts-register.js, how `pulumi` loads the program (Pulumi.yaml, nodeargs): a `.ts` module
+// is transpiled once and then served from the cache while its text is unchanged; an edited file is
+// run as edited, even when the edit keeps its length and its mtime.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+
+function repoRoot(): string {
+    let dir = __dirname;
+    while (!fs.existsSync(path.join(dir, "package.json"))) {
+        const parent = path.dirname(dir);
+        if (parent === dir) throw new Error(`no package.json above ${__dirname}`);
+        dir = parent;
+    }
+    return dir;
+}
+
+const ROOT = repoRoot();
+const REGISTER = path.join(ROOT, "toolchain", "ts-register.js");
+
+interface Register {
+    compiled(source: string, fileName: string, dir?: string): { code: string; hit: boolean };
+}
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const register = require(REGISTER) as Register;
+
+/** Runs `main` as the language host does (node --require ts-register.js), with its own cache; its stdout. */
+function runProgram(main: string, cache: string): string {
+    return execFileSync(process.execPath, ["--require", REGISTER, main], {
+        encoding: "utf8",
+        env: { ...process.env, SPARK_TS_CACHE_DIR: cache },
+        timeout: 30_000,
+    }).trim();
+}
+
+describe("ts-register: transpile once, always the current source", () => {
+    it("runs an edited module as edited, though the edit keeps its length and its mtime", () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ts-register-test-"));
+        try {
+            const cache = path.join(dir, "cache");
+            const lib = path.join(dir, "lib.ts");
+            const main = path.join(dir, "main.ts");
+            fs.writeFileSync(lib, "export const answer: number = 1;\n");
+            fs.writeFileSync(main, 'import { answer } from "./lib";\nconst label: string = "answer";\nconsole.log(`${label}=${answer}`);\n');
+            assert.equal(runProgram(main, cache), "answer=1");
+            assert.equal(fs.readdirSync(cache).length, 2, "one cache entry per module");
+
+            const { mtime, atime } = fs.statSync(lib);
+            fs.writeFileSync(lib, "export const answer: number = 2;\n");
+            fs.utimesSync(lib, atime, mtime);
+            assert.equal(runProgram(main, cache), "answer=2");
+            assert.equal(fs.readdirSync(cache).length, 2, "the edited module's entry was replaced, not added");
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+
+    it("serves an unchanged source from the cache, and transpiles again after a change or a damaged entry", () => {
+        const cache = fs.mkdtempSync(path.join(os.tmpdir(), "ts-register-cache-"));
+        try {
+            const file = path.join(cache, "x.ts");
+            const first = register.compiled("export const x: number = 1;\n", file, cache);
+            assert.equal(first.hit, false);
+            assert.match(first.code, /exports\.x = x|const x = 1/);
+            assert.doesNotMatch(first.code, /: number/);
+            assert.deepEqual(register.compiled("export const x: number = 1;\n", file, cache), { code: first.code, hit: true });
+
+            const changed = register.compiled("export const x: number = 3;\n", file, cache);
+            assert.equal(changed.hit, false);
+            assert.match(changed.code, /= 3/);
+
+            const [entry] = fs.readdirSync(cache).filter((f) => f.endsWith(".js"));
+            fs.writeFileSync(path.join(cache, entry), fs.readFileSync(path.join(cache, entry), "utf8").slice(0, 40));
+            const repaired = register.compiled("export const x: number = 3;\n", file, cache);
+            assert.deepEqual(repaired, { code: changed.code, hit: false });
+        } finally {
+            fs.rmSync(cache, { recursive: true, force: true });
+        }
+    });
+
+    it("loads the SDK's function-serialization packages only when a function is serialized", () => {
+        const script = [
+            "const loaded = (part) => Object.keys(require.cache).some((k) => k.includes(part));",
+            'const pulumi = require("@pulumi/pulumi");',
+            'const before = [loaded("/typescript/lib/"), loaded("/@npmcli/arborist/")];',
+            "pulumi.runtime.serializeFunction(function f() { return 1 + 1; }).then((r) =>",
+            "    pulumi.runtime.computeCodePaths(new Map(), []).then(() =>",
+            '        console.log(JSON.stringify({ before, after: [loaded("/typescript/lib/"), loaded("/@npmcli/arborist/")], text: r.text.includes("1 + 1") }))));',
+        ].join("\n");
+        const out = execFileSync(process.execPath, ["--require", REGISTER, "-e", script], { cwd: ROOT, encoding: "utf8", timeout: 60_000 });
+        assert.deepEqual(JSON.parse(out.trim().split("\n").pop() ?? ""), { before: [false, false], after: [true, true], text: true });
+    });
+
+    it("is how Pulumi.yaml has the program loaded", () => {
+        const project = fs.readFileSync(path.join(ROOT, "Pulumi.yaml"), "utf8");
+        assert.match(project, /^ {4}typescript: false$/m);
+        assert.match(project, /^ {4}nodeargs: --require \.\/toolchain\/ts-register\.js$/m);
+    });
+});

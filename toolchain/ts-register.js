@@ -1,0 +1,171 @@
+// How `pulumi` loads the program's TypeScript: Pulumi.yaml runs Node.js with
+// `--require ./toolchain/ts-register.js` (runtime option `nodeargs`, `typescript: false`), and this
+// hook turns each `.ts` module into CommonJS with Sucrase as Node.js requires it, keeping the
+// output in a cache so that a run whose sources did not change transpiles nothing.
+//
+// Freshness: every run reads each `.ts` file it loads and hashes its text (SHA-256, with the
+// Sucrase version and the options below); the cached JavaScript is used only when its recorded
+// hash is that one, otherwise the file is transpiled again and the entry replaced. An edited file
+// is therefore always run as edited, whatever its mtime; hashing the program's ~100 files costs
+// a few milliseconds. One entry per source path (named by a hash of the path), so the cache does
+// not grow with edits; entries are written to a temporary file and renamed, so two runs at once
+// never read half an entry.
+//
+// Why not ts-node (what `typescript: true` does): the SDK's launcher then loads TypeScript's
+// compiler to read the tsconfig and registers ts-node, whose source-map-support rewrites every
+// stack trace; the SDK captures one per resource and per promise (`debuggablePromise`, the
+// resource's source position), about 0.35 s of an 8-node program on the lab's 2 cores. Sucrase
+// keeps line numbers (docs/speed.md, "The program's start"), so a stack trace names the `.ts` file
+// and line without source maps. Types are only stripped; `tsc -p tsconfig.json` type-checks.
+"use strict";
+
+const crypto = require("node:crypto");
+const fs = require("node:fs");
+const Module = require("node:module");
+const path = require("node:path");
+
+/** Sucrase's options: CommonJS with the default-import helper, ES2022 left as it is (Node.js >= 20). */
+const OPTIONS = { transforms: ["typescript", "imports"], disableESTransforms: true };
+/** Bump when the cache entry's layout changes. */
+const FORMAT = "spark-cluster-ts-cache v1";
+const KEY_PREFIX = "// spark-cluster-ts-cache ";
+
+/** Where the transpiled modules are kept: SPARK_TS_CACHE_DIR, else node_modules/.cache beside this project. */
+function cacheDir() {
+    return process.env.SPARK_TS_CACHE_DIR || path.join(__dirname, "..", "node_modules", ".cache", "spark-cluster-ts");
+}
+
+let sucraseVersion;
+/** Sucrase's version, read from its package.json (cheap) so that a cache hit never loads Sucrase. */
+function transpilerVersion() {
+    if (sucraseVersion === undefined) {
+        const pkg = require.resolve("sucrase/package.json", { paths: [__dirname] });
+        sucraseVersion = JSON.parse(fs.readFileSync(pkg, "utf8")).version;
+    }
+    return sucraseVersion;
+}
+
+/** The hash a cache entry must carry to stand for `source`. */
+function sourceKey(source) {
+    return crypto
+        .createHash("sha256")
+        .update(`${FORMAT}\0${transpilerVersion()}\0${JSON.stringify(OPTIONS)}\0`)
+        .update(source)
+        .digest("hex");
+}
+
+/** The cache entry's path for a source file. */
+function entryPath(dir, fileName) {
+    return path.join(dir, `${crypto.createHash("sha256").update(fileName).digest("hex").slice(0, 32)}.js`);
+}
+
+/** Sucrase's CommonJS for `source` (loaded only on a cache miss). */
+function transpile(source, fileName) {
+    const { transform } = require("sucrase");
+    return transform(source, { ...OPTIONS, filePath: fileName }).code;
+}
+
+/**
+ * The JavaScript for `fileName`: from the cache when its entry carries the hash of `source`,
+ * else transpiled now and stored. A cache that cannot be written (read-only checkout) is skipped.
+ */
+function compiled(source, fileName, dir = cacheDir()) {
+    const key = sourceKey(source);
+    const entry = entryPath(dir, fileName);
+    try {
+        const cached = fs.readFileSync(entry, "utf8");
+        const newline = cached.indexOf("\n");
+        if (newline > 0 && cached.slice(0, newline) === KEY_PREFIX + key) {
+            return { code: cached.slice(newline + 1), hit: true };
+        }
+    } catch {
+        // no entry yet
+    }
+    const code = transpile(source, fileName);
+    try {
+        fs.mkdirSync(dir, { recursive: true });
+        const tmp = `${entry}.${process.pid}.tmp`;
+        fs.writeFileSync(tmp, `${KEY_PREFIX}${key}\n${code}`);
+        fs.renameSync(tmp, entry);
+    } catch {
+        // not cached this time; the run goes on
+    }
+    return { code, hit: false };
+}
+
+/**
+ * Takes back the SDK launcher's source-map-support (`@pulumi/pulumi/cmd/run` installs it before it
+ * loads the program): with it, every stack trace the SDK captures (one per resource, with no depth
+ * limit, and one per promise it tracks) has each frame looked up in the SDK's own source maps,
+ * about 0.6 s of the program's CPU at 8 nodes. Without it, the program's frames are unchanged (its
+ * modules have no source maps; Sucrase keeps their lines) and the SDK's name its .js files.
+ * SPARK_SOURCE_MAPS=1 keeps it.
+ */
+function dropSdkSourceMaps() {
+    if (process.env.SPARK_SOURCE_MAPS !== "1" && typeof Error.prepareStackTrace === "function") {
+        Error.prepareStackTrace = undefined;
+    }
+}
+
+/**
+ * The SDK's modules that load a large package only to serialize functions (`pulumi.runtime.
+ * serializeFunction`, which this program never calls): TypeScript's compiler, for parsing a
+ * function's text, and npm's Arborist, for the packages a closure needs. `@pulumi/pulumi` requires
+ * both as it loads, about 0.35 s of CPU before the program starts on the lab's 2 cores.
+ */
+const LOADED_WHEN_USED = [
+    { request: "../../typescript-shim", from: ["@pulumi", "pulumi", "runtime", "closure", "parseFunction.js"] },
+    { request: "@npmcli/arborist", from: ["@pulumi", "pulumi", "runtime", "closure", "codePaths.js"] },
+];
+
+/**
+ * Hands those two requires a stand-in that loads the real module at its first use (any property
+ * read, `in`, or key listing), so a program that serializes a function still gets it, and one that
+ * does not never pays for it. The stand-in says `__esModule`, so the SDK's `__importStar` keeps it
+ * as it is instead of copying every key (which would load the module at once). Anything else, and
+ * these requests from any other module, load as usual.
+ */
+function loadOnFirstUse() {
+    const suffixes = LOADED_WHEN_USED.map(({ request, from }) => ({ request, suffix: path.sep + from.join(path.sep) }));
+    const load = Module._load;
+    Module._load = function loadMaybeLater(request, parent, isMain) {
+        const from = parent?.filename ?? "";
+        if (!suffixes.some((l) => l.request === request && from.endsWith(l.suffix))) {
+            return load.apply(this, arguments);
+        }
+        let real;
+        const module = () => (real ??= load.call(Module, request, parent, isMain));
+        return new Proxy(
+            {},
+            {
+                get: (_, key) => (key === "__esModule" ? true : module()[key]),
+                has: (_, key) => key in module(),
+                ownKeys: () => Reflect.ownKeys(module()),
+                getOwnPropertyDescriptor: (_, key) => {
+                    const d = Object.getOwnPropertyDescriptor(module(), key);
+                    return d && { ...d, configurable: true };
+                },
+            },
+        );
+    };
+}
+
+function register() {
+    let first = true;
+    Module._extensions[".ts"] = function loadTypeScript(module, fileName) {
+        if (first) {
+            first = false;
+            dropSdkSourceMaps();
+        }
+        const source = fs.readFileSync(fileName, "utf8");
+        module._compile(compiled(source, fileName).code, fileName);
+    };
+}
+
+module.exports = { compiled, sourceKey, register, loadOnFirstUse };
+if (!Module._extensions[".ts"]) {
+    register();
+    if (process.env.SPARK_EAGER_SDK !== "1") {
+        loadOnFirstUse();
+    }
+}
