@@ -25,12 +25,13 @@ echo "== Go tests of the project-built plugins (toolchain/plugins)"
 (cd toolchain/plugins && go test -count=1 ./...)
 
 echo "== Node tests, every tier: test/unit, test/mocked, test/process, test/lab, test/integration"
-# One runner for all TypeScript tests; files run one at a time because the
-# integration tests share the lab. Its closing lines are the suite's result.
-# Only *.test.js: node 20 would also run every other file under a test/ folder.
+# Files run one at a time because the lab tests share the lab. Only *.test.js: node 20 would also
+# run every other file under a test/ folder.
 # The lab's files run grouped by topology, and with SPARK_LAB_KEEP_UP=1 a file that ends with the
 # lab clean leaves it up for the next file of its topology (test/lab/lab-harness.ts, withLabUp):
 # one bring-up per topology instead of one per file. The lab goes down at the end, whatever happened.
+# `node --test` sorts the files it is given, so the tiers without the lab run in one `node --test`
+# and each lab file in its own, in this order; the closing lines add up every run.
 lab_order=(
   # spark-pair, kept up from file to file; hostState last: it leaves spark-b as a node that is
   # gone leaves it (everything of ours still there), so the lab goes down after it
@@ -39,21 +40,41 @@ lab_order=(
   # spark-pair, each file its own bring-up (they test the bring-up, or run alone)
   lab/lab-links lab/lab-unified-memory lab/lab-serving lab/lab-spark-pair
   # other topologies and lab variants
-  integration/hetero4 lab/lab-hetero4 integration/workers integration/realVllm
+  integration/hetero4 lab/lab-hetero4 integration/workers integration/realVllm lab/lab-switchless
 )
 mapfile -t found < <(find build/test -name '*.test.js' | sort)
 declare -A listed=()
-tests=()
-for f in "${found[@]}"; do  # the tiers without the lab first, as found
-  case "$f" in build/test/lab/* | build/test/integration/*) ;; *) tests+=("$f") ;; esac
+plain=() lab=()
+for f in "${found[@]}"; do  # the tiers without the lab, as found
+  case "$f" in build/test/lab/* | build/test/integration/*) ;; *) plain+=("$f") ;; esac
 done
 for name in "${lab_order[@]}"; do
   f="build/test/${name}.test.js"
-  if [[ -f "$f" ]]; then tests+=("$f"); listed["$f"]=1; fi
+  if [[ -f "$f" ]]; then lab+=("$f"); listed["$f"]=1; fi
 done
 for f in "${found[@]}"; do  # lab files not in the list above: last, each with its own bring-up
-  case "$f" in build/test/lab/* | build/test/integration/*) [[ -n "${listed[$f]:-}" ]] || tests+=("$f") ;; esac
+  case "$f" in build/test/lab/* | build/test/integration/*) [[ -n "${listed[$f]:-}" ]] || lab+=("$f") ;; esac
 done
-(( ${#tests[@]} == ${#found[@]} )) || { echo "test.sh: ${#tests[@]} files ordered, ${#found[@]} found" >&2; exit 1; }
+(( ${#plain[@]} + ${#lab[@]} == ${#found[@]} )) || { echo "test.sh: $(( ${#plain[@]} + ${#lab[@]} )) files ordered, ${#found[@]} found" >&2; exit 1; }
 trap 'lab/lab.sh down >/dev/null 2>&1 || true' EXIT
-SPARK_LAB_KEEP_UP=1 node --test --test-concurrency=1 "${tests[@]}"
+results=$(mktemp)
+failed=()
+run_node_tests() { # files...: one `node --test`; its closing counts are kept for the total
+  local out rc=0
+  out=$(mktemp)
+  SPARK_LAB_KEEP_UP=1 node --test --test-concurrency=1 "$@" 2>&1 | tee "$out" || rc=$?
+  grep -E '^# (tests|pass|fail|cancelled|skipped|todo) [0-9]+$' "$out" >> "$results" || true
+  rm -f "$out"
+  if (( rc != 0 )); then failed+=("$*"); fi
+}
+started=$(date +%s)
+run_node_tests "${plain[@]}"
+for f in "${lab[@]}"; do run_node_tests "$f"; done
+echo "== the suite: ${#found[@]} test files in $(( ${#lab[@]} + 1 )) runs, $(( $(date +%s) - started )) s"
+awk '{ n[$2] += $3 } END { for (k in n) printf "# total %s %d\n", k, n[k] }' "$results" | sort
+rm -f "$results"
+if (( ${#failed[@]} > 0 )); then
+  printf '== FAILED: %s\n' "${failed[@]}"
+  exit 1
+fi
+echo "== every test file passed"
