@@ -9,6 +9,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { after, before } from "node:test";
 import { CONFIG_DIR, HF_HOME_DIR, NCCL_CONF_PATH, NETPLAN_PATH, PEERMEM_CONF, STATE_DIR, UNITS, unitPath } from "../../components/render/paths";
+import { findRepoRoot } from "../support/repoRoot";
 
 export const repoRoot = findRepoRoot(__dirname);
 export const labSh = path.join(repoRoot, "lab", "lab.sh");
@@ -70,17 +71,6 @@ export function standinVllmVersion(): string {
     return m[1];
 }
 
-function findRepoRoot(start: string): string {
-    let dir = start;
-    for (let i = 0; i < 10; i++) {
-        if (fs.existsSync(path.join(dir, "lab", "lab.sh")) && fs.existsSync(path.join(dir, "package.json"))) {
-            return dir;
-        }
-        dir = path.dirname(dir);
-    }
-    throw new Error(`cannot find the repository root (a folder with lab/lab.sh) above ${start}`);
-}
-
 /** Fails with a clear message when the lab cannot run here (never skips). */
 export function requireLabPreconditions(): void {
     if (typeof process.getuid === "function" && process.getuid() !== 0) {
@@ -120,7 +110,8 @@ export function lab(args: string[], timeoutMs = 40 * 60_000): string {
     }
 }
 
-const sshOpts = [
+/** The options of every ssh to a lab node: its host keys change with each bring-up, and nothing may prompt. */
+export const sshOpts = [
     "-o",
     "StrictHostKeyChecking=no",
     "-o",

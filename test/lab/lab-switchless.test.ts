@@ -16,7 +16,7 @@ import type { ParsedCable } from "../../config";
 import { dockerTransitLines, fabricNetplanSpec, forwardingPlan } from "../../components/render/fabric";
 import { renderFirewallRules } from "../../components/render/firewall";
 import { netplanApplyScript, netplanDeleteScript } from "../../components/render/netplan";
-import { keyPath, lab, labLeftovers, nodeAddr, shQuote, ssh, sshRun, withExclusiveLab } from "./lab-harness";
+import { keyPath, lab, labLeftovers, nodeAddr, shQuote, ssh, sshOpts, sshRun, withExclusiveLab } from "./lab-harness";
 
 const P0 = "enp1s0f0np0";
 const P1 = "enp1s0f1np1";
@@ -39,26 +39,7 @@ function ring(): { nodes: { name: string; interconnect: { name: string; address:
 /** ssh NODE bash -c SCRIPT, asynchronously: the netplan applies wait for each other's peers. */
 function sshAsync(node: string, script: string, timeoutMs: number): Promise<{ status: number | null; out: string }> {
     return new Promise((resolve) => {
-        const child = spawn(
-            "ssh",
-            [
-                "-i",
-                keyPath,
-                "-o",
-                "StrictHostKeyChecking=no",
-                "-o",
-                "UserKnownHostsFile=/dev/null",
-                "-o",
-                "LogLevel=ERROR",
-                "-o",
-                "BatchMode=yes",
-                `root@${nodeAddr[node]}`,
-                "bash",
-                "-c",
-                shQuote(script),
-            ],
-            { stdio: ["ignore", "pipe", "pipe"] },
-        );
+        const child = spawn("ssh", ["-i", keyPath, ...sshOpts, `root@${nodeAddr[node]}`, "bash", "-c", shQuote(script)], { stdio: ["ignore", "pipe", "pipe"] });
         let out = "";
         child.stdout.on("data", (d: Buffer) => (out += d.toString()));
         child.stderr.on("data", (d: Buffer) => (out += d.toString()));

@@ -38,18 +38,9 @@ import { remoteCommand } from "../../components/render/host/shell";
 import { RUNTIME_ENV_PATH, VLLM_SECRETS_PATH } from "../../components/render/paths";
 import { renderVllmSecrets } from "../../components/render/vllm";
 import { matchSnapshot, unusedSnapshots } from "../support/snapshot";
+import { findRepoRoot } from "../support/repoRoot";
 
-function repoRoot(): string {
-    let dir = __dirname;
-    while (!fs.existsSync(path.join(dir, "package.json"))) {
-        const parent = path.dirname(dir);
-        if (parent === dir) throw new Error(`no package.json above ${__dirname}`);
-        dir = parent;
-    }
-    return dir;
-}
-
-const ROOT = repoRoot();
+const ROOT = findRepoRoot();
 const CHECK_DIR = path.join(ROOT, "components", "render", "check");
 const CHECK_PY = path.join(CHECK_DIR, "nccl_check.py");
 const STANDIN = path.join(ROOT, "lab", "vllm_standin");

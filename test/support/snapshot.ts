@@ -11,19 +11,7 @@
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
-
-/** The repository root: the nearest directory above this file that holds package.json (works from test/ and build/test/). */
-function repoRoot(): string {
-    let dir = __dirname;
-    while (!fs.existsSync(path.join(dir, "package.json"))) {
-        const parent = path.dirname(dir);
-        if (parent === dir) {
-            throw new Error(`no package.json above ${__dirname}: cannot locate the snapshots`);
-        }
-        dir = parent;
-    }
-    return dir;
-}
+import { findRepoRoot } from "./repoRoot";
 
 /**
  * Where snapshots live: `__snapshots__` in the source folder of the test file this process runs
@@ -34,7 +22,7 @@ function snapshotDir(): string {
     if (main === undefined) {
         throw new Error("snapshots are matched from a test file that node runs (require.main is unset)");
     }
-    const root = repoRoot();
+    const root = findRepoRoot();
     const source = path.relative(path.join(root, "build"), path.dirname(main));
     if (source.startsWith("..") || path.isAbsolute(source)) {
         throw new Error(`${main} is not a compiled test under ${path.join(root, "build")}: cannot locate its snapshots`);
@@ -65,7 +53,7 @@ const used = new Set<string>();
 export function matchSnapshot(name: string, actual: string): void {
     const file = snapshotPath(name);
     used.add(name);
-    const relative = path.relative(repoRoot(), file);
+    const relative = path.relative(findRepoRoot(), file);
     if (updatingSnapshots()) {
         if (process.env["CI"]) {
             assert.fail(`UPDATE_SNAPSHOTS=1 is refused when CI is set: snapshots are written on a workstation, reviewed and committed (${relative})`);

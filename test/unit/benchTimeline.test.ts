@@ -5,18 +5,9 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
+import { findRepoRoot } from "../support/repoRoot";
 
-function repoRoot(): string {
-    let dir = __dirname;
-    while (!fs.existsSync(path.join(dir, "package.json"))) {
-        const parent = path.dirname(dir);
-        if (parent === dir) throw new Error(`no package.json above ${__dirname}`);
-        dir = parent;
-    }
-    return dir;
-}
-
-const ROOT = repoRoot();
+const ROOT = findRepoRoot();
 const FIXTURES = path.join(ROOT, "test", "unit", "fixtures", "bench");
 
 interface Step {

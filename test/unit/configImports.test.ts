@@ -4,18 +4,9 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
+import { findRepoRoot } from "../support/repoRoot";
 
-function repoRoot(): string {
-    let dir = __dirname;
-    while (!fs.existsSync(path.join(dir, "package.json"))) {
-        const parent = path.dirname(dir);
-        if (parent === dir) throw new Error(`no package.json above ${__dirname}`);
-        dir = parent;
-    }
-    return dir;
-}
-
-const CONFIG_DIR = path.join(repoRoot(), "config");
+const CONFIG_DIR = path.join(findRepoRoot(), "config");
 
 /** The phase of each config module; a module not named here is phase 0 (schema, field checks, pure helpers). */
 const PHASES: Record<string, number> = {

@@ -7,18 +7,9 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { findRepoRoot } from "../support/repoRoot";
 
-function repoRoot(): string {
-    let dir = __dirname;
-    while (!fs.existsSync(path.join(dir, "package.json"))) {
-        const parent = path.dirname(dir);
-        if (parent === dir) throw new Error(`no package.json above ${__dirname}`);
-        dir = parent;
-    }
-    return dir;
-}
-
-const ROOT = repoRoot();
+const ROOT = findRepoRoot();
 const REGISTER = path.join(ROOT, "toolchain", "ts-register.js");
 
 interface Register {
