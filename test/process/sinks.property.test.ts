@@ -536,6 +536,23 @@ const KEYS: Key[] = [
         lanes: [{ variant: "mp", at: ["interconnect", "topology"] }],
         examples: ["pair", "switch"],
     },
+    // A cable's ends (mesh and ring, issue 23): those topologies are refused until up applies their
+    // routes, so no value reaches a host yet. Driven on the pair, where any cable is refused by the
+    // cabling check naming interconnect.cables, with its example.
+    ...(["a", "b"] as const).flatMap((side) =>
+        (["node", "port"] as const).map((field): Key => ({
+            path: `interconnect.cables[].${side}.${field}`,
+            lanes: [{ variant: "mp", at: ["interconnect", "cables", 0] }],
+            examples: field === "node" ? ["spark-a", "spark-b"] : ["enp1s0f0np0", "enp1s0f1np1"],
+            wrap: (value) => {
+                const ends = { a: { node: "spark-a", port: "enp1s0f0np0" }, b: { node: "spark-b", port: "enp1s0f1np1" } };
+                ends[side] = { ...ends[side], [field]: value };
+                return ends;
+            },
+            refusalAlso: ["interconnect.cables"],
+            noHostSink: true,
+        })),
+    ),
     {
         path: "interconnect.linkCheck.lowSpeed",
         decides: "decides whether a slow link fails the apply or warns (a choice, not text on a host)",
