@@ -59,22 +59,23 @@ done
 trap 'lab/lab.sh down >/dev/null 2>&1 || true' EXIT
 results=$(mktemp)
 failed=()
-run_node_tests() { # files...: one `node --test`; its closing counts are kept for the total
-  local out rc=0
+run_node_tests() { # label files...: one `node --test`; its closing counts are kept for the total
+  local label=$1 out rc=0
+  shift
   out=$(mktemp)
   SPARK_LAB_KEEP_UP=1 node --test --test-concurrency=1 "$@" 2>&1 | tee "$out" || rc=$?
   grep -E '^# (tests|pass|fail|cancelled|skipped|todo) [0-9]+$' "$out" >> "$results" || true
   rm -f "$out"
-  if (( rc != 0 )); then failed+=("$*"); fi
+  if (( rc != 0 )); then failed+=("$label"); fi
 }
 started=$(date +%s)
-run_node_tests "${plain[@]}"
-for f in "${lab[@]}"; do run_node_tests "$f"; done
+run_node_tests "the tiers without the lab (test/unit, test/mocked, test/process)" "${plain[@]}"
+for f in "${lab[@]}"; do run_node_tests "$f" "$f"; done
 echo "== the suite: ${#found[@]} test files in $(( ${#lab[@]} + 1 )) runs, $(( $(date +%s) - started )) s"
 awk '{ n[$2] += $3 } END { for (k in n) printf "# total %s %d\n", k, n[k] }' "$results" | sort
 rm -f "$results"
 if (( ${#failed[@]} > 0 )); then
-  printf '== FAILED: %s\n' "${failed[@]}"
+  printf '== FAILED: %s (its failing tests: "not ok" above)\n' "${failed[@]}"
   exit 1
 fi
 echo "== every test file passed"
