@@ -180,9 +180,12 @@ export function pfcReadScript(spec: PfcSpec): string {
 export function pfcRestoreScript(spec: Pick<PfcSpec, "interfaces">): string {
     return bashScript([
         HOST_LIB,
-        `systemctl disable ${UNITS.pfc}.service 2>/dev/null || true`,
+        // --now: the oneshot stays "active (exited)" after a boot ran it, and a removed unit that is
+        // still active (or failed) stays listed until reboot; it has no ExecStop, so stopping changes nothing.
+        `systemctl disable --now ${UNITS.pfc}.service 2>/dev/null || true`,
         `sc_remove_file ${unitPath(UNITS.pfc)}`,
         `systemctl daemon-reload`,
+        `systemctl reset-failed ${UNITS.pfc}.service 2>/dev/null || true`,
         ...spec.interfaces.flatMap((iface) => [
             `if [ -e ${PFC_STATE_DIR}/${iface} ] && command -v mlnx_qos >/dev/null; then`,
             `  read -r vector trust dscp dprio < ${PFC_STATE_DIR}/${iface} || true`,

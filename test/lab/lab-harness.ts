@@ -367,7 +367,7 @@ export function labReusableFor(topology: string): string {
     const probe = [
         `left=""; for p in ${NOT_ON_A_FRESH_NODE.join(" ")}; do [ -e "$p" ] && left="$left $p"; done`,
         'echo "paths=[${left# }]"',
-        "echo \"units=$(systemctl list-units --all --no-legend 'spark-cluster*' | wc -l)\"",
+        'echo "units=[$(systemctl list-units --all --no-legend --plain \'spark-cluster*\' | awk \'{ printf "%s%s", s, $1; s = " " }\')]"',
         'echo "tables=$(nft list tables 2>/dev/null | wc -l)"',
         'echo "containers=$( (command -v docker >/dev/null && docker ps -aq) | wc -l)"',
         "echo \"addresses=$(ip -o -4 addr show | grep -c ' 192\\.168\\.')\"",
@@ -376,7 +376,7 @@ export function labReusableFor(topology: string): string {
     for (const node of nodes) {
         const r = sshRun(node, probe, 60_000);
         const report = r.stdout.trim().replace(/\n/g, " ");
-        if (r.status !== 0 || report !== "paths=[] units=0 tables=0 containers=0 addresses=0") found.push(`${node}: ${report} ${r.stderr.trim()}`);
+        if (r.status !== 0 || report !== "paths=[] units=[] tables=0 containers=0 addresses=0") found.push(`${node}: ${report} ${r.stderr.trim()}`);
     }
     return found.join("; ");
 }
