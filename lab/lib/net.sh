@@ -41,21 +41,6 @@ ensure_mgmt_link() {
   ip link set dev "${host_if}" up
 }
 
-# Direct cable between two nodes: same interface name on both ends.
-ensure_direct_link() {
-  local a="$1" b="$2" ifname="$3" nsa nsb
-  nsa="$(ns_of "${a}")"; nsb="$(ns_of "${b}")"
-  if ip -n "${nsa}" link show dev "${ifname}" >/dev/null 2>&1 && ip -n "${nsb}" link show dev "${ifname}" >/dev/null 2>&1; then
-    return 0
-  fi
-  ip -n "${nsa}" link del dev "${ifname}" 2>/dev/null || true
-  ip -n "${nsb}" link del dev "${ifname}" 2>/dev/null || true
-  ip -n "${nsa}" link add name "${ifname}" mtu "${LAB_NIC_MTU}" type veth \
-    peer name "${ifname}" netns "${nsb}" mtu "${LAB_NIC_MTU}"
-  ip -n "${nsa}" link set dev "${ifname}" up
-  ip -n "${nsb}" link set dev "${ifname}" up
-}
-
 # Cable between two nodes' ports of different names (a mesh or ring: port 0 of one node to port 1
 # of the next): one veth pair, IFA in A's namespace, IFB in B's.
 ensure_cable() {
@@ -70,6 +55,11 @@ ensure_cable() {
     peer name "${ifb}" netns "${nsb}" mtu "${LAB_NIC_MTU}"
   ip -n "${nsa}" link set dev "${ifa}" up
   ip -n "${nsb}" link set dev "${ifb}" up
+}
+
+# Direct cable between two nodes: same interface name on both ends.
+ensure_direct_link() {
+  ensure_cable "$1" "$3" "$2" "$3"
 }
 
 # The cables of a switchless topology, "NODE:PORT NODE:PORT" per line (lab/README.md, "Switchless
