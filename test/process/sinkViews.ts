@@ -812,18 +812,33 @@ export function sinksHolding(view: View, needle: string, current = "?", out = ne
 // Secrets
 // ---------------------------------------------------------------------------------------------
 
-/** A secret's plaintext may only be in inputs marked secret (stdin, the connection). */
-export function secretsInPlaintext(value: string, rendered: RenderResult): string[] {
+/**
+ * A secret's plaintext may only be in inputs marked secret (stdin, the connection). A place whose
+ * text in `baseline` (the same variant's template, with a sentinel for the secret) already holds the
+ * value is not a leak: the value is a word of our own script there (seed 1496472608 drew
+ * "arguments", which the NCCL check's Python holds). Places are matched by the resource's position
+ * and type, since a drawn node name renames the resources.
+ */
+export function secretsInPlaintext(value: string, rendered: RenderResult, baseline?: RenderResult): string[] {
     if (value.length < 8) return [];
-    const found: string[] = [];
-    const visit = (v: unknown, at: string, secret: boolean) => {
-        if (isSecret(v)) return visit(v.value, at, true);
-        if (typeof v === "string") {
-            if (!secret && v.includes(value)) found.push(at);
-        } else if (Array.isArray(v)) v.forEach((x, i) => visit(x, `${at}[${i}]`, secret));
-        else if (v && typeof v === "object") for (const [k, x] of Object.entries(v)) visit(x, `${at}.${k}`, secret);
+    type Each = (place: string, text: string, secret: boolean) => void;
+    const walk = (v: unknown, place: string, secret: boolean, each: Each): void => {
+        if (isSecret(v)) return walk(v.value, place, true, each);
+        if (typeof v === "string") each(place, v, secret);
+        else if (Array.isArray(v)) v.forEach((x, i) => walk(x, `${place}[${i}]`, secret, each));
+        else if (v && typeof v === "object") for (const [k, x] of Object.entries(v)) walk(x, `${place}.${k}`, secret, each);
     };
-    for (const r of rendered.resources) visit(r.inputs, r.name, false);
-    visit(rendered.outputs, "(outputs)", false);
+    const placeOf = (r: RenderedResource, i: number) => `#${i}:${r.type}`;
+    const already = new Set<string>();
+    baseline?.resources.forEach((r, i) => walk(r.inputs, placeOf(r, i), false, (place, text) => text.includes(value) && already.add(place)));
+    const found: string[] = [];
+    rendered.resources.forEach((r, i) =>
+        walk(r.inputs, placeOf(r, i), false, (place, text, secret) => {
+            if (!secret && text.includes(value) && !already.has(place)) found.push(r.name + place.slice(placeOf(r, i).length));
+        }),
+    );
+    walk(rendered.outputs, "(outputs)", false, (place, text, secret) => {
+        if (!secret && text.includes(value)) found.push(place);
+    });
     return found.map((at) => `the secret is in plaintext at ${at}`);
 }

@@ -34,7 +34,8 @@ import * as yaml from "js-yaml";
 import { z } from "zod";
 import { ClusterConfigSchema, Config, ConfigError, formatPath, parseConfig } from "../../config";
 import { FakeDockerDaemon, pythonBatch, systemdAvailable, vllmStandInDir } from "./sinkParsers";
-import { RenderPool } from "./sinkRender";
+import { RenderPool, RenderResult } from "./sinkRender";
+import { SECRET_SIG, SECRET_SIG_KEY } from "../support/mockHarness";
 import {
     JobView,
     PROFILE,
@@ -992,6 +993,8 @@ interface Template {
     values: Values;
     config: Config;
     view: JobView;
+    /** The template's own render: a secret that its text already holds (a word of a script) is not a leak. */
+    rendered: RenderResult;
     /** Which sentinels and derived values each object of the view holds. */
     contains: WeakMap<object, Set<string>>;
 }
@@ -1021,12 +1024,14 @@ async function propertyRun(): Promise<RunResult> {
                 templateProblems.push(`the ${variant} template is refused: ${parsed.error}`);
                 continue;
             }
-            const view = await readJob(await pool.render(values, secretKeysOf(values)), parsed.config, readers);
+            const rendered = await pool.render(values, secretKeysOf(values));
+            const view = await readJob(rendered, parsed.config, readers);
             templateProblems.push(...view.problems.map((p) => `${variant} template: ${p}`));
             templates.set(variant, {
                 values,
                 config: parsed.config,
                 view,
+                rendered,
                 contains: containment(view.view, [...sentinelsOf(variant), ...derivedFrom(parsed.config)]),
             });
             for (const key of KEYS) {
@@ -1135,7 +1140,7 @@ async function propertyRun(): Promise<RunResult> {
                                     ...(p.key.exactChecks?.(p.tried.value, read, parsed.config) ?? []),
                                     // (not when another value of the same render holds it: its text is not the secret's)
                                     ...(p.key.secret && !job.planned.some((q) => q !== p && q.tried.value.includes(p.tried.value))
-                                        ? secretsInPlaintext(p.tried.value, result)
+                                        ? secretsInPlaintext(p.tried.value, result, template.rendered)
                                         : []),
                                 );
                             }
@@ -1298,4 +1303,36 @@ describe("every config value reaches its sinks intact, or is refused naming its 
             );
         });
     }
+});
+
+describe("the plaintext-secret check (secretsInPlaintext)", () => {
+    const secret = (value: string) => ({ [SECRET_SIG_KEY]: SECRET_SIG, value });
+    const render = (names: [string, string], create: string, stdin: unknown): RenderResult => ({
+        id: 0,
+        resources: names.map((name) => ({ type: "command:remote:Command", name, inputs: { create, stdin } })),
+        outputs: {},
+        errors: [],
+    });
+    const baseline = render(["spark-a-check", "spark-b-check"], "echo missing-arguments", secret("SENTINEL"));
+
+    it("finds the value outside a secret input", () => {
+        const leaked = render(["spark-a-check", "spark-b-check"], "export T=hf_leaked_token", secret("hf_leaked_token"));
+        assert.deepEqual(secretsInPlaintext("hf_leaked_token", leaked, baseline), [
+            "the secret is in plaintext at spark-a-check.create",
+            "the secret is in plaintext at spark-b-check.create",
+        ]);
+    });
+
+    it("lets a word that our script holds in the template too, at the same place, even when the node is renamed", () => {
+        const drawn = render(["lws-check", "spark-b-check"], "echo missing-arguments", secret("arguments"));
+        assert.deepEqual(secretsInPlaintext("arguments", drawn, baseline), []);
+    });
+
+    it("still finds that word at a place where the template does not hold it", () => {
+        const leaked = render(["spark-a-check", "spark-b-check"], "echo missing-arguments", { token: "arguments" });
+        assert.deepEqual(secretsInPlaintext("arguments", leaked, baseline), [
+            "the secret is in plaintext at spark-a-check.stdin.token",
+            "the secret is in plaintext at spark-b-check.stdin.token",
+        ]);
+    });
 });
