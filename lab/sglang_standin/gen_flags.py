@@ -203,9 +203,8 @@ class Extractor:
         type_parser = ast.unparse(arg["type_parser"]) if "type_parser" in arg else None
         row["action"] = "store"
         if inner_src.startswith("Literal["):
-            values = list(ast.literal_eval(ast.parse(inner_src[len("Literal"):], mode="eval").body))
-            if not isinstance(ast.parse(inner_src[len("Literal"):], mode="eval").body, ast.Tuple):
-                values = [ast.literal_eval(ast.parse(inner_src[len("Literal"):], mode="eval").body)]
+            lit = ast.parse(inner_src, mode="eval").body.slice    # Literal[a, b] or Literal[a]
+            values = [ast.literal_eval(e) for e in (lit.elts if isinstance(lit, ast.Tuple) else [lit])]
             choices = self.choices(arg["choices"], where) if "choices" in arg else values
             row["type"] = TYPE_PARSERS.get(type_parser, "str") if type_parser else \
                 {int: "int", float: "float"}.get(type(values[0]), "str")
