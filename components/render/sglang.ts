@@ -141,6 +141,11 @@ export function renderSglangUnit(spec: SglangServeSpec, runtime: Runtime, envHas
         readOnlyMounts: [...(rank === 0 ? [SGLANG_SECRETS_PATH] : []), ...(isLocalModelPath(spec.source) ? [spec.source] : [])],
         preStart: spec.unifiedMemory ? [vllmMemoryStepArgv(spec.source)] : [],
         inputs: { "runtime.env": envHash, ...(peersHash ? { "units of ranks 1+": peersHash } : {}) },
+        // Switching engine: the other engine's unit holds the API port and the GPU. systemd's
+        // Conflicts= works both ways (starting either stops the other; the vLLM follower is PartOf
+        // its unit), so the new engine's unit step stops the old one before its readiness check,
+        // whichever way the switch goes, with vLLM's unit left as it is.
+        conflicts: [`${UNITS.vllm}.service`],
     });
 }
 
