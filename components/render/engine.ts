@@ -35,6 +35,13 @@ export interface EnginePlan {
     readyTimeout: string;
     /** A headless rank's follower unit step (rank 1+): restarts it when the head's engine ends. */
     follow?: StepScripts;
+    /**
+     * The engine-switch step of an engine other than vLLM: a switch updates the serving steps in
+     * place, which runs only the new engine's create scripts. Its create removes what vLLM leaves
+     * on the node (unit, follower, secrets file); its delete, when the stack goes back to vLLM
+     * (or is destroyed), removes this engine's. vLLM has none, so a vLLM stack is unchanged.
+     */
+    switchCleanup?: { create: string; delete: string };
 }
 
 /** What an engine renders for one server: the model settings, where the server runs, and its runtime. */

@@ -9,10 +9,11 @@ import type { EnginePlan } from "./engine";
 import { envFileReader } from "./host/envFile";
 import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./host/files";
 import { secretFileReadScript, unitReadScript } from "./host/read";
+import { HOST_LIB } from "./host/lib";
 import { runtimeStrategy } from "./host/runtime";
 import { bashScript, contentHash, shellQuote } from "./host/shell";
 import { renderUnit, systemdJoin, systemdText } from "./host/systemd";
-import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, RUNTIME_ENV_PATH, SGLANG_SECRETS_PATH, UNITS } from "./paths";
+import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, RUNTIME_ENV_PATH, SGLANG_SECRETS_PATH, UNITS, VLLM_SECRETS_PATH, unitPath } from "./paths";
 import { IMAGE_ID_PREFIX, runtimeLabel, versionProbeLines } from "./probe";
 import { chatReadyScript, readinessTimeout, vllmFollowArgv, vllmMemoryStepArgv } from "./vllm";
 import { type NodeVllm, type VllmProbeResult, groupBy } from "./vllmCompat";
@@ -178,6 +179,22 @@ export function renderSglangFollowUnit(spec: SglangServeSpec): string | undefine
     );
 }
 
+/**
+ * Stops, disables and removes UNITS (our files only, a replaced file restored) and FILES: what an
+ * engine leaves on a node when the stack switches to another one (an update runs only the new
+ * engine's create scripts).
+ */
+export function removeEngineScript(units: readonly string[], files: readonly string[]): string {
+    return bashScript([
+        HOST_LIB,
+        ...units.flatMap((unit) => [`systemctl disable --now ${unit}.service 2>/dev/null || true`, `sc_remove_file ${unitPath(unit)}`]),
+        "systemctl daemon-reload",
+        ...units.map((unit) => `systemctl reset-failed ${unit}.service 2>/dev/null || true`),
+        ...files.map((file) => `sc_remove_file ${shellQuote(file)}`),
+        "sc_cleanup_state",
+    ]);
+}
+
 /** SGLang's {@link EnginePlan} for one node. */
 export function sglangPlan(spec: SglangServeSpec, runtime: Runtime): EnginePlan {
     const rank = spec.multiNode?.rank ?? 0;
@@ -219,6 +236,13 @@ export function sglangPlan(spec: SglangServeSpec, runtime: Runtime): EnginePlan 
                       delete: removeUnitScript(UNITS.sglangFollow),
                       read: unitReadScript(UNITS.sglangFollow, followUnit),
                   },
+        // vLLM -> SGLang: vLLM's unit, follower and secrets file go before SGLang's steps; SGLang ->
+        // vLLM (this step leaves the stack, its delete runs at the end of that up, after vLLM's
+        // unit stopped SGLang through Conflicts=) and destroy: SGLang's go.
+        switchCleanup: {
+            create: removeEngineScript([UNITS.vllmFollow, UNITS.vllm], [VLLM_SECRETS_PATH]),
+            delete: removeEngineScript([UNITS.sglangFollow, UNITS.sglang], [SGLANG_SECRETS_PATH]),
+        },
     };
 }
 

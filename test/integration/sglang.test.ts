@@ -27,17 +27,22 @@ function venvConfig(config: string, engine: "vllm" | "sglang"): string {
     return mp;
 }
 
-/** Every unit of ours that has a main process, per node: `node:unit` -> PID. */
-function unitPids(): Record<string, string> {
+/**
+ * Per node: every unit of ours as `MainPID@ActiveEnterTimestampMonotonic` (a oneshot step that ran
+ * again, such as the firewall's, changes its timestamp), and systemd-networkd's (a netplan apply
+ * restarts it). `node:unit` -> that text.
+ */
+function unitStates(): Record<string, string> {
     const out: Record<string, string> = {};
     for (const node of members) {
         const lines = ssh(
             node,
-            "systemctl list-units 'spark-cluster-*' --all --no-legend --plain | awk '{print $1}' | while read -r u; do echo \"$u $(systemctl show -p MainPID --value \"$u\")\"; done",
+            "{ systemctl list-units 'spark-cluster-*' --all --no-legend --plain | awk '{print $1}'; echo systemd-networkd.service; } | " +
+                'while read -r u; do echo "$u $(systemctl show -p MainPID --value "$u")@$(systemctl show -p ActiveEnterTimestampMonotonic --value "$u")"; done',
         );
         for (const line of lines.trim().split("\n").filter(Boolean)) {
-            const [unit, pid] = line.split(" ");
-            if (pid !== "0") out[`${node}:${unit}`] = pid;
+            const [unit, state] = line.split(" ");
+            out[`${node}:${unit}`] = state;
         }
     }
     return out;
@@ -52,7 +57,7 @@ function touchedByPreview(session: Session): string[] {
 }
 
 /** What a switch of engine may touch: the serving steps of both ranks, and the engine's probe and check. */
-const SWITCH_TOUCHES = /^(dev-vllm-check|spark-[ab]-vllm(-(probe|ready|secrets|unit|follow))?)\(/;
+const SWITCH_TOUCHES = /^(dev-vllm-check|spark-[ab]-vllm(-(probe|ready|secrets|unit|follow|engine-switch))?)\(/;
 
 describe("SGLang on the pair (venv): serves across both nodes, isolated, idempotent, switchable", { timeout: 3_600_000 }, () => {
     let session: Session;
@@ -72,14 +77,17 @@ describe("SGLang on the pair (venv): serves across both nodes, isolated, idempot
         assert.notEqual(next, config);
         fs.writeFileSync(session.configFile, next);
         const touched = touchedByPreview(session);
-        const before = unitPids();
+        const before = unitStates();
         const start = Date.now();
         pulumiWithConfig(session, "up", "--yes", "--skip-preview");
         const seconds = Math.round((Date.now() - start) / 1000);
-        const after = unitPids();
+        const after = unitStates();
         const kept = Object.keys(before).filter((k) => !SERVING.test(k.split(":")[1]));
-        assert.ok(kept.length > 0, `units other than serving ones to compare: ${Object.keys(before).join(", ")}`);
-        for (const k of kept) assert.equal(after[k], before[k], `${k} kept its main PID`);
+        assert.ok(
+            kept.some((k) => k.endsWith(":spark-cluster-firewall.service")),
+            `the firewall's unit is among those compared: ${kept.join(", ")}`,
+        );
+        for (const k of kept) assert.equal(after[k], before[k], `${k} kept its main PID and start time`);
         const restarted = Object.keys(before)
             .filter((k) => after[k] !== before[k])
             .sort();
@@ -97,6 +105,15 @@ describe("SGLang on the pair (venv): serves across both nodes, isolated, idempot
     it("vLLM -> SGLang: only the serving steps change and only the serving units restart; the answer names both nodes", async () => {
         const { touched, restarted } = await switchTo("sglang", "model.engine vllm -> sglang (venv)");
         assert.ok(touched.includes("spark-a-vllm-unit(update)") && touched.includes("spark-b-vllm-unit(update)"), touched.join(", "));
+        assert.ok(touched.includes("spark-b-vllm-engine-switch(create)"), touched.join(", "));
+        for (const node of members) {
+            assert.equal(
+                ssh(node, "test -e /etc/systemd/system/spark-cluster-vllm.service && echo left || echo gone").trim(),
+                "gone",
+                `${node}: vLLM's unit file`,
+            );
+            assert.equal(ssh(node, "test -e /etc/spark-cluster/vllm.env && echo left || echo gone").trim(), "gone", `${node}: vLLM's secrets file`);
+        }
         for (const k of restarted) assert.match(k.split(":")[1], SERVING, `${k}: only serving units restart`);
         for (const node of members) {
             assert.equal(ssh(node, "systemctl is-active spark-cluster-vllm.service || true").trim(), "inactive", `${node}: vLLM is gone`);

@@ -745,22 +745,34 @@ describe("what one config key changes", () => {
         const sglang = await scenario("mpVenvSglang");
         assert.deepEqual(vllm.errors, []);
         assert.deepEqual(sglang.errors, []);
+        const shape = (r: RecordedResource) => `${r.type} ${r.name} <- ${r.parent ?? ""}`;
         assert.deepEqual(
-            sglang.resources.map((r) => `${r.type} ${r.name} <- ${r.parent ?? ""}`).sort(),
-            vllm.resources.map((r) => `${r.type} ${r.name} <- ${r.parent ?? ""}`).sort(),
-            "the same resources, types and parents: switching engine moves nothing (URNs stay)",
+            sglang.resources.map(shape).sort(),
+            [
+                ...vllm.resources.map(shape),
+                "command:remote:Command spark-a-vllm-engine-switch <- spark-a-vllm",
+                "command:remote:Command spark-b-vllm-engine-switch <- spark-b-vllm",
+            ].sort(),
+            "the same resources, types and parents (URNs stay), and one engine-switch step per server",
         );
         assert.deepEqual(changedNames(vllm, sglang), [
             "dev-vllm-check",
+            "spark-a-vllm-engine-switch",
             "spark-a-vllm-probe",
             "spark-a-vllm-ready",
             "spark-a-vllm-secrets",
             "spark-a-vllm-unit",
+            "spark-b-vllm-engine-switch",
             "spark-b-vllm-follow",
             "spark-b-vllm-probe",
             "spark-b-vllm-secrets",
             "spark-b-vllm-unit",
         ]);
+        // Going back to vLLM, the engine-switch step leaves the stack: its delete removes SGLang's files.
+        const cleanup = get(sglang, "spark-b-vllm-engine-switch").inputs;
+        assert.match(String(plain(cleanup.create)), /spark-cluster-vllm-follow\.service[\s\S]*\/etc\/spark-cluster\/vllm\.env/);
+        assert.match(String(plain(cleanup.delete)), /spark-cluster-sglang-follow\.service[\s\S]*\/etc\/spark-cluster\/sglang\.yaml/);
+        assert.deepEqual(get(sglang, "spark-b-vllm-secrets").dependsOn, ["spark-b-vllm-engine-switch"]);
         const unit = String(plain(get(sglang, "spark-a-vllm-unit").inputs.create));
         assert.match(unit, /-m sglang\.launch_server --model-path Qwen\/Qwen2\.5-7B-Instruct /);
         assert.match(unit, /--dist-init-addr 192\.168\.100\.11:29501 --host 0\.0\.0\.0 --port 8000 --config \/etc\/spark-cluster\/sglang\.yaml/);

@@ -20,6 +20,8 @@ What it follows, at the edges the product can notice (file:line of the sglang 0.
 * Serving (engine.py:1234, http_server.py:3163): only rank 0 runs the tokenizer and the HTTP API
   at --host/--port. Ranks >= 1 run launch_dummy_health_check_server(host, port)
   (utils/common.py:3624): /ping, /health, /health_generate answer 200, anything else 404.
+* SIGTERM: rank 0 shuts down; a rank >= 1 only logs it and waits for rank 0's shutdown (or the
+  supervisor's kill timeout: systemd's TimeoutStopSec), engine.py:1262.
 * A rank dying after start-up: the survivors' collectives fail, the failing scheduler child
   SIGQUITs its launcher, whose launch_phase_sigquit_handler logs "Received sigquit from a child
   process. It usually means the child failed." and kill_process_tree(os.getpid()) SIGKILLs the
@@ -132,7 +134,24 @@ def rendezvous_head(args, timeout):
             continue
         peers[hello["rank"]] = Peer(conn, hello)
         logger.info("node rank %d (%s) joined", hello["rank"], hello["host"])
-    srv.close()
+    # torch's TCPStore server stays up for the life of the process group: the port keeps listening
+    # (followers' watchdogs, ours included, check that it answers). A late connection (a rank
+    # restarted into a running engine) is held open unanswered, as the store's barrier would hold
+    # it, until the joiner's own timeout.
+    srv.settimeout(None)
+    late = []
+
+    def keep_listening():
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            late.append(conn)
+            logger.warning("dist-init: a connection after start-up from %s is held (the engine is running)",
+                           conn.getpeername()[0])
+
+    threading.Thread(target=keep_listening, daemon=True, name="dist-init-store").start()
     hosts = [socket.gethostname()] + [peers[r].host for r in sorted(peers)]
     for p in peers.values():
         p.call({"ready": hosts})
@@ -167,6 +186,10 @@ def follower_loop(sock, rfile):
     """Answer rank 0's steps and pings until it goes away (then die as SGLang does)."""
     for line in rfile:
         msg = json.loads(line)
+        if msg.get("shutdown"):
+            logger.info("ShutdownReq from rank 0: stopping the schedulers")
+            sys.stdout.flush()
+            os._exit(0)
         sock.sendall((json.dumps({"ok": True, "host": socket.gethostname(), "step": msg.get("step")}) + "\n").encode())
     logger.error("[NCCL] rank 0 is gone: the collective on the rendezvous connection failed")
     _die_with_tree()
@@ -323,6 +346,11 @@ def main(argv):
     ping_s = max(0.2, float(os.environ.get("LAB_SGLANG_PING_S", "1")))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if args.nnodes > 1 and args.node_rank >= 1:
+        # engine.py:1262-1271: "Non-zero ranks cannot drain on their own: rank 0 stops every TP rank
+        # via the ShutdownReq broadcast, and the orchestrator's kill timeout is the backstop."
+        signal.signal(signal.SIGTERM, lambda *_: logger.warning(
+            "SIGTERM received on node_rank %d; waiting for the rank-0 ShutdownReq broadcast to stop the schedulers.",
+            args.node_rank))
         sock, rfile, hosts = rendezvous_follower(args, timeout)
         logger.info("node rank %d ready; nodes %s. Non-zero-rank nodes do not run tokenizer processes; "
                     "health check server at http://%s:%d", args.node_rank, ",".join(hosts), args.host, args.port)
@@ -331,6 +359,17 @@ def main(argv):
         follower_loop(sock, rfile)
         return 1
     peers, hosts = rendezvous_head(args, timeout) if args.nnodes > 1 else ([], [socket.gethostname()])
+
+    def shutdown(*_):
+        # rank 0's ShutdownReq broadcast stops every rank, then rank 0 exits
+        for p in peers:
+            try:
+                p.sock.sendall(b'{"shutdown": true}\n')
+            except OSError:
+                pass
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, shutdown)
     httpd = _Server((args.host, args.port), api_handler(args, served, hosts, peers))
     threading.Thread(target=watchdog, args=(peers, ping_s), daemon=True).start()
     logger.info("Serving %s as %s on nodes %s (tp=%d nnodes=%d)", model, served, ",".join(hosts), args.tp_size,
