@@ -7,8 +7,8 @@
 // (test-artifacts/open-webui/chat.png, or $SPARK_TEST_ARTIFACTS/open-webui/). Neither the API key,
 // the admin password nor Open WebUI's session key is in the page, the state, the journal, a
 // process's argv or any file of ours a non-root user can read. A second `up` changes nothing; the
-// outsider cannot reach the page; destroy removes the unit, the env file and (removeDataOnDestroy)
-// the data, and leaves the lab's venv (not created by `up`).
+// outsider cannot reach the page until listenAddress 0.0.0.0 opens its port; destroy removes the
+// unit, the env file and (removeDataOnDestroy) the data, and leaves the lab's venv (not created by `up`).
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
@@ -19,7 +19,7 @@ import { OPEN_WEBUI_ENV_PATH, UNITS, unitPath } from "../../components/render/pa
 import { deriveOpenWebuiSecretKey } from "../../config";
 import { keyPath, sleep, sshOpts, withLabUp } from "../lab/lab-harness";
 import { chatThroughPage, chromiumPath } from "./openWebuiBrowser";
-import { Session, apiKeyOf, newSession, nodes, pulumi, pulumiWithConfig, removeSession, root, ssh } from "./stackSession";
+import { Session, apiKeyOf, newSession, nodes, pulumi, pulumiWithConfig, removeSession, root, setConfig, ssh } from "./stackSession";
 
 const PASSWORD = "lab-Open-WebUI-admin-password-7";
 const EMAIL = "admin@example.com";
@@ -170,6 +170,19 @@ describe("Open WebUI on the lab's Spark pair, in a real Chromium", { timeout: 30
 
     it("a second up changes nothing", () => {
         pulumiWithConfig(session, "up", "--yes", "--skip-preview", "--expect-no-changes");
+    });
+
+    it("listenAddress 0.0.0.0 (opt-in) opens the port in the head's firewall: the outsider reaches the page", () => {
+        setConfig(session, "spark-cluster:frontend.openWebui.listenAddress", "0.0.0.0");
+        const started = Date.now();
+        pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+        console.log(`up to listen on 0.0.0.0 (Open WebUI restarted, ready again): ${Math.round((Date.now() - started) / 1000)} s`);
+        assert.equal(pulumi(session, "stack", "output", "openWebui").trim(), `http://${nodes["spark-a"]}:${PORT}`);
+        const firewall = JSON.parse(pulumi(session, "stack", "output", "firewall", "--json")) as Record<string, string>;
+        assert.match(firewall["spark-a"], new RegExp(`open to all: tcp [0-9,]*\\b${PORT}\\b`), firewall["spark-a"]);
+        assert.doesNotMatch(firewall["spark-b"], new RegExp(`open to all: tcp [0-9,]*\\b${PORT}\\b`), firewall["spark-b"]);
+        const code = ssh("outsider", `curl -s -o /dev/null -w '%{http_code}' --max-time 10 http://${nodes["spark-a"]}:${PORT}/health`).trim();
+        assert.equal(code, "200");
     });
 
     it("destroy removes the unit, the env file and the data (removeDataOnDestroy), and leaves the lab's venv", () => {
