@@ -4,6 +4,7 @@
  * pure and exported, and table-tested in test/unit/config.test.ts; {@link checkCrossFieldRules} runs
  * them all on a config that passed the schema.
  */
+import { checkOpenWebui } from "./frontendRules";
 import { checkCabling, checkSwitchlessSupported, isSwitchless } from "./cablingRules";
 import { ConfigIssue, describeValue, formatPath } from "./issues";
 import { formatIpv4, formatSubnet, parseCidr, parseIpv4, subnetsOverlap } from "./ipv4";
@@ -469,6 +470,7 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gather
         ...checkSwitchlessSupported(config.interconnect.topology),
         ...checkModelEnvAgainstOverrides(config.model.env, config.nccl.overrides),
         ...checkDockerMountsAgainstLocalModel(config.nodes, config.model.source, facts),
+        ...checkOpenWebui(config),
     ];
 }
 
