@@ -9,7 +9,19 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { withLabUp } from "../lab/lab-harness";
-import { NodeName, Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession, scanFromOutsider, ssh } from "./stackSession";
+import {
+    NodeName,
+    Session,
+    apiKeyOf,
+    chat,
+    newSession,
+    pulumi,
+    pulumiWithConfig,
+    removeSession,
+    scanFromOutsider,
+    secondsUntilAnswering,
+    ssh,
+} from "./stackSession";
 
 const members: NodeName[] = ["spark-a", "spark-b"];
 const MODEL = "tiny-chat";
@@ -141,6 +153,17 @@ describe("SGLang on the pair (venv): serves across both nodes, isolated, idempot
 
     it("a second up changes nothing", () => {
         assert.deepEqual(touchedByPreview(session), []);
+    });
+
+    it("a rank killed heals: rank 0 ends its engine (SGLang's kill_process_tree), both units restart, and the pair answers again", async (t) => {
+        const rank1 = ssh("spark-b", "systemctl show -p MainPID --value spark-cluster-sglang.service").trim();
+        const rank0 = ssh("spark-a", "systemctl show -p MainPID --value spark-cluster-sglang.service").trim();
+        ssh("spark-b", `kill -9 ${rank1}`);
+        const { seconds, text } = await secondsUntilAnswering(endpoint, apiKey, MODEL, 180);
+        t.diagnostic(`answering again ${seconds} s after rank 1 was killed: ${text}`);
+        assert.match(text, /served by spark-a,spark-b/);
+        assert.notEqual(ssh("spark-b", "systemctl show -p MainPID --value spark-cluster-sglang.service").trim(), rank1, "rank 1 restarted");
+        assert.notEqual(ssh("spark-a", "systemctl show -p MainPID --value spark-cluster-sglang.service").trim(), rank0, "rank 0's engine ended and restarted");
     });
 
     it("SGLang -> vLLM: only the serving steps again; vLLM answers", async () => {
