@@ -7,6 +7,8 @@
  */
 import { createHmac } from "node:crypto";
 import type { z } from "zod";
+import { isSwitchless } from "./cablingRules";
+import { type FabricNode, planFabric } from "./fabric";
 import { DEFAULT_GPU_MEMORY_UTILIZATION, type Facts, NODE_KIND_TRAITS, gatherFacts, runtimeOf } from "./facts";
 import type { FitReport } from "./fitRule";
 import { formatIpv4, formatSubnet, parseCidr } from "./ipv4";
@@ -82,6 +84,12 @@ export interface NodeConfig {
     retired: boolean;
     /** What this node's firewall lets in (used when firewall.enabled). */
     firewall: FirewallPolicy;
+    /**
+     * A mesh or ring (interconnect.topology): this node's cables, its host routes to the other
+     * nodes' addresses that are not on its own cables, and the interfaces that must forward
+     * (config/fabric.ts). Undefined for a pair or a switch, whose links are subnets.
+     */
+    fabric?: FabricNode;
 }
 
 /** What `up` and the read-back check on a node's interconnect links. */
@@ -435,6 +443,7 @@ export function resolveFirewallPolicy(
     firewall: FirewallConfig,
     executor: Executor,
     apiPort: number,
+    transitInterfaces: readonly string[] = [],
 ): FirewallPolicy {
     const dashboard = executor.ray?.dashboard;
     const tcp = [
@@ -449,6 +458,7 @@ export function resolveFirewallPolicy(
         openTcp: [...new Set(tcp)].sort((a, b) => a - b),
         openUdp: [...new Set(firewall.allowPorts.filter((p) => p.protocol === "udp").map((p) => p.port))].sort((a, b) => a - b),
         api: isHead ? { port: apiPort, allowFrom: firewall.apiAllowFrom } : undefined,
+        ...(transitInterfaces.length > 0 ? { transitInterfaces: [...transitInterfaces] } : {}),
     };
 }
 
@@ -473,6 +483,8 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         return clusterKey;
     };
     const interfaces = parsed.nodes.map((node) => ({ name: node.name, interconnect: node.interconnect.map(resolveInterface) }));
+    const { topology, cables } = parsed.interconnect;
+    const fabric = isSwitchless(topology) && cables !== undefined ? planFabric(cables, parsed.nodes) : undefined;
     const planned: Omit<NodeConfig, "firewall">[] = parsed.nodes.map((node, i) => ({
         name: node.name,
         kind: node.kind,
@@ -494,6 +506,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         roce: resolveRoce(node.kind, transport, parsed.roce.enabled),
         linkCheck: resolveLinkCheck(node.kind, parsed.interconnect.linkCheck),
         retired: node.retired === true,
+        ...(fabric !== undefined ? { fabric: fabric[i] } : {}),
     }));
     const rdma = parsed.interconnect.linkCheck.rdmaBandwidth;
     if (rdma.enabled) {
@@ -517,7 +530,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
     const executor = resolveExecutor(parsed.model, parsed.ray, planned, facts.rankOrder, totalGpus);
     const nodes: NodeConfig[] = planned.map((node) => ({
         ...node,
-        firewall: resolveFirewallPolicy(node, planned, node.head, firewall, executor, parsed.model.apiPort),
+        firewall: resolveFirewallPolicy(node, planned, node.head, firewall, executor, parsed.model.apiPort, node.fabric?.forwardingOn),
     }));
     const head = nodes.find((node) => node.head);
     if (head === undefined) {

@@ -4,7 +4,7 @@
  * pure and exported, and table-tested in test/unit/config.test.ts; {@link checkCrossFieldRules} runs
  * them all on a config that passed the schema.
  */
-import { checkCabling, checkSwitchlessSupported, isSwitchless } from "./cablingRules";
+import { checkCabling, isSwitchless } from "./cablingRules";
 import { ConfigIssue, describeValue, formatPath } from "./issues";
 import { formatIpv4, formatSubnet, parseCidr, parseIpv4, subnetsOverlap } from "./ipv4";
 import { Facts, RUNTIME_TRAITS, gatherFacts, hasThorIn, localModelFacts, resolveParallelism, runtimeOf, totalGpusOf } from "./facts";
@@ -464,7 +464,6 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gather
         ...checkPorts(config.ray, config.model, config.nodes),
         ...checkTopology(config.interconnect.topology, config.nodes.length),
         ...checkCabling(config.interconnect, config.nodes),
-        ...checkSwitchlessSupported(config.interconnect.topology),
         ...checkModelEnvAgainstOverrides(config.model.env, config.nccl.overrides),
         ...checkDockerMountsAgainstLocalModel(config.nodes, config.model.source, facts),
     ];
