@@ -8,6 +8,7 @@
 // deleted DOCKER-USER rules show in `preview --refresh` and `up --refresh` repairs them; `destroy`
 // removes routes, forwarding and rules and puts the flags back as found. Then ring-4-miscabled (a
 // second bring-up): the cabling check against LLDP refuses it, naming both ends, before any change.
+// Then mesh-3 (a third): up, every address in one hop at full MTU, no forwarding, serving, destroy.
 // (It replaces test/lab/lab-switchless.test.ts, which applied the renderers' scripts by hand.)
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -23,49 +24,59 @@ const P0 = "enp1s0f0np0";
 const P1 = "enp1s0f1np1";
 const NAMES = ["spark-a", "spark-b", "spark-c", "spark-d"] as const;
 const MTU = 9000;
-/** Node i: port 0 on cable i (192.168.200.2i/31), port 1 on cable i-1 (its odd end): lab/lib/net.sh's ring-4. */
-const addressOf = (i: number, port: 0 | 1) => (port === 0 ? `192.168.200.${2 * i}` : `192.168.200.${2 * ((i + 3) % 4) + 1}`);
+/**
+ * Node i of a switchless lab topology of `n` nodes (lab/lib/net.sh): port 0 on cable i
+ * (192.168.200.2i/31), port 1 on cable i-1 (its odd end).
+ */
+const addressOf = (i: number, port: 0 | 1, n = 4) => (port === 0 ? `192.168.200.${2 * i}` : `192.168.200.${2 * ((i + n - 1) % n) + 1}`);
 
 /** The NCCL check on: the lab lends torch to the venv, which runs gloo over the veth links (as spark-pair.test.ts). */
 const CHECK = "  spark-cluster:check: {enabled: true, requireTransport: any, passMarkGBps: 0.001}";
 
-/** The lab stack's key and secrets, with ring-4's four Sparks, their cables, and the mp executor at TP=2, PP=2. */
-function ring4Config(dev: string): string {
-    const keep = (pattern: RegExp) => {
-        const match = pattern.exec(dev);
-        assert.ok(match, `Pulumi.dev.yaml has ${pattern}`);
-        return match[0];
+/**
+ * The lab stack's key and secrets, with the Sparks of lab ring-4 (or mesh-3: `names` three), their
+ * cables (node i's port 0 to node i+1's port 1, around), and the mp executor at TP x PP.
+ */
+function switchlessConfig(topology: "ring" | "mesh", names: readonly string[], tp: number, pp: number): (dev: string) => string {
+    return (dev) => {
+        const keep = (pattern: RegExp) => {
+            const match = pattern.exec(dev);
+            assert.ok(match, `Pulumi.dev.yaml has ${pattern}`);
+            return match[0];
+        };
+        const n = names.length;
+        const spark = (name: string, i: number) => [
+            `    - name: ${name}`,
+            "      kind: spark",
+            ...(i === 0 ? ["      head: true"] : []),
+            `      ssh: {host: 10.77.0.${11 + i}}`,
+            "      gpus: 1",
+            // The lab's venv plays vLLM 0.33.0: multi-node mp, no Docker image to start on every node.
+            "      runtime: {kind: venv, path: /opt/lab-venv}",
+            "      interconnect:",
+            `        - {name: ${P0}, address: ${addressOf(i, 0, n)}/31}`,
+            `        - {name: ${P1}, address: ${addressOf(i, 1, n)}/31}`,
+        ];
+        const cables = names.map((name, i) => `      - {a: {node: ${name}, port: ${P0}}, b: {node: ${names[(i + 1) % n]}, port: ${P1}}}`);
+        return [
+            "config:",
+            "  spark-cluster:nodes:",
+            ...names.flatMap((name, i) => spark(name, i)),
+            keep(/^ {2}spark-cluster:sshPrivateKeyPath: .*$/m),
+            "  spark-cluster:interconnect:",
+            `    topology: ${topology}`,
+            `    mtu: ${MTU}`,
+            "    cables:",
+            ...cables,
+            `  spark-cluster:model: {source: lab/tiny-chat, servedName: tiny-chat, tensorParallel: ${tp}, pipelineParallel: ${pp}, executor: mp}`,
+            CHECK,
+            keep(/^ {2}spark-cluster:apiKey:\n\s+secure: .*$/m),
+            keep(/^encryptionsalt: .*$/m),
+            "",
+        ].join("\n");
     };
-    const spark = (name: string, i: number) => [
-        `    - name: ${name}`,
-        "      kind: spark",
-        ...(i === 0 ? ["      head: true"] : []),
-        `      ssh: {host: 10.77.0.${11 + i}}`,
-        "      gpus: 1",
-        // The lab's venv plays vLLM 0.33.0: multi-node mp, no Docker image to start on four nodes.
-        "      runtime: {kind: venv, path: /opt/lab-venv}",
-        "      interconnect:",
-        `        - {name: ${P0}, address: ${addressOf(i, 0)}/31}`,
-        `        - {name: ${P1}, address: ${addressOf(i, 1)}/31}`,
-    ];
-    const cables = NAMES.map((name, i) => `      - {a: {node: ${name}, port: ${P0}}, b: {node: ${NAMES[(i + 1) % 4]}, port: ${P1}}}`);
-    return [
-        "config:",
-        "  spark-cluster:nodes:",
-        ...NAMES.flatMap((name, i) => spark(name, i)),
-        keep(/^ {2}spark-cluster:sshPrivateKeyPath: .*$/m),
-        "  spark-cluster:interconnect:",
-        "    topology: ring",
-        `    mtu: ${MTU}`,
-        "    cables:",
-        ...cables,
-        "  spark-cluster:model: {source: lab/tiny-chat, servedName: tiny-chat, tensorParallel: 2, pipelineParallel: 2, executor: mp}",
-        CHECK,
-        keep(/^ {2}spark-cluster:apiKey:\n\s+secure: .*$/m),
-        keep(/^encryptionsalt: .*$/m),
-        "",
-    ].join("\n");
 }
+const ring4Config = switchlessConfig("ring", NAMES, 2, 2);
 
 /** What dockerd does at start with iptables on (Docker docs, "Packet filtering and firewalls"); the lab's dockerd runs with iptables off. */
 const DOCKER_FORWARD_DROP =
@@ -249,6 +260,46 @@ describe("ring-4-miscabled: the LLDP check refuses the cabling, naming both ends
         for (const node of NAMES) {
             assert.equal(ssh(node, `ls -d ${NETPLAN_PATH} ${CONFIG_DIR} ${FORWARDING_SYSCTL_PATH} 2>/dev/null || true`).trim(), "", `${node} is untouched`);
             assert.doesNotMatch(ssh(node, "nft list tables"), /spark_cluster/, node);
+        }
+    });
+});
+
+describe("mesh-3: every node a neighbour, no forwarding anywhere, serving over all three", { timeout: 1_800_000 }, () => {
+    const MESH = ["spark-a", "spark-b", "spark-c"] as const;
+    let session: Session;
+    let apiKey = "";
+
+    before(() => {
+        const t0 = Date.now();
+        lab(["down"], 5 * 60_000);
+        lab(["up", "--topology", "mesh-3"]);
+        console.log(`# lab up --topology mesh-3 took ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+        session = newSession(switchlessConfig("mesh", MESH, 1, 3));
+        apiKey = apiKeyOf(session);
+    });
+    after(() => removeSession(session));
+
+    it("up: each node reaches both others' addresses at full MTU, directly; no forwarding step; the chat is served by all three; destroy cleans", async (t) => {
+        const t0 = Date.now();
+        pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+        t.diagnostic(`up on mesh-3: ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+        assert.match(await chat("http://10.77.0.11:8000/v1", apiKey, "tiny-chat"), /served by spark-a,spark-b,spark-c \(tp=1 pp=3 executor=mp\)/);
+        for (const [i, from] of MESH.entries()) {
+            const targets = MESH.flatMap((_, j) => (j === i ? [] : [addressOf(j, 0, 3), addressOf(j, 1, 3)]));
+            const script = targets
+                .map((ip) => `ping -c 1 -W 2 -M do -s ${MTU - 28} -t 1 ${ip} >/dev/null || echo "no answer from ${ip} in one hop"`)
+                .join("\n");
+            assert.equal(ssh(from, script).trim(), "", from);
+            assert.equal(ssh(from, FLAGS), "0\n0\n", `${from} forwards nothing`);
+        }
+        const exported = path.join(session.work, "state.json");
+        pulumi(session, "stack", "export", "--file", exported);
+        assert.doesNotMatch(fs.readFileSync(exported, "utf8"), /-forwarding"/, "no forwarding step in a mesh");
+        pulumiWithConfig(session, "up", "--yes", "--skip-preview", "--expect-no-changes");
+        pulumiWithConfig(session, "destroy", "--yes", "--skip-preview");
+        for (const node of MESH) {
+            assert.equal(ssh(node, "ip -4 route show | grep 192.168.200 || true"), "", node);
+            assert.equal(ssh(node, `ls -d ${NETPLAN_PATH} ${CONFIG_DIR} ${STATE_DIR} 2>/dev/null || true`).trim(), "", node);
         }
     });
 });
