@@ -45,6 +45,8 @@ export const ray = sparkCluster.ray;
 export const vllm = sparkCluster.vllm;
 /** How to reach the Ray dashboard (bound to the head's loopback by default). */
 export const rayDashboard = sparkCluster.dashboard;
+/** Open WebUI (frontend.openWebui): the SSH tunnel to its page on the head's loopback, or its URL. */
+export const openWebui = sparkCluster.openWebui;
 /**
  * Try it: a curl line to paste into bash, every value quoted. The API key stays in config and is read
  * when the line runs (`pulumi config get spark-cluster:apiKey`, with `--config-file` for a stack under stacks/).

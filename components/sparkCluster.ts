@@ -3,6 +3,7 @@ import type { Config } from "../config";
 import { ClusterNode } from "./clusterNode";
 import { hostKeyFingerprint } from "./hostKey";
 import { ModelSync } from "./modelSync";
+import { OpenWebui } from "./openWebui";
 import { retiredCommand } from "./nodeConnection";
 import { rayAuthStatus } from "./nodeFacts";
 import { typeToken } from "./package";
@@ -11,6 +12,7 @@ import { RayNodeArgs } from "./rayNode";
 import { RayWorker } from "./rayWorker";
 import { VllmServer, apiBaseUrl } from "./vllmServer";
 import { engineStrategy } from "./render/engine";
+import { openWebuiPlan } from "./render/openWebui";
 import { SHIPPED_FLAG_TABLES, vllmCheckScript, vllmVerdict } from "./render/vllmCompat";
 import type { RoceChain } from "./render/roceChain";
 
@@ -54,6 +56,8 @@ export class SparkCluster extends pulumi.ComponentResource {
     public readonly ray: pulumi.Output<Record<string, string>>;
     /** vLLM per node: the version its runtime has, and the image's ID (docker). */
     public readonly vllm: pulumi.Output<Record<string, string>>;
+    /** How to reach Open WebUI (frontend.openWebui), when it is on. */
+    public readonly openWebui?: string;
 
     constructor(name: string, args: SparkClusterArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
@@ -222,6 +226,7 @@ export class SparkCluster extends pulumi.ComponentResource {
         };
         // Paused (model.paused): no server at all, so the next up removes the vLLM layer (each
         // step's delete) and leaves every other layer as it is; unpaused, the same servers as before.
+        let headServer: VllmServer | undefined;
         if (config.model.paused === true) {
             pulumi.log.warn(
                 "model.paused is true: vLLM is stopped and removed on every node (network, PFC, NCCL, firewall, Ray and the model cache stay); " +
@@ -230,7 +235,25 @@ export class SparkCluster extends pulumi.ComponentResource {
             );
         } else {
             const workerServers = executor.servers.slice(1).map((placement) => server(placement, []));
-            server(executor.servers[0], workerServers);
+            headServer = server(executor.servers[0], workerServers);
+        }
+        // Open WebUI on the head (off by default: nothing is registered then), after the head's server.
+        const ui = config.openWebui;
+        if (ui !== undefined) {
+            const uiNode = nodeNamed(ui.node);
+            const { adminPassword, secretKey, ...spec } = ui;
+            new OpenWebui(
+                `${uiNode.node.name}-open-webui`,
+                {
+                    host: uiNode.host,
+                    plan: openWebuiPlan({ ...spec, servedModel: config.model.servedName }),
+                    apiKey: pulumi.secret(config.apiKey.reveal()),
+                    adminPassword: pulumi.secret(adminPassword.reveal()),
+                    secretKey: pulumi.secret(secretKey.reveal()),
+                },
+                uiNode.childOptions({ dependsOn: headServer ? [headServer] : uiNode.hostReady }),
+            );
+            this.openWebui = ui.access;
         }
         // Where the endpoint is (or will be again, when paused): the head's address and the API port.
         this.endpoint = apiBaseUrl(config.head.ssh.host, config.model.apiPort);

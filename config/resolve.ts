@@ -9,7 +9,8 @@ import { createHmac } from "node:crypto";
 import type { z } from "zod";
 import { isSwitchless } from "./cablingRules";
 import { type FabricNode, planFabric } from "./fabric";
-import { DEFAULT_GPU_MEMORY_UTILIZATION, type Facts, NODE_KIND_TRAITS, gatherFacts, runtimeOf } from "./facts";
+import { DEFAULT_GPU_MEMORY_UTILIZATION, type Facts, NODE_KIND_TRAITS, RUNTIME_TRAITS, gatherFacts, runtimeOf } from "./facts";
+import { DEFAULT_OPEN_WEBUI_IMAGE, DEFAULT_OPEN_WEBUI_VENV, OpenWebuiDockerSchema, OpenWebuiVenvSchema } from "./frontendSchema";
 import type { FitReport } from "./fitRule";
 import { formatIpv4, formatSubnet, parseCidr } from "./ipv4";
 import {
@@ -295,6 +296,35 @@ export interface Config {
     executor: Executor;
     /** The serving engine the servers run. */
     engine: Engine;
+    /** Open WebUI on the head (frontend.openWebui.enabled); absent when off. */
+    openWebui?: OpenWebuiConfig;
+}
+
+/** How the head runs Open WebUI: its own image, or a venv `up` installs. */
+export type OpenWebuiRuntime = z.output<typeof OpenWebuiDockerSchema> | z.output<typeof OpenWebuiVenvSchema>;
+
+/** Open WebUI on the head, every default and derived value decided. */
+export interface OpenWebuiConfig {
+    /** The head node's name (Open WebUI runs there). */
+    node: string;
+    runtime: OpenWebuiRuntime;
+    /** PyPI release for the venv runtime. */
+    version: string;
+    listenAddress: string;
+    port: number;
+    /** Listening off loopback: the firewall opens `port` on the head. */
+    exposed: boolean;
+    adminEmail: string;
+    adminName: string;
+    adminPassword: SecretString;
+    /** WEBUI_SECRET_KEY (signs its sessions): derived from apiKey and the stack, stable across `up`. */
+    secretKey: SecretString;
+    dataDir: string;
+    removeDataOnDestroy: boolean;
+    /** The cluster's OpenAI-compatible base URL as Open WebUI on the head reaches it. */
+    endpoint: string;
+    /** How a person reaches the page: the SSH tunnel command, or the URL when exposed. */
+    access: string;
 }
 
 /** The NCCL check's pass mark and required transport: RDMA at NVIDIA's pass mark on RoCE, report only over sockets. */
@@ -375,6 +405,57 @@ export function deriveModelSyncSecret(apiKey: string, stack: string, source: str
     return deriveFromApiKey(apiKey, `spark-cluster model sync for stack ${stack}: ${source}`);
 }
 
+/** Open WebUI's WEBUI_SECRET_KEY when it is on. */
+export function deriveOpenWebuiSecretKey(apiKey: string, stack: string): string {
+    return deriveFromApiKey(apiKey, `spark-cluster open webui secret key for stack ${stack}`);
+}
+
+/**
+ * frontend.openWebui resolved (undefined when off): the runtime (docker where the head's runtime
+ * is a container, else a venv), the endpoint it talks to (the head's vLLM over loopback unless
+ * model.apiHost binds one address) and how a person reaches it.
+ */
+export function resolveOpenWebui(
+    parsed: Pick<ParsedConfig, "frontend" | "openWebuiAdminPassword" | "apiKey">,
+    head: Pick<NodeConfig, "name" | "ssh" | "runtime">,
+    api: { host: string; port: number },
+    stack: string,
+): OpenWebuiConfig | undefined {
+    const ui = parsed.frontend.openWebui;
+    if (!ui.enabled) return undefined;
+    if (ui.adminEmail === undefined || parsed.openWebuiAdminPassword === undefined) {
+        throw new Error("internal: checkOpenWebui let an Open WebUI without its admin through");
+    }
+    const runtime: OpenWebuiRuntime =
+        ui.runtime ??
+        (RUNTIME_TRAITS[head.runtime.kind].containerized
+            ? { kind: "docker", image: DEFAULT_OPEN_WEBUI_IMAGE }
+            : { kind: "venv", path: DEFAULT_OPEN_WEBUI_VENV });
+    const exposed = !LOOPBACK.includes(ui.listenAddress) && !ui.listenAddress.startsWith("127.");
+    const apiHost = api.host === "0.0.0.0" || LOOPBACK.includes(api.host) ? "127.0.0.1" : api.host;
+    const ssh = head.ssh;
+    const sshTarget = `${ssh.user}@${ssh.host}${ssh.port === 22 ? "" : ` -p ${ssh.port}`}`;
+    const access = exposed
+        ? `http://${ui.listenAddress === "0.0.0.0" ? ssh.host : ui.listenAddress}:${ui.port}`
+        : `ssh -N -L ${ui.port}:${ui.listenAddress}:${ui.port} ${sshTarget}, then open http://localhost:${ui.port}`;
+    return {
+        node: head.name,
+        runtime,
+        version: ui.version,
+        listenAddress: ui.listenAddress,
+        port: ui.port,
+        exposed,
+        adminEmail: ui.adminEmail,
+        adminName: ui.adminName,
+        adminPassword: new SecretString(parsed.openWebuiAdminPassword),
+        secretKey: new SecretString(deriveOpenWebuiSecretKey(parsed.apiKey, stack)),
+        dataDir: ui.dataDir.replace(/\/+$/, ""),
+        removeDataOnDestroy: ui.removeDataOnDestroy,
+        endpoint: `http://${apiHost}:${api.port}/v1`,
+        access,
+    };
+}
+
 /** Loopback addresses: a dashboard bound to one is reachable only through an SSH tunnel. */
 const LOOPBACK = ["127.0.0.1", "localhost"];
 
@@ -443,6 +524,7 @@ export function resolveFirewallPolicy(
     firewall: FirewallConfig,
     executor: Executor,
     apiPort: number,
+    headTcp: readonly number[] = [],
     transitInterfaces: readonly string[] = [],
 ): FirewallPolicy {
     const dashboard = executor.ray?.dashboard;
@@ -451,6 +533,7 @@ export function resolveFirewallPolicy(
         node.ssh.port,
         ...firewall.allowPorts.filter((p) => p.protocol === "tcp").map((p) => p.port),
         ...(isHead && dashboard?.exposed ? [dashboard.port] : []),
+        ...(isHead ? headTcp : []),
     ];
     return {
         node: node.name,
@@ -528,9 +611,21 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
     }
     const firewall: FirewallConfig = { ...parsed.firewall, allowPorts: parsed.firewall.allowPorts.map(parseOpenPort) };
     const executor = resolveExecutor(parsed.model, parsed.ray, planned, facts.rankOrder, totalGpus);
+    const plannedHead = planned.find((node) => node.head);
+    const openWebui =
+        plannedHead === undefined ? undefined : resolveOpenWebui(parsed, plannedHead, { host: parsed.model.apiHost, port: parsed.model.apiPort }, stack);
     const nodes: NodeConfig[] = planned.map((node) => ({
         ...node,
-        firewall: resolveFirewallPolicy(node, planned, node.head, firewall, executor, parsed.model.apiPort, node.fabric?.forwardingOn),
+        firewall: resolveFirewallPolicy(
+            node,
+            planned,
+            node.head,
+            firewall,
+            executor,
+            parsed.model.apiPort,
+            openWebui?.exposed ? [openWebui.port] : [],
+            node.fabric?.forwardingOn,
+        ),
     }));
     const head = nodes.find((node) => node.head);
     if (head === undefined) {
@@ -566,5 +661,6 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         rankOrder: facts.rankOrder,
         executor,
         engine: resolveEngine(),
+        ...(openWebui !== undefined ? { openWebui } : {}),
     };
 }

@@ -4,6 +4,7 @@
  * pure and exported, and table-tested in test/unit/config.test.ts; {@link checkCrossFieldRules} runs
  * them all on a config that passed the schema.
  */
+import { checkOpenWebui } from "./frontendRules";
 import { checkCabling, isSwitchless } from "./cablingRules";
 import { ConfigIssue, describeValue, formatPath } from "./issues";
 import { formatIpv4, formatSubnet, parseCidr, parseIpv4, subnetsOverlap } from "./ipv4";
@@ -466,6 +467,7 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gather
         ...checkCabling(config.interconnect, config.nodes),
         ...checkModelEnvAgainstOverrides(config.model.env, config.nccl.overrides),
         ...checkDockerMountsAgainstLocalModel(config.nodes, config.model.source, facts),
+        ...checkOpenWebui(config),
     ];
 }
 

@@ -9,9 +9,11 @@ import { ipv4RangeProblem } from "./ipv4";
 import { CONFIG_NAMESPACE } from "./namespace";
 import { ModelSizeSchema } from "./modelSize";
 import { DockerRuntimeSchema, InterfaceSchema, NodeSchema, VenvRuntimeSchema } from "./nodeSchema";
+import { FrontendSchema, OPEN_WEBUI_PASSWORD_EXAMPLE } from "./frontendSchema";
 import { IFNAME, PRIVATE_KEY_TEXT, SECRET_TEXT, hostOrIpv4, keyFilePath, port } from "./schemaFields";
 
 export * from "./nodeSchema";
+export * from "./frontendSchema";
 export { PRIVATE_KEY_TEXT } from "./schemaFields";
 import { extraArgProblem, modelEnvNameProblem, modelEnvValueProblem, modelSourceProblem, overrideKeyProblem } from "./valueRules";
 
@@ -446,6 +448,8 @@ export const ClusterConfigSchema = z.strictObject({
     ray: RaySchema.prefault({}).meta({ example: "{ port: 6379, dashboardHost: 127.0.0.1, dashboardPort: 8265 }" }),
     /** The model and vLLM settings. Required (at least `source`). */
     model: ModelSchema.meta({ example: "{ source: Qwen/Qwen2.5-7B-Instruct }" }),
+    /** Front ends on the head (Open WebUI). Defaults to none. */
+    frontend: FrontendSchema.prefault({}).meta({ example: "{ openWebui: { enabled: true, adminEmail: admin@example.com } }" }),
     /**
      * SECRET. Private key text (OpenSSH or PEM) for every node. Exactly one of this and
      * `sshPrivateKeyPath` unless every node sets ssh.privateKeyPath.
@@ -487,6 +491,14 @@ export const ClusterConfigSchema = z.strictObject({
         .regex(/^[A-Za-z0-9_-]{32,256}$/, { error: "must be 32-256 letters, digits, _ or - (e.g. 64 hex digits)" })
         .optional()
         .meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:rayAuthToken "$(openssl rand -hex 32)"` }),
+    /** SECRET. The Open WebUI admin's password (frontend.openWebui), at least 12 characters. Required when Open WebUI is enabled. */
+    openWebuiAdminPassword: z
+        .string()
+        .min(12)
+        .max(256)
+        .regex(SECRET_TEXT, { error: "must be printable ASCII (spaces inside are fine), without control characters or a space at either end" })
+        .optional()
+        .meta({ example: OPEN_WEBUI_PASSWORD_EXAMPLE }),
 });
 
 /** The stack config as the schema outputs it, before cross-field defaults. */

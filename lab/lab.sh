@@ -8,6 +8,7 @@
 #   lab/lab.sh kill NODE --container NAME       docker kill NAME on NODE (SIGKILL)
 #   lab/lab.sh vllm-layer                       build the real-vLLM layer alone; prints its directory
 #   (LAB_REAL_VLLM=1 lab/lab.sh up ... gives every node the real vLLM in /opt/lab-vllm)
+#   lab/lab.sh open-webui-layer                 build the Open WebUI layer alone (every node has it: /opt/lab-open-webui)
 # See lab/README.md for how it works, what it costs and what is simulated.
 set -euo pipefail
 
@@ -21,7 +22,7 @@ source "${LAB_DIR}/lib/net.sh"
 source "${LAB_DIR}/lib/nodes.sh"
 
 usage() {
-  sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -200,6 +201,19 @@ cmd_vllm_layer() {
   vllm_layer_dir
 }
 
+# Build (or find) the Open WebUI layer without touching any lab; prints its directory.
+cmd_open_webui_layer() {
+  need_root
+  ensure_host_tools
+  mkdir -p "${LAB_CACHE}/layers"
+  exec 8>"${LAB_CACHE}/build.lock"
+  flock -w 3600 8 || die "could not lock ${LAB_CACHE}/build.lock"
+  build_base_layer
+  build_open_webui_layer
+  flock -u 8
+  open_webui_layer_dir
+}
+
 main() {
   [[ $# -ge 1 ]] || usage
   local cmd="$1"; shift
@@ -210,6 +224,7 @@ main() {
     reboot) cmd_reboot "$@" ;;
     kill) cmd_kill "$@" ;;
     vllm-layer) [[ $# -eq 0 ]] || usage; cmd_vllm_layer ;;
+    open-webui-layer) [[ $# -eq 0 ]] || usage; cmd_open_webui_layer ;;
     -h|--help|help) usage ;;
     *) usage ;;
   esac

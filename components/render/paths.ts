@@ -18,6 +18,8 @@ export const NCCL_CONF_PATH = "/etc/nccl.conf";
 export const RUNTIME_ENV_PATH = `${CONFIG_DIR}/runtime.env`;
 /** Root-only env file with Ray's token authentication (RAY_AUTH_MODE, RAY_AUTH_TOKEN), read by the Ray and vLLM units. */
 export const RAY_ENV_PATH = `${CONFIG_DIR}/ray.env`;
+/** Root-only env file of Open WebUI: the API key, its admin's password and its session key, and its settings. */
+export const OPEN_WEBUI_ENV_PATH = `${CONFIG_DIR}/open-webui.env`;
 /** Root-only env file with the API key and HF token: never in argv, state or logs. */
 export const VLLM_SECRETS_PATH = `${CONFIG_DIR}/vllm.env`;
 /*
@@ -75,6 +77,8 @@ export const UNITS = {
     vllmFollow: "spark-cluster-vllm-follow",
     pfc: "spark-cluster-pfc",
     firewall: "spark-cluster-firewall",
+    /** Open WebUI on the head (frontend.openWebui). */
+    openWebui: "spark-cluster-open-webui",
 } as const;
 /** Every variable the project sets for the vLLM process, with where it is set: model.env refuses these names. */
 export const PROJECT_ENV: ReadonlyMap<string, string> = new Map<string, string>([
@@ -84,7 +88,7 @@ export const PROJECT_ENV: ReadonlyMap<string, string> = new Map<string, string>(
     ...VLLM_UNIT_ENV_NAMES.map((name) => [name, `the unit ${UNITS.vllm}.service`] as const),
 ]);
 /** Container names of our units (docker runtime), so ExecStop and `docker exec` find them. */
-export const CONTAINER_NAMES = { ray: "spark-cluster-ray", vllm: "spark-cluster-vllm" } as const;
+export const CONTAINER_NAMES = { ray: "spark-cluster-ray", vllm: "spark-cluster-vllm", openWebui: "spark-cluster-open-webui" } as const;
 
 export function unitPath(name: string): string {
     return `${UNIT_DIR}/${name}.service`;

@@ -230,6 +230,72 @@ build_vllm_layer() {
   log "real-vLLM layer ready in $(($(date +%s) - start)) s ($(du -sh "${dir}" | cut -f1))"
 }
 
+# Open WebUI layer (every node; the product runs it on the head when frontend.openWebui is on):
+# the real Open WebUI from PyPI (open-webui==LAB_OPEN_WEBUI_VERSION) in the venv /opt/lab-open-webui,
+# built in a chroot of base (the nodes' python3.11). pip resolves Open WebUI's pinned requirements
+# (`--dry-run --report`, metadata only), lab/open_webui/requirements.py drops the torch family
+# (torch, triton, nvidia-*, cuda-*: 2.6 GB of wheels, 5 GB installed, used only by Open WebUI's
+# local embedding/reranking/speech models, which the lab could not download anyway), and the rest
+# is installed with --no-deps. Measured here: the full install is 7.3 GB and took 203 s from a
+# local wheelhouse on 2 cores; this layer is about 2 GB. The lab's stack points
+# frontend.openWebui.runtime.path at it; the product's install step then finds 0.12.4 there.
+LAB_OPEN_WEBUI_VERSION=0.12.4
+LAB_OPEN_WEBUI_DIR=/opt/lab-open-webui
+
+open_webui_layer_dir() {
+  echo "${LAB_CACHE}/layers/open-webui-$(layer_hash "${LAB_OPEN_WEBUI_VERSION}" "$(basename "$(base_layer_dir)")" \
+    "$(declare -f build_open_webui_layer)" "$(cat "${LAB_DIR}/open_webui/requirements.py")")"
+}
+
+build_open_webui_layer() {
+  local base dir tmp start
+  base="$(base_layer_dir)"
+  dir="$(open_webui_layer_dir)"
+  [[ -f "${dir}/.lab-layer-complete" ]] && return 0
+  tmp="${dir}.tmp.$$"
+  rm -rf --one-file-system "${tmp}"
+  mkdir -p "${tmp}/upper/run/lab-build" "${tmp}/work" "${tmp}/merged"
+  start=$(date +%s)
+  log "building the Open WebUI layer: open-webui==${LAB_OPEN_WEBUI_VERSION} from PyPI into ${LAB_OPEN_WEBUI_DIR}, without the torch family (first run only; ~3 min, ~2 GB) -> ${dir}"
+  cp "${LAB_DIR}/open_webui/requirements.py" /etc/ssl/certs/ca-certificates.crt "${tmp}/upper/run/lab-build/"
+  mv "${tmp}/upper/run/lab-build/ca-certificates.crt" "${tmp}/upper/run/lab-build/ca.crt"
+  if ! unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
+      base="$1"; tmp="$2"; version="$3"; venv="$4"
+      mount -t overlay overlay -o "lowerdir=${base},upperdir=${tmp}/upper,workdir=${tmp}/work" "${tmp}/merged"
+      m="${tmp}/merged"
+      mount -t proc proc "${m}/proc"
+      mount --rbind /dev "${m}/dev"
+      mount --bind /etc/resolv.conf "${m}/etc/resolv.conf"
+      chroot "${m}" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+        PIP_CERT=/run/lab-build/ca.crt PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=180 PIP_PROGRESS_BAR=off \
+        PIP_NO_CACHE_DIR=1 PIP_NO_INPUT=1 \
+        /bin/sh -euc "
+          echo \"==> venv ${venv}; pip resolves open-webui==${version} (metadata only)\"
+          python3 -m venv ${venv}
+          ${venv}/bin/pip install --quiet --upgrade pip
+          ${venv}/bin/pip install --quiet --dry-run --ignore-installed --report /run/lab-build/report.json open-webui==${version}
+          ${venv}/bin/python /run/lab-build/requirements.py /run/lab-build/report.json >/run/lab-build/requirements.txt 2>${venv}/LAB-LEFT-OUT.txt
+          echo \"==> pip install --no-deps: \$(wc -l </run/lab-build/requirements.txt) distributions; left out: \$(tr \"\\n\" \" \" <${venv}/LAB-LEFT-OUT.txt)\"
+          ${venv}/bin/pip install --quiet --no-deps -r /run/lab-build/requirements.txt
+          echo \"==> check\"
+          ${venv}/bin/python -c \"import importlib.metadata as m; print(\\\"open-webui\\\", m.version(\\\"open-webui\\\"))\"
+          test -x ${venv}/bin/open-webui
+        "
+    ' lab-open-webui-build "${base}" "${tmp}" "${LAB_OPEN_WEBUI_VERSION}" "${LAB_OPEN_WEBUI_DIR}" 2>&1 \
+      | tee "${LAB_CACHE}/open-webui-build.log" | grep --line-buffered -E '^(==>|open-webui [0-9])' | sed -u 's/^/[lab] /' >&2; then
+    tail -n 30 "${LAB_CACHE}/open-webui-build.log" >&2
+    rm -rf --one-file-system "${tmp}"
+    die "Open WebUI layer build failed (log: ${LAB_CACHE}/open-webui-build.log)"
+  fi
+  # Only the venv: nothing else of the build's writes.
+  mkdir -p "${tmp}/layer/opt"
+  mv "${tmp}/upper${LAB_OPEN_WEBUI_DIR}" "${tmp}/layer${LAB_OPEN_WEBUI_DIR}"
+  printf 'open-webui=%s built=%s seconds=%s\n' "${LAB_OPEN_WEBUI_VERSION}" "$(date -u +%FT%TZ)" "$(($(date +%s) - start))" >"${tmp}/layer/.lab-layer-complete"
+  mv "${tmp}/layer" "${dir}"
+  rm -rf --one-file-system "${tmp}"
+  log "Open WebUI layer ready in $(($(date +%s) - start)) s ($(du -sh "${dir}" | cut -f1))"
+}
+
 build_layers() {
   mkdir -p "${LAB_CACHE}/layers"
   exec 8>"${LAB_CACHE}/build.lock"
@@ -238,6 +304,7 @@ build_layers() {
   build_venv_layer
   if [[ "${LAB_DOCKER:-1}" == 1 ]]; then build_docker_layer; fi
   if [[ "${LAB_REAL_VLLM:-0}" == 1 ]]; then build_vllm_layer; fi
+  build_open_webui_layer
   build_models
   flock -u 8
   ensure_torch

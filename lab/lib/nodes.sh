@@ -219,6 +219,8 @@ unmount_node_root() {
 node_lowerdir() {
   local lower
   lower="$(venv_layer_dir):$(base_layer_dir)"
+  # Open WebUI's venv (/opt/lab-open-webui), on every node; only a stack with frontend.openWebui runs it.
+  lower="$(open_webui_layer_dir):${lower}"
   if node_has_docker "$1"; then lower="$(docker_layer_dir):${lower}"; fi
   # The real vLLM (opt-in, recorded by `up` so a reboot mounts the same layers).
   if [[ "$(cat "${LAB_STATE}/real-vllm" 2>/dev/null)" == 1 ]]; then lower="$(vllm_layer_dir):${lower}"; fi

@@ -10,7 +10,7 @@ import { execFile, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { deriveRayAuthToken } from "../../config";
+import { deriveOpenWebuiSecretKey, deriveRayAuthToken } from "../../config";
 import { deriveModelSyncSecret } from "../../components/render/modelSync";
 import { RecordedResource, Scenario, ScenarioResult } from "./graphHarness";
 import { MOCK_HOST_KEY, SECRET_SIG, SECRET_SIG_KEY } from "../support/mockHarness";
@@ -27,6 +27,7 @@ const SSH_KEY_BODY = "b3BlbnNzaC1rZXktdjEAAAAAgraphtestkeybody";
 const SSH_KEY = `-----BEGIN OPENSSH PRIVATE KEY-----\n${SSH_KEY_BODY}\n-----END OPENSSH PRIVATE KEY-----`;
 const SECRET_KEYS = ["sshPrivateKey", "apiKey", "hfToken"];
 const RAY_TOKEN = "0123456789abcdef0123456789abcdef-rotated";
+const OPEN_WEBUI_PASSWORD = "graph-test-open-webui-admin-password";
 
 /** spark-a cabled to a Thor: one link, so one interface. */
 function sparkForThor(): Record<string, unknown> {
@@ -222,6 +223,19 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
     unpaused: {
         clusterName: "dev",
         values: withChange((v) => ((v.model as ModelValues).paused = false)),
+        secretKeys: SECRET_KEYS,
+    },
+    openWebui: {
+        clusterName: "dev",
+        values: withChange((v) => {
+            v.frontend = { openWebui: { enabled: true, adminEmail: "admin@example.com", runtime: { kind: "venv", wheelhouse: "/srv/wheels" } } };
+            v.openWebuiAdminPassword = OPEN_WEBUI_PASSWORD;
+        }),
+        secretKeys: [...SECRET_KEYS, "openWebuiAdminPassword"],
+    },
+    openWebuiOff: {
+        clusterName: "dev",
+        values: withChange((v) => (v.frontend = { openWebui: { enabled: false } })),
         secretKeys: SECRET_KEYS,
     },
     ring4: { clusterName: "dev", values: ringValues(), secretKeys: SECRET_KEYS },
@@ -1261,5 +1275,66 @@ describe("the NCCL check (check.enabled)", () => {
     it("runs again when the NCCL environment changes", async () => {
         const changed = changedNames(await scenario("withCheck"), await scenario("withCheckDebug"));
         assert.ok(changed.includes("spark-a-check-nccl") && changed.includes("spark-b-check-nccl"), changed.join(", "));
+    });
+});
+
+describe("frontend.openWebui", () => {
+    const UI_STEPS = [
+        "spark-a-open-webui",
+        "spark-a-open-webui-data",
+        "spark-a-open-webui-env",
+        "spark-a-open-webui-install",
+        "spark-a-open-webui-ready",
+        "spark-a-open-webui-unit",
+    ];
+
+    it("off (the default, or enabled: false) registers nothing and changes nothing", async () => {
+        assert.deepEqual(changedNames(await scenario("base"), await scenario("openWebuiOff")), []);
+        assert.equal((await scenario("openWebuiOff")).resources.length, (await scenario("base")).resources.length);
+    });
+
+    it("on: only its own steps are added, under the head, after the head's vLLM; every other resource is as before", async () => {
+        const [base, ui] = [await scenario("base"), await scenario("openWebui")];
+        assert.deepEqual(ui.errors, []);
+        const before = new Set(base.resources.map((r) => r.name));
+        assert.deepEqual(
+            ui.resources
+                .filter((r) => !before.has(r.name))
+                .map((r) => r.name)
+                .sort(),
+            UI_STEPS,
+        );
+        assert.deepEqual(
+            changedNames(base, ui).filter((name) => before.has(name)),
+            [],
+            "nothing of the base stack changes",
+        );
+        const component = get(ui, "spark-a-open-webui");
+        assert.equal(component.type, COMPONENT("OpenWebui"));
+        assert.equal(component.parent, "spark-a");
+        assert.deepEqual(component.dependsOn, ["spark-a-vllm"]);
+        for (const step of UI_STEPS.slice(1)) assert.equal(get(ui, step).parent, "spark-a-open-webui");
+        assert.deepEqual(get(ui, "spark-a-open-webui-unit").dependsOn, ["spark-a-open-webui-install", "spark-a-open-webui-data", "spark-a-open-webui-env"]);
+        assert.deepEqual(get(ui, "spark-a-open-webui-ready").dependsOn, ["spark-a-open-webui-unit"]);
+    });
+
+    it("the admin password, the API key and the session key reach only the env step's stdin (and vLLM's), as secrets", async () => {
+        const ui = await scenario("openWebui");
+        const needles: [string, string[]][] = [
+            [OPEN_WEBUI_PASSWORD, ["spark-a-open-webui-env"]],
+            [deriveOpenWebuiSecretKey(API_KEY, "dev"), ["spark-a-open-webui-env"]],
+            [API_KEY, ["spark-a-open-webui-env", "spark-a-vllm-secrets"]],
+        ];
+        for (const [needle, steps] of needles) {
+            const found = ui.resources.flatMap((r) => occurrences(r.inputs, needle).map((o) => ({ resource: r.name, ...o })));
+            assert.deepEqual(
+                found.sort((a, b) => a.resource.localeCompare(b.resource)),
+                steps.map((resource) => ({ resource, path: "stdin", secret: true })),
+            );
+            assert.ok(!JSON.stringify(ui.outputs).includes(needle));
+        }
+        const env = get(ui, "spark-a-open-webui-env").inputs;
+        assert.equal(env.logging, "none");
+        assert.ok(!isSecret(get(ui, "spark-a-open-webui-unit").inputs.create), "the unit stays readable in a diff");
     });
 });

@@ -1732,9 +1732,10 @@ describe("examples live beside their fields", () => {
         if (def.type === "union") {
             // The runtime union: one walk per arm, picked by its `kind`; a union of scalars (allowPorts) has no keys.
             const arms = (def.options ?? []) as { shape?: { kind?: { _zod: { values: Set<string> } } } }[];
-            return arms.flatMap((arm) =>
-                arm.shape?.kind ? keyPaths(arm, prefix, { nodes: [{ runtime: { kind: [...arm.shape.kind._zod.values][0] } }] }) : [],
-            );
+            // The root holds `{ kind }` at the union's own path (nodes[0].runtime, frontend.openWebui.runtime).
+            const rootAt = (kind: string): Record<string, unknown> =>
+                prefix.reduceRight<unknown>((inner, key) => (typeof key === "number" ? [inner] : { [key]: inner }), { kind }) as Record<string, unknown>;
+            return arms.flatMap((arm) => (arm.shape?.kind ? keyPaths(arm, prefix, rootAt([...arm.shape.kind._zod.values][0])) : []));
         }
         return [];
     }

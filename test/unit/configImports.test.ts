@@ -14,6 +14,7 @@ const PHASES: Record<string, number> = {
     rules: 2,
     cablingRules: 2,
     portRules: 2,
+    frontendRules: 2,
     secretRules: 2,
     fitRule: 2,
     resolve: 3,

@@ -18,6 +18,7 @@ import { READ_LIB } from "../../components/render/host/read";
 import { modelSyncPlan } from "../../components/render/modelSync";
 import { ncclPlan } from "../../components/render/nccl";
 import { netplanPlan } from "../../components/render/netplan";
+import { openWebuiPlan } from "../../components/render/openWebui";
 import { pfcPlan } from "../../components/render/pfc";
 import { probeScript, rayProbeScript, vllmProbeScript } from "../../components/render/probe";
 import { rayPlan } from "../../components/render/ray";
@@ -48,11 +49,15 @@ const CONFIGS: Record<string, Record<string, unknown>> = {
         model: { source: "Qwen/Qwen2.5-7B-Instruct", executor: "ray" },
         check: { enabled: true },
         hfToken: "hf_waitsTestToken",
+        frontend: { openWebui: { enabled: true, adminEmail: "admin@example.com" } },
+        openWebuiAdminPassword: "waits-test-admin-password",
     },
     "mp, venv, hub model": {
         nodes: pair({ kind: "venv", path: "/opt/vllm-venv" }),
         model: { source: "Qwen/Qwen2.5-7B-Instruct", executor: "mp" },
         check: { enabled: true },
+        frontend: { openWebui: { enabled: true, adminEmail: "admin@example.com", runtime: { kind: "venv", wheelhouse: "/srv/wheels" } } },
+        openWebuiAdminPassword: "waits-test-admin-password",
     },
     "mp, docker, local model": {
         nodes: pair(undefined),
@@ -63,7 +68,7 @@ const CONFIGS: Record<string, Record<string, unknown>> = {
 function configOf(values: Record<string, unknown>): Config {
     return parseConfig({
         values: { interconnect: { topology: "pair" }, sshPrivateKey: SSH_KEY, apiKey: "waits-test-api-key-0123456789", ...values },
-        secretKeys: new Set(["sshPrivateKey", "apiKey", "hfToken"]),
+        secretKeys: new Set(["sshPrivateKey", "apiKey", "hfToken", "openWebuiAdminPassword"]),
     });
 }
 
@@ -196,6 +201,22 @@ function renderedScripts(config: Config): Map<string, string> {
         workers: config.workers.map(syncNode),
     })) {
         add(`dev-model-${step.name}`, step.create, step.delete);
+    }
+    if (config.openWebui) {
+        const { adminPassword: _password, secretKey: _key, ...spec } = config.openWebui;
+        const plan = openWebuiPlan({ ...spec, servedModel: config.model.servedName });
+        const node = config.openWebui.node;
+        add(`${node}-open-webui-install`, plan.install.create, plan.install.delete);
+        add(`${node}-open-webui-data`, plan.data.create, plan.data.delete);
+        add(
+            `${node}-open-webui-env`,
+            plan.env.create,
+            plan.env.delete,
+            plan.env.read,
+            plan.envFile({ apiKey: "key", adminPassword: "password", secretKey: "k" }),
+        );
+        add(`${node}-open-webui-unit`, plan.unitStep.create, plan.unitStep.delete, plan.unitStep.read);
+        add(`${node}-open-webui-ready`, plan.ready);
     }
     return scripts;
 }
