@@ -11,9 +11,10 @@ import { typeToken } from "./package";
 import { fabricNcclSelection, fabricNetplanSpec, forwardingPlan } from "./render/fabric";
 import { cablingCheckScript, lldpProbeScript } from "./render/lldp";
 import { linkResults } from "./render/netplan";
-import { probeScript, rayProbeScript, vllmProbeScript } from "./render/probe";
+import { probeScript, rayProbeScript } from "./render/probe";
+import { engineStrategy } from "./render/engine";
 import { rdmaBandwidthScript } from "./render/rdmaBandwidth";
-import { VllmProbeResult, parseVllmProbe } from "./render/vllmCompat";
+import type { VllmProbeResult } from "./render/vllmCompat";
 import { RoceChain, roceChainPlan } from "./render/roceChain";
 import { RocePfc } from "./rocePfc";
 
@@ -104,12 +105,14 @@ export class ClusterNode extends pulumi.ComponentResource {
                   )
                 : undefined;
         this.rayVersion = rayProbe ? rayProbe.stdout.apply(parseRayVersion) : pulumi.output(undefined);
+        // The serving engine's probe (its resource name stays `-vllm-probe` whatever the engine: URNs of deployed stacks).
+        const engine = engineStrategy(cluster.engine);
         const vllmProbe = this.host.command(
             `${node.name}-vllm-probe`,
-            { create: vllmProbeScript({ node: node.name, runtime: node.runtime }) },
+            { create: engine.probeScript({ node: node.name, runtime: node.runtime }) },
             this.childOptions({ dependsOn: [ssh] }),
         );
-        this.vllm = vllmProbe.stdout.apply(parseVllmProbe);
+        this.vllm = vllmProbe.stdout.apply(engine.parseProbe);
         const devices = hardware.stdout.apply(parseIbdev2netdev);
         // A mesh or ring: its cables against LLDP where lldpd runs; a mismatch stops the cluster
         // before anything changes anywhere (the cluster's vLLM check waits for every probe).

@@ -13,7 +13,6 @@ import { RayWorker } from "./rayWorker";
 import { VllmServer, apiBaseUrl } from "./vllmServer";
 import { engineStrategy } from "./render/engine";
 import { openWebuiPlan } from "./render/openWebui";
-import { SHIPPED_FLAG_TABLES, vllmCheckScript, vllmVerdict } from "./render/vllmCompat";
 import type { RoceChain } from "./render/roceChain";
 
 const TYPE = typeToken("SparkCluster");
@@ -122,14 +121,7 @@ export class SparkCluster extends pulumi.ComponentResource {
         const vllmCheckStep = checkOn.host.command(
             `${name}-vllm-check`,
             {
-                create: pulumi.all(checked).apply((all) =>
-                    vllmCheckScript(
-                        vllmVerdict(
-                            all.filter((c, i) => !(nodes[i].node.retired && c.probe.version === "none")),
-                            SHIPPED_FLAG_TABLES,
-                        ),
-                    ),
-                ),
+                create: pulumi.all(checked).apply((all) => engine.checkScript(all.filter((c, i) => !(nodes[i].node.retired && c.probe.version === "none")))),
             },
             { parent: this, dependsOn: nodes.flatMap((n) => n.probes), ...(checkOn.node.retired ? { transformations: [retiredCommand] } : {}) },
         );

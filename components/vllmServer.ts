@@ -59,6 +59,8 @@ export class VllmServer extends pulumi.ComponentResource {
         this.servedModel = plan.api.servedModel;
 
         const secretsFile = pulumi.all([args.apiKey, args.hfToken ?? ""]).apply(([key, token]) => plan.secretsFile(key, token));
+        // Another engine than vLLM: first the other engine's leftovers go (see EnginePlan.switchCleanup).
+        const cleanup = plan.switchCleanup !== undefined ? args.host.command(`${name}-engine-switch`, plan.switchCleanup, { parent: this }) : undefined;
         const secrets = args.host.command(
             `${name}-secrets`,
             {
@@ -67,7 +69,7 @@ export class VllmServer extends pulumi.ComponentResource {
                 stdin: pulumi.secret(secretsFile),
                 logging: "none",
             },
-            { parent: this },
+            { parent: this, ...(cleanup ? { dependsOn: [cleanup] } : {}) },
         );
 
         this.unit = pulumi.all([args.envHash, ...(args.peers ?? []).map((p) => p.unit)]).apply(([envHash, ...units]) => plan.unit(envHash, units));

@@ -28,6 +28,7 @@ import {
     Runtime,
 } from "./schema";
 import { SecretString } from "./secret";
+import { SGLANG_VERSION } from "./sglangFlags";
 
 /** NVIDIA's pass mark for NCCL between two Sparks over RoCE (175 Gb/s), in GB/s. */
 export const ROCE_PASS_MARK_GBPS = 21.875;
@@ -249,11 +250,20 @@ export type Executor =
  * arm here (from its schema value) and one strategy in components/render/engine.ts, which is the
  * only place that tests `kind`.
  */
-export type Engine = { kind: "vllm" };
+export type Engine = { kind: "vllm" } | { kind: "sglang"; version: string };
 
-/** The serving engine of the config. */
-export function resolveEngine(): Engine {
-    return { kind: "vllm" };
+/** The serving engine of the config (model.engine). */
+export function resolveEngine(model: Pick<ParsedModel, "engine">): Engine {
+    switch (model.engine) {
+        case "vllm":
+            return { kind: "vllm" };
+        case "sglang":
+            return { kind: "sglang", version: SGLANG_VERSION };
+        default: {
+            const never: never = model.engine;
+            throw new Error(`internal: unknown engine ${String(never)}`);
+        }
+    }
 }
 
 /** The validated cluster config: plain data, every default resolved, secrets wrapped. */
@@ -660,7 +670,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         modelSyncSecret: new SecretString(deriveModelSyncSecret(parsed.apiKey, stack, parsed.model.source)),
         rankOrder: facts.rankOrder,
         executor,
-        engine: resolveEngine(),
+        engine: resolveEngine(parsed.model),
         ...(openWebui !== undefined ? { openWebui } : {}),
     };
 }

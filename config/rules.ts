@@ -12,6 +12,7 @@ import { Facts, RUNTIME_TRAITS, gatherFacts, hasThorIn, localModelFacts, resolve
 import { HF_HOME_DIR } from "../components/render/paths";
 import type { InterconnectSchema, NcclSchema, ParsedConfig, ParsedModel, ParsedNode } from "./schema";
 import { checkPorts } from "./portRules";
+import { checkEngineRules } from "./engineRules";
 import { mountTargets } from "./dockerOptions";
 import type { z } from "zod";
 
@@ -461,6 +462,7 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gather
         ...checkParallelismFitsGpus(config.model, totalGpus, facts.parallelism),
         ...checkMemoryBudget(config.model),
         ...checkExecutorRules(config.model, config.nodes, facts),
+        ...checkEngineRules(config.model, config.nodes),
         ...checkTransport(config.nccl.transport, config.nodes),
         ...checkPorts(config.ray, config.model, config.nodes),
         ...checkTopology(config.interconnect.topology, config.nodes.length),

@@ -278,6 +278,15 @@ export const ModelSchema = z.strictObject({
      */
     executor: z.enum(["ray", "mp"]).default("mp").meta({ example: "mp (or ray)" }),
     /**
+     * The serving engine. `vllm`: `vllm serve`. `sglang`: SGLang 0.5.23's `python3 -m
+     * sglang.launch_server` on every node (`--nnodes`, `--node-rank`, `--dist-init-addr
+     * <head>:<model.masterPort>`), only rank 0 serving the API; it needs model.executor `mp`, a
+     * runtime with SGLang on every node (an SGLang image such as lmsysorg/sglang, or a venv with
+     * the `sglang` package), and no vLLM-only option (docs/engines.md). A change restarts only
+     * the serving layer. Defaults to "vllm".
+     */
+    engine: z.enum(["vllm", "sglang"]).default("vllm").meta({ example: "vllm (or sglang)" }),
+    /**
      * Fraction of GPU memory vLLM may use, in (0, 1]; vLLM sizes its KV cache from it and refuses to
      * start when less than this share of the GPU's memory is free (on a Spark or Thor: the memory
      * the OS reports available). Not with `kvCacheMemoryBytes`. Defaults to 0.9.

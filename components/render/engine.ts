@@ -4,7 +4,10 @@
 // knowing which engine made it; adding an engine is one strategy here and one schema value.
 import type { Engine, ModelConfig, Runtime, ServerPlacement } from "../../config";
 import type { StepScripts } from "./step";
+import { vllmProbeScript } from "./probe";
+import { parseSglangProbe, sglangCheckScript, sglangPlan, sglangProbeScript, sglangServeArgv } from "./sglang";
 import { vllmPlan, vllmServeArgv } from "./vllm";
+import { type NodeVllm, SHIPPED_FLAG_TABLES, type VllmProbeResult, parseVllmProbe, vllmCheckScript, vllmVerdict } from "./vllmCompat";
 
 /**
  * Everything an engine puts on one node, asked for once by its component, which wires it: the
@@ -32,6 +35,13 @@ export interface EnginePlan {
     readyTimeout: string;
     /** A headless rank's follower unit step (rank 1+): restarts it when the head's engine ends. */
     follow?: StepScripts;
+    /**
+     * The engine-switch step of an engine other than vLLM: a switch updates the serving steps in
+     * place, which runs only the new engine's create scripts. Its create removes what vLLM leaves
+     * on the node (unit, follower, secrets file); its delete, when the stack goes back to vLLM
+     * (or is destroyed), removes this engine's. vLLM has none, so a vLLM stack is unchanged.
+     */
+    switchCleanup?: { create: string; delete: string };
 }
 
 /** What an engine renders for one server: the model settings, where the server runs, and its runtime. */
@@ -49,12 +59,31 @@ export interface EngineServer {
 export interface EngineStrategy {
     plan(server: EngineServer): EnginePlan;
     serveArgv(model: ModelConfig, placement: ServerPlacement): string[];
+    /** The read-only probe of the engine in a node's runtime (its version; the image's ID for docker); fails naming the runtime when the engine is missing. */
+    probeScript(spec: { node: string; runtime: Runtime }): string;
+    /** Reads {@link probeScript}'s output (`version` is `none` when the engine is missing). */
+    parseProbe(output: string): VllmProbeResult;
+    /** The cluster's check of every node's engine against what is rendered for it: prints `<node>: <engine> <version> (…)` per node, fails with the problems. */
+    checkScript(nodes: readonly NodeVllm[]): string;
 }
 
 const VLLM: EngineStrategy = {
     plan: ({ model, placement, runtime, unifiedMemory, rayAddress }) =>
         vllmPlan({ ...model, multiNode: placement.multiNode, unifiedMemory: unifiedMemory ?? false }, runtime, rayAddress),
     serveArgv: (model, placement) => vllmServeArgv({ ...model, multiNode: placement.multiNode }),
+    probeScript: vllmProbeScript,
+    parseProbe: parseVllmProbe,
+    checkScript: (nodes) => vllmCheckScript(vllmVerdict(nodes, SHIPPED_FLAG_TABLES)),
+};
+
+/** SGLang (model.engine sglang): its own multi-node mode only, so no Ray address (config refuses the ray executor). */
+const SGLANG: EngineStrategy = {
+    plan: ({ model, placement, runtime, unifiedMemory }) =>
+        sglangPlan({ ...model, multiNode: placement.multiNode, unifiedMemory: unifiedMemory ?? false }, runtime),
+    serveArgv: (model, placement) => sglangServeArgv({ ...model, multiNode: placement.multiNode }),
+    probeScript: sglangProbeScript,
+    parseProbe: parseSglangProbe,
+    checkScript: sglangCheckScript,
 };
 
 /** The strategy of the resolved engine: the one place that tells the engines apart. */
@@ -62,9 +91,11 @@ export function engineStrategy(engine: Engine): EngineStrategy {
     switch (engine.kind) {
         case "vllm":
             return VLLM;
+        case "sglang":
+            return SGLANG;
         default: {
-            const never: never = engine.kind;
-            throw new Error(`internal: unknown engine ${String(never)}`);
+            const never: never = engine;
+            throw new Error(`internal: unknown engine ${JSON.stringify(never)}`);
         }
     }
 }

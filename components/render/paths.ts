@@ -22,6 +22,12 @@ export const RAY_ENV_PATH = `${CONFIG_DIR}/ray.env`;
 export const OPEN_WEBUI_ENV_PATH = `${CONFIG_DIR}/open-webui.env`;
 /** Root-only env file with the API key and HF token: never in argv, state or logs. */
 export const VLLM_SECRETS_PATH = `${CONFIG_DIR}/vllm.env`;
+/**
+ * Root-only SGLang `--config` file (YAML) with the API key: SGLang takes the key only as `--api-key`
+ * (serving.py:160 of 0.5.23, no environment variable), and `--config FILE.yaml` merges the file's
+ * keys as flags inside the process, so the key is never in argv, ps or the journal.
+ */
+export const SGLANG_SECRETS_PATH = `${CONFIG_DIR}/sglang.yaml`;
 /*
  * The variables the project itself writes into the runtime env file, the secrets files and the vLLM
  * unit, one list per place. The renderers name each through these lists (their types allow no
@@ -75,6 +81,9 @@ export const UNITS = {
     vllm: "spark-cluster-vllm",
     /** On a headless rank (mp executor): restarts the vLLM unit when the head's engine ends. */
     vllmFollow: "spark-cluster-vllm-follow",
+    sglang: "spark-cluster-sglang",
+    /** On a rank 1+ of SGLang: restarts the SGLang unit when the head's engine ends. */
+    sglangFollow: "spark-cluster-sglang-follow",
     pfc: "spark-cluster-pfc",
     firewall: "spark-cluster-firewall",
     /** Open WebUI on the head (frontend.openWebui). */
@@ -88,7 +97,12 @@ export const PROJECT_ENV: ReadonlyMap<string, string> = new Map<string, string>(
     ...VLLM_UNIT_ENV_NAMES.map((name) => [name, `the unit ${UNITS.vllm}.service`] as const),
 ]);
 /** Container names of our units (docker runtime), so ExecStop and `docker exec` find them. */
-export const CONTAINER_NAMES = { ray: "spark-cluster-ray", vllm: "spark-cluster-vllm", openWebui: "spark-cluster-open-webui" } as const;
+export const CONTAINER_NAMES = {
+    ray: "spark-cluster-ray",
+    vllm: "spark-cluster-vllm",
+    sglang: "spark-cluster-sglang",
+    openWebui: "spark-cluster-open-webui",
+} as const;
 
 export function unitPath(name: string): string {
     return `${UNIT_DIR}/${name}.service`;

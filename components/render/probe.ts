@@ -43,7 +43,7 @@ export function rayProbeScript(spec: RayProbeSpec): string {
 }
 
 /** Prints `<prefix><version>` from `command`'s output, or `<prefix>none` and fails with `message`. */
-function versionProbeLines(prefix: string, command: string, message: string): string[] {
+export function versionProbeLines(prefix: string, command: string, message: string): string[] {
     return [
         `if version=$(${command} 2>/dev/null) && [ -n "$version" ]; then`,
         `  echo "${prefix}$version"`,

@@ -308,12 +308,22 @@ export function renderVllmSecrets(reader: EnvFileReader, apiKey: string, hfToken
  * can be green before the model answers). The API key is read on the node
  * from the root-only env file, never passed on a command line.
  */
-export function chatReadyScript(opts: { port: number; model: string; envFile: string; reader: EnvFileReader; unit: string; seconds?: number }): string {
+export function chatReadyScript(opts: {
+    port: number;
+    model: string;
+    envFile: string;
+    reader: EnvFileReader;
+    unit: string;
+    seconds?: number;
+    /** Python that sets `key` from `envFile` (another engine's secrets file). Defaults to VLLM_API_KEY of the env file. */
+    readKey?: string[];
+    /** The engine, for the failure message. Defaults to vLLM. */
+    engine?: string;
+}): string {
     const seconds = opts.seconds ?? 600;
     const probe = [
         "import json, os, sys, urllib.request",
-        pythonReadEnvValue(opts.reader),
-        `key = read_env_value(${JSON.stringify(opts.envFile)}, "VLLM_API_KEY")`,
+        ...(opts.readKey ?? [pythonReadEnvValue(opts.reader), `key = read_env_value(${JSON.stringify(opts.envFile)}, "VLLM_API_KEY")`]),
         `body = json.dumps({"model": ${JSON.stringify(opts.model)}, "max_tokens": 32,`,
         `    "messages": [{"role": "user", "content": "Say hello."}]}).encode()`,
         `req = urllib.request.Request("http://127.0.0.1:${opts.port}/v1/chat/completions", data=body,`,
@@ -332,7 +342,7 @@ export function chatReadyScript(opts: { port: number; model: string; envFile: st
         heredoc(`cat > "$SC_STATE/chat-probe.py"`, probe),
         `chat_ready() { python3 "$SC_STATE/chat-probe.py" | tail -n 1; [ "\${PIPESTATUS[0]}" = 0 ]; }`,
         `if ! sc_wait ${seconds} ${shellQuote(`a chat completion from ${opts.model}`)} chat_ready; then`,
-        `  sc_log "vLLM never answered; last log lines of ${opts.unit}:"`,
+        `  sc_log "${opts.engine ?? "vLLM"} never answered; last log lines of ${opts.unit}:"`,
         `  journalctl -u ${opts.unit}.service -n 60 --no-pager || true`,
         `  rm -f "$SC_STATE/chat-probe.py"`,
         `  exit 1`,

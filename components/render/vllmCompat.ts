@@ -209,7 +209,7 @@ export function vllmCheckScript(verdict: VllmVerdict): string {
     return bashScript(lines);
 }
 
-function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
+export function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
     const groups = new Map<string, T[]>();
     for (const item of items) groups.set(key(item), [...(groups.get(key(item)) ?? []), item]);
     return groups;

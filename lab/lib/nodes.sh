@@ -10,6 +10,9 @@ node_has_docker() { [[ "${LAB_DOCKER:-1}" == 1 && "$(node_kind "$1")" == spark ]
 # The vLLM version the stand-in in every node's /opt/lab-venv plays (a Thor's source build of the
 # newest vLLM); it needs a table in config/vllmFlags/.
 LAB_VENV_VLLM_VERSION=0.33.0
+# The SGLang version the SGLang stand-in in /opt/lab-venv plays (lab/sglang_standin); it needs a
+# table in config/sglangFlags/.
+LAB_VENV_SGLANG_VERSION=0.5.23
 # Container images in every Docker-running node, "TAG VARIANT VLLM_VERSION" (see node-files/docker/
 # usr/local/sbin/lab-docker-image), as NVIDIA's release notes give them (lab/README.md, "Docker
 # runtime"): 25.09-py3 vLLM 0.10.1.1 with Ray, 26.05-py3 vLLM 0.20.1 and 26.10-py3 vLLM 0.31.0
@@ -191,6 +194,24 @@ from vllm_standin.cli import main
 sys.exit(main())
 EOF2
   chmod 0755 "${root}/opt/lab-venv/bin/vllm"
+  # SGLang stand-in (lab/sglang_standin, SGLang 0.5.23) beside it: `python3 -m sglang.launch_server`
+  # and `sglang serve`, its flag table (the product's, config/sglangFlags), and an `sglang`
+  # dist-info so importlib.metadata (the product's SGLang probe) reports its version.
+  cp -rT "${LAB_DIR}/sglang_standin/sglang_standin" "${site}/sglang_standin"
+  cp -rT "${LAB_DIR}/sglang_standin/sglang" "${site}/sglang"
+  mkdir -p "${site}/sglang_standin/tables" "${site}/sglang-${LAB_VENV_SGLANG_VERSION}.dist-info"
+  cp "${LAB_DIR}/../config/sglangFlags/"*.json "${site}/sglang_standin/tables/"
+  printf 'Metadata-Version: 2.1\nName: sglang\nVersion: %s+lab.standin\nSummary: LAB STAND-IN for SGLang (lab/sglang_standin), not SGLang\n' \
+    "${LAB_VENV_SGLANG_VERSION}" >"${site}/sglang-${LAB_VENV_SGLANG_VERSION}.dist-info/METADATA"
+  : >"${site}/sglang-${LAB_VENV_SGLANG_VERSION}.dist-info/RECORD"
+  cat >"${root}/opt/lab-venv/bin/sglang" <<'EOF2'
+#!/opt/lab-venv/bin/python3
+# LAB STAND-IN: `sglang` console script (lab/sglang_standin), not SGLang.
+import sys
+from sglang_standin.launch import cli
+sys.exit(cli())
+EOF2
+  chmod 0755 "${root}/opt/lab-venv/bin/sglang"
   ln -sf /usr/local/bin/hf "${root}/opt/lab-venv/bin/hf"
   ln -sf /usr/local/bin/hf "${root}/opt/lab-venv/bin/huggingface-cli"
   # Torch lent by the host (see ensure_torch), after the venv's own packages on sys.path.

@@ -81,6 +81,15 @@ function ringValues(): Record<string, unknown> {
     return values;
 }
 
+/** Both nodes on one venv, the mp executor, and `engine` (SGLang needs a runtime named on every node). */
+function withVenvMp(engine: "vllm" | "sglang"): Record<string, unknown> {
+    return withChange((v) => {
+        v.nodes = (v.nodes as Record<string, unknown>[]).map((n) => ({ ...n, runtime: { kind: "venv", path: "/opt/serving-venv" } }));
+        (v.model as ModelValues).executor = "mp";
+        (v.model as ModelValues).engine = engine;
+    });
+}
+
 const SCENARIOS: Readonly<Record<string, Scenario>> = {
     base: { clusterName: "dev", values: baseValues(), secretKeys: SECRET_KEYS },
     baseAgain: { clusterName: "dev", values: baseValues(), secretKeys: SECRET_KEYS },
@@ -193,6 +202,9 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
         values: withChange((v) => ((v.model as ModelValues).executor = "mp")),
         secretKeys: SECRET_KEYS,
     },
+    // The engine switch (issue 21): the same venv nodes, mp executor, vLLM then SGLang.
+    mpVenv: { clusterName: "dev", values: withVenvMp("vllm"), secretKeys: SECRET_KEYS },
+    mpVenvSglang: { clusterName: "dev", values: withVenvMp("sglang"), secretKeys: SECRET_KEYS },
     localModel: {
         clusterName: "dev",
         // With the mp executor: the ray executor refuses a local path outside the HF cache on docker nodes.
@@ -805,6 +817,49 @@ describe("what one config key changes", () => {
         assert.ok(changed.includes("spark-a-vllm-unit") && changed.includes("spark-a-ray-probe"), changed.join(", "));
         const hostLayers = changed.filter((name) => /-(ssh|probe|interconnect|roce|nccl|firewall)(-|$)/.test(name) && !/-ray-probe$/.test(name));
         assert.deepEqual(hostLayers, [], "a changed probe would make every layer that reads its output an update in the preview");
+    });
+
+    it("model.engine vllm -> sglang: only the serving layer (each rank's secrets, unit, follower, rank 0's readiness) and the engine's probe and check; every host layer and the model sync keep their inputs", async () => {
+        const vllm = await scenario("mpVenv");
+        const sglang = await scenario("mpVenvSglang");
+        assert.deepEqual(vllm.errors, []);
+        assert.deepEqual(sglang.errors, []);
+        const shape = (r: RecordedResource) => `${r.type} ${r.name} <- ${r.parent ?? ""}`;
+        assert.deepEqual(
+            sglang.resources.map(shape).sort(),
+            [
+                ...vllm.resources.map(shape),
+                "command:remote:Command spark-a-vllm-engine-switch <- spark-a-vllm",
+                "command:remote:Command spark-b-vllm-engine-switch <- spark-b-vllm",
+            ].sort(),
+            "the same resources, types and parents (URNs stay), and one engine-switch step per server",
+        );
+        assert.deepEqual(changedNames(vllm, sglang), [
+            "dev-vllm-check",
+            "spark-a-vllm-engine-switch",
+            "spark-a-vllm-probe",
+            "spark-a-vllm-ready",
+            "spark-a-vllm-secrets",
+            "spark-a-vllm-unit",
+            "spark-b-vllm-engine-switch",
+            "spark-b-vllm-follow",
+            "spark-b-vllm-probe",
+            "spark-b-vllm-secrets",
+            "spark-b-vllm-unit",
+        ]);
+        // Going back to vLLM, the engine-switch step leaves the stack: its delete removes SGLang's files.
+        const cleanup = get(sglang, "spark-b-vllm-engine-switch").inputs;
+        assert.match(String(plain(cleanup.create)), /spark-cluster-vllm-follow\.service[\s\S]*\/etc\/spark-cluster\/vllm\.env/);
+        assert.match(String(plain(cleanup.delete)), /spark-cluster-sglang-follow\.service[\s\S]*\/etc\/spark-cluster\/sglang\.yaml/);
+        assert.deepEqual(get(sglang, "spark-b-vllm-secrets").dependsOn, ["spark-b-vllm-engine-switch"]);
+        const unit = String(plain(get(sglang, "spark-a-vllm-unit").inputs.create));
+        assert.match(unit, /-m sglang\.launch_server --model-path Qwen\/Qwen2\.5-7B-Instruct /);
+        assert.match(unit, /--dist-init-addr 192\.168\.100\.11:29501 --host 0\.0\.0\.0 --port 8000 --config \/etc\/spark-cluster\/sglang\.yaml/);
+        assert.doesNotMatch(unit, new RegExp(API_KEY), "the API key is not in the unit");
+        assert.match(
+            String(plain(get(sglang, "spark-b-vllm-unit").inputs.create)),
+            /--node-rank 1 --dist-init-addr 192\.168\.100\.11:29501 --host 127\.0\.0\.1 --port 8000/,
+        );
     });
 
     it("model.env: only the vLLM units (each rank's environment) and the readiness check that follows them", async () => {

@@ -69,7 +69,8 @@ function mockStdout(name: string): string {
     }
     if (name.endsWith("-vllm-probe")) {
         // What the default image (and a venv of the same vLLM) reports: every node agrees.
-        return `vllm-version=0.31.0\n${name.startsWith("thor-") ? "" : "image-id=sha256:mock\n"}`;
+        // (An SGLang probe, model.engine sglang, reads its own line.)
+        return `vllm-version=0.31.0\nsglang-version=0.5.23\n${name.startsWith("thor-") ? "" : "image-id=sha256:mock\n"}`;
     }
     if (name.endsWith("-lldp-probe")) {
         // As on the lab's nodes: no lldpd.

@@ -993,6 +993,7 @@ describe("a minimal config gets the documented defaults", () => {
             tensorParallel: 2,
             pipelineParallel: 1,
             executor: "mp",
+            engine: "vllm",
             gpuMemoryUtilization: 0.9,
             enforceEager: false,
             trustRemoteCode: false,

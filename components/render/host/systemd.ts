@@ -21,6 +21,8 @@ export interface UnitSpec {
     /** Content hashes of inputs the process reads at start: a change restarts the unit. */
     inputs?: Record<string, string>;
     after?: string[];
+    /** Units that cannot run beside this one (`Conflicts=`: starting either stops the other). Defaults to none. */
+    conflicts?: string[];
 }
 
 /**
@@ -59,6 +61,7 @@ export function renderUnit(spec: UnitSpec): string {
         `Wants=network-online.target`,
         `After=${after.join(" ")}`,
         ...unit.requires.map((required) => `Requires=${required}`),
+        ...(spec.conflicts ?? []).map((unitName) => `Conflicts=${unitName}`),
         "StartLimitIntervalSec=0",
         "",
         "[Service]",
