@@ -8,6 +8,8 @@ import { SSH_READY_SCRIPT, recordedHostKey } from "./hostKey";
 import { Connection, NodeHost, nodeConnection } from "./nodeConnection";
 import { hcasFor, parseIbdev2netdev, parseRayVersion, resolveInterfaceNames } from "./nodeFacts";
 import { typeToken } from "./package";
+import { fabricNcclSelection, fabricNetplanSpec, forwardingPlan } from "./render/fabric";
+import { cablingCheckScript, lldpProbeScript } from "./render/lldp";
 import { linkResults } from "./render/netplan";
 import { probeScript, rayProbeScript } from "./render/probe";
 import { engineStrategy } from "./render/engine";
@@ -29,6 +31,12 @@ export interface ClusterNodeArgs {
      * the nodes are built: every host layer here waits for it.
      */
     vllmCheck: Promise<pulumi.Resource>;
+    /**
+     * A mesh or ring: every node's forwarding step (the cluster's, known once every node is
+     * built). Whatever crosses the fabric waits for them: a path to a non-neighbour needs the
+     * middle node forwarding. Undefined for a pair or a switch.
+     */
+    fabricReady?: Promise<pulumi.Resource[]>;
 }
 
 /**
@@ -51,6 +59,8 @@ export class ClusterNode extends pulumi.ComponentResource {
     public readonly nccl: NcclConfig;
     public readonly pfc?: RocePfc;
     public readonly firewall?: Firewall;
+    /** IPv4 forwarding and Docker's transit rules (a mesh or ring node in the middle of some path). */
+    public readonly forwarding?: pulumi.Resource;
     /** The NCCL check's rank on this node (check.enabled). */
     public readonly check?: ClusterCheck;
     /** The RDMA bandwidth test of this node's rails (interconnect.linkCheck.rdmaBandwidth.enabled). */
@@ -70,6 +80,8 @@ export class ClusterNode extends pulumi.ComponentResource {
     /** The RoCE chain on this node: PFC status, priority, trust, DSCP and NCCL's traffic class. */
     public readonly roce: pulumi.Output<RoceChain>;
     readonly #cluster: pulumi.Resource;
+    /** Every node's forwarding step (a mesh or ring), from {@link ClusterNode.waitForFabric}. */
+    #fabricSteps: pulumi.Resource[] = [];
 
     constructor(name: string, args: ClusterNodeArgs, opts: pulumi.ComponentResourceOptions & { parent: pulumi.Resource }) {
         super(TYPE, name, {}, opts);
@@ -102,7 +114,20 @@ export class ClusterNode extends pulumi.ComponentResource {
         );
         this.vllm = vllmProbe.stdout.apply(engine.parseProbe);
         const devices = hardware.stdout.apply(parseIbdev2netdev);
-        this.probes = [hardware, vllmProbe, ...(rayProbe ? [rayProbe] : [])];
+        // A mesh or ring: its cables against LLDP where lldpd runs; a mismatch stops the cluster
+        // before anything changes anywhere (the cluster's vLLM check waits for every probe).
+        let cabling: pulumi.Resource | undefined;
+        if (node.fabric !== undefined) {
+            const fabric = node.fabric;
+            const lldp = this.host.command(`${node.name}-lldp-probe`, { create: lldpProbeScript() }, this.childOptions({ dependsOn: [ssh] }));
+            const names = cluster.nodes.map((n) => n.name);
+            cabling = this.host.command(
+                `${node.name}-cabling-check`,
+                { create: lldp.stdout.apply((out) => cablingCheckScript(node.name, fabric.links, out ?? "", names)) },
+                this.childOptions({ dependsOn: [lldp] }),
+            );
+        }
+        this.probes = [hardware, vllmProbe, ...(rayProbe ? [rayProbe] : []), ...(cabling ? [cabling] : [])];
         // The host layers start after the probes of this node and the cluster's vLLM check, which
         // waits for every node's probes: a runtime that cannot run what we render, on any node,
         // stops the cluster before anything changes anywhere.
@@ -125,19 +150,32 @@ export class ClusterNode extends pulumi.ComponentResource {
             `${node.name}-interconnect`,
             {
                 host: this.host,
-                spec: names.apply((n) => ({
-                    node: node.name,
-                    mtu: cluster.interconnect.mtu,
-                    interfaces: node.interconnect.map((iface, i) => ({ name: n[i], address: iface.address })),
-                    peers: node.peers.map((p) => ({ node: p.node, ip: p.ip, via: n[p.via] })),
-                    linkCheck: {
+                spec: names.apply((n) => {
+                    const linkCheck = {
                         ...(node.linkCheck.minSpeedMbps !== undefined ? { minSpeedMbps: node.linkCheck.minSpeedMbps } : {}),
                         lowSpeed: node.linkCheck.lowSpeed,
-                    },
-                })),
+                    };
+                    // A mesh or ring names its ports in config (checkCabling): its cables, routes and MTU.
+                    if (node.fabric !== undefined) return fabricNetplanSpec(node.fabric, cluster.interconnect.mtu, linkCheck);
+                    return {
+                        node: node.name,
+                        mtu: cluster.interconnect.mtu,
+                        interfaces: node.interconnect.map((iface, i) => ({ name: n[i], address: iface.address })),
+                        peers: node.peers.map((p) => ({ node: p.node, ip: p.ip, via: n[p.via] })),
+                        linkCheck,
+                    };
+                }),
             },
             this.childOptions({ dependsOn: probe }),
         );
+        if (node.fabric !== undefined && node.fabric.forwardingOn.length > 0) {
+            // After the interconnect (its interfaces carry the flags); the transit rules need the firewall's forward chain too.
+            this.forwarding = this.host.command(
+                `${node.name}-forwarding`,
+                forwardingPlan(node.fabric, node.firewall.members),
+                this.childOptions({ dependsOn: [this.interconnect, ...(this.firewall ? [this.firewall] : [])] }),
+            );
+        }
         if (node.roce.enabled) {
             this.pfc = new RocePfc(
                 `${node.name}-roce`,
@@ -169,6 +207,8 @@ export class ClusterNode extends pulumi.ComponentResource {
                     transport: cluster.transport,
                     socketIfname: cluster.nccl.socketIfname ?? n[0],
                     interfaceName: n[0],
+                    // A mesh or ring: both ports by exact name, and a routable RoCE GID (render/fabric.ts).
+                    ...(node.fabric !== undefined ? fabricNcclSelection(n, cluster.nccl.socketIfname) : {}),
                     ibHca: cluster.transport === "roce" ? (cluster.nccl.ibHca ?? hcasFor(n, d)) : [],
                     heterogeneous: cluster.hasThor,
                     ...(trafficClass !== undefined ? { ibTrafficClass: trafficClass } : {}),
@@ -238,9 +278,13 @@ export class ClusterNode extends pulumi.ComponentResource {
                         requireTransport: cluster.check.requireTransport,
                     },
                 },
-                // After the RDMA bandwidth test, when there is one: the two would share the links.
+                // After the RDMA bandwidth test, when there is one: the two would share the links. In a
+                // mesh or ring, after every node's forwarding too (rank 0 may be behind a neighbour).
                 this.childOptions({
-                    dependsOn: [this.interconnect, this.nccl, ...(this.firewall ? [this.firewall] : []), ...(this.rdmaBandwidth ? [this.rdmaBandwidth] : [])],
+                    dependsOn: withFabric(
+                        [this.interconnect, this.nccl, ...(this.firewall ? [this.firewall] : []), ...(this.rdmaBandwidth ? [this.rdmaBandwidth] : [])],
+                        node.fabric !== undefined ? args.fabricReady : undefined,
+                    ),
                 }),
             );
         }
@@ -255,7 +299,13 @@ export class ClusterNode extends pulumi.ComponentResource {
             ...(this.firewall ? [this.firewall] : []),
             ...(this.check ? [this.check] : []),
             ...(this.rdmaBandwidth ? [this.rdmaBandwidth] : []),
+            ...this.#fabricSteps,
         ];
+    }
+
+    /** A mesh or ring: every node's forwarding step, which the serving layers of this node wait for too ({@link hostReady}). */
+    waitForFabric(steps: readonly pulumi.Resource[]): void {
+        this.#fabricSteps = [...steps];
     }
 
     /**
@@ -265,6 +315,11 @@ export class ClusterNode extends pulumi.ComponentResource {
     childOptions<T extends pulumi.ResourceOptions>(opts?: T): T & { parent: pulumi.Resource; aliases: pulumi.Input<pulumi.Alias>[] } {
         return { ...(opts ?? ({} as T)), parent: this, aliases: [{ parent: this.#cluster }] };
     }
+}
+
+/** `deps`, and the fabric's forwarding steps once known (a mesh or ring); `deps` alone otherwise. */
+function withFabric(deps: pulumi.Resource[], fabricReady: Promise<pulumi.Resource[]> | undefined): pulumi.Input<pulumi.Input<pulumi.Resource>[]> {
+    return fabricReady === undefined ? deps : fabricReady.then((steps) => [...deps, ...steps]);
 }
 
 /** The connection with `hostKey` pinned (an empty key: not known, so not checked). */

@@ -64,14 +64,23 @@ export class SparkCluster extends pulumi.ComponentResource {
         // Every node's host layers wait for the vLLM check, which needs every node's vLLM probe.
         let vllmCheckCreated!: (check: pulumi.Resource) => void;
         const vllmCheck = new Promise<pulumi.Resource>((resolve) => (vllmCheckCreated = resolve));
+        // A mesh or ring: what crosses the fabric waits for every node's forwarding step.
+        const switchless = config.nodes.some((node) => node.fabric !== undefined);
+        let fabricBuilt!: (steps: pulumi.Resource[]) => void;
+        const fabricReady = switchless ? new Promise<pulumi.Resource[]>((resolve) => (fabricBuilt = resolve)) : undefined;
         const nodes = config.nodes.map(
             (node) =>
                 new ClusterNode(
                     node.name,
-                    { node, cluster: config, vllmCheck },
+                    { node, cluster: config, vllmCheck, ...(fabricReady !== undefined ? { fabricReady } : {}) },
                     { parent: this, ...(node.retired ? { transformations: [retiredCommand] } : {}) },
                 ),
         );
+        if (fabricReady !== undefined) {
+            const forwarding = nodes.flatMap((n) => (n.forwarding ? [n.forwarding] : []));
+            for (const n of nodes) n.waitForFabric(forwarding);
+            fabricBuilt(forwarding);
+        }
         const retired = nodes.filter((n) => n.node.retired);
         for (const n of retired) {
             pulumi.log.warn(

@@ -256,20 +256,3 @@ function checkRingClosed(links: readonly (readonly [number, number])[], nodes: r
         },
     ];
 }
-
-/**
- * The gate of the switchless topologies: their cabling, addressing, routing, forwarding, firewall
- * and NCCL renderers exist (config/fabric.ts, components/render/fabric.ts), but the host steps that
- * apply them are not wired yet, so a mesh or ring is refused rather than half applied (issue 23).
- */
-export function checkSwitchlessSupported(topology: Interconnect["topology"]): ConfigIssue[] {
-    if (!isSwitchless(topology)) return [];
-    return [
-        {
-            path: "interconnect.topology",
-            message: `${topology} is not yet supported end to end: its cabling is checked, but up does not yet apply its routes, forwarding and transit firewall, so it is refused before any host is touched`,
-            got: describeValue(topology),
-            example: "switch (a switch between the nodes), or pair for two nodes",
-        },
-    ];
-}

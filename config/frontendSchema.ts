@@ -16,12 +16,16 @@ export const DEFAULT_OPEN_WEBUI_VENV = "/opt/spark-cluster-open-webui";
 /** Open WebUI's data (its SQLite database, uploads, the vector store): kept across `up`. */
 export const DEFAULT_OPEN_WEBUI_DATA_DIR = "/var/lib/spark-cluster-open-webui";
 
-// systemd runs ExecStart's path as written and docker reads `-v SRC:DST` at `:`: no spaces, quotes,
-// $, \, `:` or control characters; Linux limits a path's parts to 255 bytes.
+// These paths reach bash (the install and data steps' messages), systemd (ExecStart=, where `%` is a
+// specifier, and WorkingDirectory=) and docker's `-v SRC:DST` (split at `:`): only characters none
+// of them reads specially (the sinks property test found a backquote run by bash and `%n`
+// expanded by systemd). Linux limits a path's parts to 255 bytes.
 const absolutePath = () =>
     z
         .string()
-        .regex(/^\/[^\s$"'\\:\0-\x1f\x7f]*$/, { error: "must be an absolute path without spaces, quotes, $, \\, : or control characters" })
+        .regex(/^\/[A-Za-z0-9_@+=,./-]*$/, {
+            error: "must be an absolute path of ASCII letters, digits and _ @ + = , . / - only (bash and systemd read other characters, e.g. ` or %, specially)",
+        })
         .max(4000)
         .refine((path) => path.split("/").every((part) => Buffer.byteLength(part, "utf8") <= 255), { error: "has a directory name longer than 255 bytes" })
         .refine((path) => !path.split("/").some((part) => part === ".." || part === "."), { error: "must not contain . or .. parts" })

@@ -7,6 +7,8 @@
  */
 import { createHmac } from "node:crypto";
 import type { z } from "zod";
+import { isSwitchless } from "./cablingRules";
+import { type FabricNode, planFabric } from "./fabric";
 import { DEFAULT_GPU_MEMORY_UTILIZATION, type Facts, NODE_KIND_TRAITS, RUNTIME_TRAITS, gatherFacts, runtimeOf } from "./facts";
 import { DEFAULT_OPEN_WEBUI_IMAGE, DEFAULT_OPEN_WEBUI_VENV, OpenWebuiDockerSchema, OpenWebuiVenvSchema } from "./frontendSchema";
 import type { FitReport } from "./fitRule";
@@ -84,6 +86,12 @@ export interface NodeConfig {
     retired: boolean;
     /** What this node's firewall lets in (used when firewall.enabled). */
     firewall: FirewallPolicy;
+    /**
+     * A mesh or ring (interconnect.topology): this node's cables, its host routes to the other
+     * nodes' addresses that are not on its own cables, and the interfaces that must forward
+     * (config/fabric.ts). Undefined for a pair or a switch, whose links are subnets.
+     */
+    fabric?: FabricNode;
 }
 
 /** What `up` and the read-back check on a node's interconnect links. */
@@ -527,6 +535,7 @@ export function resolveFirewallPolicy(
     executor: Executor,
     apiPort: number,
     headTcp: readonly number[] = [],
+    transitInterfaces: readonly string[] = [],
 ): FirewallPolicy {
     const dashboard = executor.ray?.dashboard;
     const tcp = [
@@ -542,6 +551,7 @@ export function resolveFirewallPolicy(
         openTcp: [...new Set(tcp)].sort((a, b) => a - b),
         openUdp: [...new Set(firewall.allowPorts.filter((p) => p.protocol === "udp").map((p) => p.port))].sort((a, b) => a - b),
         api: isHead ? { port: apiPort, allowFrom: firewall.apiAllowFrom } : undefined,
+        ...(transitInterfaces.length > 0 ? { transitInterfaces: [...transitInterfaces] } : {}),
     };
 }
 
@@ -566,6 +576,8 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         return clusterKey;
     };
     const interfaces = parsed.nodes.map((node) => ({ name: node.name, interconnect: node.interconnect.map(resolveInterface) }));
+    const { topology, cables } = parsed.interconnect;
+    const fabric = isSwitchless(topology) && cables !== undefined ? planFabric(cables, parsed.nodes) : undefined;
     const planned: Omit<NodeConfig, "firewall">[] = parsed.nodes.map((node, i) => ({
         name: node.name,
         kind: node.kind,
@@ -587,6 +599,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         roce: resolveRoce(node.kind, transport, parsed.roce.enabled),
         linkCheck: resolveLinkCheck(node.kind, parsed.interconnect.linkCheck),
         retired: node.retired === true,
+        ...(fabric !== undefined ? { fabric: fabric[i] } : {}),
     }));
     const rdma = parsed.interconnect.linkCheck.rdmaBandwidth;
     if (rdma.enabled) {
@@ -613,7 +626,16 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         plannedHead === undefined ? undefined : resolveOpenWebui(parsed, plannedHead, { host: parsed.model.apiHost, port: parsed.model.apiPort }, stack);
     const nodes: NodeConfig[] = planned.map((node) => ({
         ...node,
-        firewall: resolveFirewallPolicy(node, planned, node.head, firewall, executor, parsed.model.apiPort, openWebui?.exposed ? [openWebui.port] : []),
+        firewall: resolveFirewallPolicy(
+            node,
+            planned,
+            node.head,
+            firewall,
+            executor,
+            parsed.model.apiPort,
+            openWebui?.exposed ? [openWebui.port] : [],
+            node.fabric?.forwardingOn,
+        ),
     }));
     const head = nodes.find((node) => node.head);
     if (head === undefined) {

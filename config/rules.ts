@@ -5,7 +5,7 @@
  * them all on a config that passed the schema.
  */
 import { checkOpenWebui } from "./frontendRules";
-import { checkCabling, checkSwitchlessSupported, isSwitchless } from "./cablingRules";
+import { checkCabling, isSwitchless } from "./cablingRules";
 import { ConfigIssue, describeValue, formatPath } from "./issues";
 import { formatIpv4, formatSubnet, parseCidr, parseIpv4, subnetsOverlap } from "./ipv4";
 import { Facts, RUNTIME_TRAITS, gatherFacts, hasThorIn, localModelFacts, resolveParallelism, runtimeOf, totalGpusOf } from "./facts";
@@ -467,7 +467,6 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gather
         ...checkPorts(config.ray, config.model, config.nodes),
         ...checkTopology(config.interconnect.topology, config.nodes.length),
         ...checkCabling(config.interconnect, config.nodes),
-        ...checkSwitchlessSupported(config.interconnect.topology),
         ...checkModelEnvAgainstOverrides(config.model.env, config.nccl.overrides),
         ...checkDockerMountsAgainstLocalModel(config.nodes, config.model.source, facts),
         ...checkOpenWebui(config),

@@ -42,8 +42,8 @@ export const InterconnectSchema = z.strictObject({
     /**
      * `pair`: two nodes cabled back to back; `switch`: any number of nodes on a switch; `mesh`: three
      * nodes, each cabled to both others; `ring`: four or more nodes, each cabled to two neighbours
-     * (`mesh` and `ring` need `cables`, and are not yet supported end to end: the config is refused
-     * after its cabling is checked). Defaults to "pair".
+     * (`mesh` and `ring` need `cables`; a ring routes to non-neighbours through a neighbour, which
+     * forwards). Defaults to "pair".
      */
     topology: z.enum(["pair", "switch", "mesh", "ring"]).default("pair").meta({ example: "pair (or switch, mesh, ring)" }),
     /**

@@ -64,6 +64,7 @@ cmd_up() {
     die "the lab is up with LAB_REAL_VLLM=$(cat "${LAB_STATE}/real-vllm" 2>/dev/null || echo 0); run 'lab/lab.sh down' first"
   fi
   build_layers
+  case "${topology}" in mesh-3 | ring-4 | ring-4-miscabled) fetch_lldpd_debs ;; esac
   ensure_key
   echo "${topology}" >"${LAB_STATE}/topology"
   echo "${LAB_REAL_VLLM:-0}" >"${LAB_STATE}/real-vllm"
@@ -79,6 +80,17 @@ cmd_up() {
   for n in ${nodes}; do
     wait_node_ssh "${n}"
   done
+  case "${topology}" in
+    mesh-3 | ring-4 | ring-4-miscabled)
+      # lldpd has heard a neighbour on both ports of every Spark (it sends at start, then every 30 s).
+      for n in ${nodes}; do
+        [[ "${n}" == outsider ]] && continue
+        wait_until 90 1 "lldpd on ${n} hearing both ports' neighbours" \
+          ssh_node "${n}" '[ "$(lldpcli show neighbors -f keyvalue | grep -cE "^lldp\.(enp1s0f0np0|enp1s0f1np1)\.chassis\.name=")" = 2 ]' ||
+          die "lldpd on ${n} did not hear both neighbours within 90 s"
+      done
+      ;;
+  esac
   # shellcheck disable=SC2086
   sync_node_images ${nodes}
   log "lab '${topology}' is up in $(( $(date +%s) - t0 ))s: ${nodes}"

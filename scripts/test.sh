@@ -43,7 +43,7 @@ lab_order=(
   # spark-pair, each file its own bring-up (they test the bring-up, or run alone)
   lab/lab-links lab/lab-unified-memory lab/lab-serving lab/lab-spark-pair
   # other topologies and lab variants
-  integration/hetero4 lab/lab-hetero4 integration/workers integration/realVllm lab/lab-switchless
+  integration/hetero4 lab/lab-hetero4 integration/workers integration/realVllm integration/switchless
 )
 mapfile -t found < <(find build/test -name '*.test.js' | sort)
 declare -A listed=()

@@ -4,8 +4,9 @@
 // and Docker's DOCKER-USER chain, whose FORWARD policy is DROP wherever Docker runs), and NCCL's
 // interface selection across several subnets. Pure: config/fabric.ts decides, this renders.
 //
-// Not yet wired into the components: config/cablingRules.ts refuses mesh and ring until the host
-// steps exist (issue 23).
+// Wired by components/clusterNode.ts: the netplan spec and NCCL selection on every mesh or ring
+// node, the forwarding step (with the DOCKER-USER rules) on the nodes that forward, the forward
+// chain through the firewall policy's transitInterfaces (config/resolve.ts).
 import type { FabricNode } from "../../config/fabric";
 import { HOST_LIB } from "./host/lib";
 import { readScript } from "./host/read";
@@ -60,10 +61,12 @@ export function renderForwardingSysctl(fabric: Pick<FabricNode, "node" | "forwar
 
 /**
  * The forwarding step: saves each interface's flag as found (once), installs the sysctl.d file (for
- * boot) and sets the flags now, then checks them. The delete removes the file and writes back what
- * was found. A node that forwards nothing gets scripts that only remove what an earlier layout left.
+ * boot) and sets the flags now, then checks them; where Docker runs, lets members' transit through
+ * its FORWARD chain ({@link dockerTransitLines}, the rules between `members`). The delete removes
+ * those rules and the file and writes back what was found. A node that forwards nothing gets
+ * scripts that only remove what an earlier layout left.
  */
-export function forwardingPlan(fabric: Pick<FabricNode, "node" | "forwardingOn">): StepScripts {
+export function forwardingPlan(fabric: Pick<FabricNode, "node" | "forwardingOn">, members: readonly string[]): StepScripts {
     const file = renderForwardingSysctl(fabric);
     const restore = [
         `if [ -d ${FORWARDING_STATE_DIR} ]; then`,
@@ -75,7 +78,13 @@ export function forwardingPlan(fabric: Pick<FabricNode, "node" | "forwardingOn">
         `  done`,
         `fi`,
     ];
-    const remove = bashScript([HOST_LIB, `sc_remove_file ${FORWARDING_SYSCTL_PATH}`, ...restore, `sc_cleanup_state`]);
+    const remove = bashScript([
+        HOST_LIB,
+        ...dockerTransitLines(fabric.forwardingOn, members, "remove"),
+        `sc_remove_file ${FORWARDING_SYSCTL_PATH}`,
+        ...restore,
+        `sc_cleanup_state`,
+    ]);
     if (file === undefined) {
         return {
             create: remove,
@@ -97,6 +106,7 @@ export function forwardingPlan(fabric: Pick<FabricNode, "node" | "forwardingOn">
         ...fabric.forwardingOn.map(
             (iface) => `[ "$(cat ${shellQuote(forwardingPath(iface))})" = 1 ] || { sc_log ${shellQuote(`forwarding on ${iface} did not turn on`)}; exit 1; }`,
         ),
+        ...dockerTransitLines(fabric.forwardingOn, members, "add"),
         `sc_log ${shellQuote(`forwarding on: ${fabric.forwardingOn.join(" ")}`)}`,
     ]);
     const read = readScript([
@@ -104,6 +114,7 @@ export function forwardingPlan(fabric: Pick<FabricNode, "node" | "forwardingOn">
         ...fabric.forwardingOn.map(
             (iface) => `[ "$(cat ${shellQuote(forwardingPath(iface))} 2>/dev/null)" = 1 ] || echo ${shellQuote(`${iface}: IPv4 forwarding off, want on`)}`,
         ),
+        ...dockerTransitReadLines(fabric.forwardingOn, members),
     ]);
     return { create, delete: remove, read };
 }
@@ -152,12 +163,24 @@ export function dockerTransitLines(interfaces: readonly string[], members: reado
     ];
 }
 
+/** The read-back of {@link dockerTransitLines}: each rule missing from DOCKER-USER, where the chain exists. */
+function dockerTransitReadLines(interfaces: readonly string[], members: readonly string[]): string[] {
+    const rules = dockerTransitRules(interfaces, members).map((spec) => spec.map(shellQuote).join(" "));
+    if (rules.length === 0) return [];
+    return [
+        `if command -v iptables >/dev/null && iptables -S DOCKER-USER >/dev/null 2>&1; then`,
+        ...rules.map((rule) => `  iptables -C DOCKER-USER ${rule} 2>/dev/null || echo ${shellQuote(`DOCKER-USER: missing ${rule}`)}`),
+        `fi`,
+    ];
+}
+
 /**
  * NCCL's interfaces on a mesh or ring node: NCCL_SOCKET_IFNAME names both ports exactly (`=a,b`,
  * NCCL's exact-match syntax; a prefix such as `enp1s0f` would also take a port's twin), Gloo and
- * torch take the first port's name, and the RoCE GID must be routable (see {@link NcclSpec.routed}).
+ * torch take the first port's name (the port of the node's own address, VLLM_HOST_IP), and the
+ * RoCE GID must be routable (see {@link NcclSpec.routed}). `ports`: the node's interconnect
+ * interfaces in config order; `configured`: nccl.socketIfname, which wins when set.
  */
-export function fabricNcclSelection(fabric: Pick<FabricNode, "links">): Pick<NcclSpec, "socketIfname" | "interfaceName" | "routed"> {
-    const names = fabric.links.map((link) => link.iface);
-    return { socketIfname: `=${names.join(",")}`, interfaceName: names[0], routed: true };
+export function fabricNcclSelection(ports: readonly string[], configured?: string): Pick<NcclSpec, "socketIfname" | "interfaceName" | "routed"> {
+    return { socketIfname: configured ?? `=${ports.join(",")}`, interfaceName: ports[0], routed: true };
 }

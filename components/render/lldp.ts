@@ -1,14 +1,25 @@
 // The cabling check against LLDP: where lldpd runs on a node, its neighbours (as
 // `lldpcli show neighbors -f json0` reports them) must be the cables of interconnect.cables,
 // port for port; a mismatch is refused naming both ends. Pure: the probe line prints the JSON,
-// these functions read and judge it (not yet called by the probe: mesh and ring are refused by
-// config/cablingRules.ts until their host steps are wired).
+// these functions read and judge it. ClusterNode runs the probe (`<node>-lldp-probe`) and the
+// check (`<node>-cabling-check`) on every mesh or ring node, before anything changes on any node.
 //
 // Format: lldpcli's `json0` output, in which every value is a list, so one neighbour and several
 // read alike (`-f json` turns a single value into an object and keys a chassis by its name).
 // The test fixture test/unit/fixtures/lldpcli-show-neighbors.lldpd-1.0.16.json0 is real output of
 // Debian 12's lldpd 1.0.16-1+deb12u1 over a veth link between two network namespaces.
 import type { FabricLink } from "../../config/fabric";
+import { bashScript, shellQuote } from "./host/shell";
+
+/** What the LLDP probe prints where lldpd does not run (no lldpcli, or it cannot reach lldpd). */
+export const LLDP_ABSENT = "lldp=absent";
+
+/** The LLDP probe: lldpcli's neighbours as json0, or {@link LLDP_ABSENT}. Read only. */
+export function lldpProbeScript(): string {
+    return bashScript([
+        `if command -v lldpcli >/dev/null && out=$(lldpcli show neighbors -f json0 2>/dev/null); then printf '%s\n' "$out"; else echo ${LLDP_ABSENT}; fi`,
+    ]);
+}
 
 /** One LLDP neighbour seen on a local interface. */
 export interface LldpNeighbour {
@@ -87,4 +98,36 @@ export function checkCablingAgainstLldp(
         }
     }
     return verdict;
+}
+
+/**
+ * The cabling check of one node, from the LLDP probe's output: fails, naming both ends of each
+ * mismatch, when LLDP sees a port cabled otherwise than interconnect.cables says; prints what it
+ * checked, or why it could not (lldpd absent, a port that heard nobody).
+ */
+export function cablingCheckScript(
+    node: string,
+    links: readonly Pick<FabricLink, "cable" | "iface" | "peer" | "peerIface">[],
+    probeOutput: string,
+    nodeNames: readonly string[],
+): string {
+    const out = probeOutput.trim();
+    if (out === LLDP_ABSENT || out === "") {
+        return bashScript([`echo ${shellQuote(`cabling of ${node}: not checked against LLDP (lldpd does not run on ${node})`)}`]);
+    }
+    let verdict: LldpVerdict;
+    try {
+        verdict = checkCablingAgainstLldp(node, links, parseLldpNeighbours(out), nodeNames);
+    } catch (err) {
+        const why = `${node}: cannot read \`lldpcli show neighbors -f json0\`: ${(err as Error).message}`;
+        return bashScript([`echo ${shellQuote(why)} >&2`, "exit 1"]);
+    }
+    if (verdict.mismatches.length > 0) {
+        return bashScript([...verdict.mismatches.map((m) => `echo ${shellQuote(m)} >&2`), "exit 1"]);
+    }
+    const checked = links.length - verdict.unchecked.length;
+    return bashScript([
+        `echo ${shellQuote(`cabling of ${node}: ${checked} of ${links.length} ports as interconnect.cables says (LLDP)`)}`,
+        ...verdict.unchecked.map((u) => `echo ${shellQuote(u)}`),
+    ]);
 }

@@ -197,6 +197,11 @@ const LINK_LOCAL_LIB = [
     `}`,
 ];
 
+/** True (exit 0) when the host route is in the main table as netplan puts it: to TO via VIA, out of IFACE. */
+function routePresent(iface: string, route: { to: string; via: string }): string {
+    return `ip -4 route show to exact ${shellQuote(route.to)} via ${shellQuote(route.via)} dev ${shellQuote(iface)} | grep -q .`;
+}
+
 /**
  * Installs the netplan file, applies it when anything differs, then verifies:
  * every address is up with the MTU and every peer answers over the link
@@ -207,7 +212,8 @@ export function netplanApplyScript(spec: NetplanSpec, peerWaitSeconds = 120): st
     const checks = spec.interfaces.map(
         (iface) =>
             `ip -o -4 addr show dev ${shellQuote(iface.name)} | grep -qF ${shellQuote(`inet ${iface.address}`)} && ` +
-            `[ "$(cat /sys/class/net/${iface.name}/mtu)" = ${spec.mtu} ]`,
+            `[ "$(cat /sys/class/net/${iface.name}/mtu)" = ${spec.mtu} ]` +
+            (iface.routes ?? []).map((route) => ` && ${routePresent(iface.name, route)}`).join(""),
     );
     const originalMtu = spec.interfaces.map(
         (iface) =>
@@ -262,6 +268,9 @@ export function netplanReadScript(spec: Pick<NetplanSpec, "interfaces" | "mtu" |
                 `  ip -o -4 addr show dev ${dev} | grep -F ${shellQuote(`inet ${iface.address} `)} >/dev/null || ` +
                     `echo "${iface.name}: address ${iface.address} missing (has: $(ip -o -4 addr show dev ${dev} | awk '{print $4}' | paste -sd, -))"`,
                 `  mtu=$(cat /sys/class/net/${dev}/mtu); [ "$mtu" = ${spec.mtu} ] || echo "${iface.name}: MTU $mtu, want ${spec.mtu}"`,
+                ...(iface.routes ?? []).map(
+                    (route) => `  ${routePresent(iface.name, route)} || echo ${shellQuote(`${iface.name}: route to ${route.to} via ${route.via} missing`)}`,
+                ),
                 `fi`,
             ];
         }),

@@ -24,6 +24,31 @@ venv_layer_dir() {
     "$(declare -f build_venv_layer)")"
 }
 
+# lldpd for the switchless topologies (mesh-3, ring-4, ring-4-miscabled): Debian 12's real lldpd
+# (1.0.16, not a stand-in) and what it needs beyond the base layer, resolved by this host's apt
+# against the base layer's dpkg status, downloaded once into the cache, and installed into each
+# node's own upper layer before it boots (populate_node), so the other topologies' layers stay as
+# they are.
+lldpd_debs_dir() {
+  echo "${LAB_CACHE}/debs/lldpd-$(layer_hash "$(basename "$(base_layer_dir)")" "$(declare -f fetch_lldpd_debs)")"
+}
+
+fetch_lldpd_debs() {
+  local dir tmp pkgs
+  dir="$(lldpd_debs_dir)"
+  [[ -f "${dir}/.lab-debs-complete" ]] && return 0
+  tmp="${dir}.tmp.$$"
+  rm -rf --one-file-system "${tmp}"
+  mkdir -p "${tmp}"
+  log "downloading lldpd and the packages it needs beyond the base layer (first run only) -> ${dir}"
+  mapfile -t pkgs < <(apt-get install --dry-run -qq -o Dir::State::status="$(base_layer_dir)/var/lib/dpkg/status" lldpd 2>/dev/null |
+    awk '$1 == "Inst" { print $2 }')
+  (( ${#pkgs[@]} > 0 )) || die "apt cannot resolve lldpd against the base layer (run apt-get update on this host)"
+  (cd "${tmp}" && apt-get download -qq "${pkgs[@]}") >/dev/null 2>&1 || die "apt-get download ${pkgs[*]} failed"
+  touch "${tmp}/.lab-debs-complete"
+  mv "${tmp}" "${dir}"
+}
+
 build_base_layer() {
   local dir tmp
   dir="$(base_layer_dir)"

@@ -163,6 +163,19 @@ EOF2
     printf '%s\n' "${LAB_DOCKER_IMAGES[@]}" >"${root}/var/lib/lab-sim/images/tags"
     printf '%s\n' "${LAB_DOCKER_SGLANG_IMAGES[@]}" >"${root}/var/lib/lab-sim/images/sglang-tags"
   fi
+  case "${topology}" in
+    mesh-3 | ring-4 | ring-4-miscabled)
+      # The real lldpd (fetch_lldpd_debs), started at boot by its own unit: the product's cabling
+      # check reads its neighbours. Installed once per node disk (a reboot keeps it).
+      if [[ ! -x "${root}/usr/sbin/lldpd" ]]; then
+        mkdir -p "${root}/var/cache/lab-debs"
+        cp "$(lldpd_debs_dir)"/*.deb "${root}/var/cache/lab-debs/"
+        chroot "${root}" /bin/sh -c 'DEBIAN_FRONTEND=noninteractive dpkg -i /var/cache/lab-debs/*.deb' >"${root}/var/cache/lab-debs.log" 2>&1 ||
+          die "installing lldpd into ${node} failed (log: ${root}/var/cache/lab-debs.log)"
+        rm -rf "${root}/var/cache/lab-debs"
+      fi
+      ;;
+  esac
   mkdir -p "${root}/var/lib/lab-sim/hub"
   node_json "${node}" >"${root}/var/lib/lab-sim/node.json"
   cp -rT "${LAB_CACHE}/models" "${root}/var/lib/lab-sim/hub"

@@ -57,6 +57,30 @@ function withChange(change: (values: Record<string, unknown>) => void): Record<s
 
 type ModelValues = Record<string, unknown>;
 
+const RING = ["spark-a", "spark-b", "spark-c", "spark-d"];
+/** Four Sparks in a ring (lab ring-4): node i's port 0 to node i+1's port 1, one /31 per cable; mp executor, the NCCL check on. */
+function ringValues(): Record<string, unknown> {
+    const values = baseValues();
+    values.nodes = RING.map((name, i) => ({
+        name,
+        kind: "spark",
+        ...(i === 0 ? { head: true } : {}),
+        ssh: { host: `10.0.0.${11 + i}` },
+        interconnect: [
+            { name: "enp1s0f0np0", address: `192.168.200.${2 * i}/31` },
+            { name: "enp1s0f1np1", address: `192.168.200.${2 * ((i + 3) % 4) + 1}/31` },
+        ],
+    }));
+    values.interconnect = {
+        topology: "ring",
+        mtu: 9000,
+        cables: RING.map((name, i) => ({ a: { node: name, port: "enp1s0f0np0" }, b: { node: RING[(i + 1) % 4], port: "enp1s0f1np1" } })),
+    };
+    (values.model as ModelValues).executor = "mp";
+    values.check = { enabled: true };
+    return values;
+}
+
 /** Both nodes on one venv, the mp executor, and `engine` (SGLang needs a runtime named on every node). */
 function withVenvMp(engine: "vllm" | "sglang"): Record<string, unknown> {
     return withChange((v) => {
@@ -226,6 +250,7 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
         values: withChange((v) => (v.frontend = { openWebui: { enabled: false } })),
         secretKeys: SECRET_KEYS,
     },
+    ring4: { clusterName: "dev", values: ringValues(), secretKeys: SECRET_KEYS },
 };
 
 type ScenarioName = keyof typeof SCENARIOS;
@@ -727,6 +752,46 @@ describe("a two-Spark Ray cluster", () => {
 
     it("renders the same inputs on a second run (a second `pulumi up` has nothing to change)", async () => {
         assert.deepEqual(changedNames(await scenario("base"), await scenario("baseAgain")), []);
+    });
+});
+
+describe("a ring of four Sparks (interconnect.topology: ring)", () => {
+    const FABRIC_STEP = /-(forwarding|lldp-probe|cabling-check)$/;
+
+    it("a forwarding step only where a path needs one; the cabling checked against LLDP on every node", async () => {
+        const result = await scenario("ring4");
+        const names = result.resources.map((r) => r.name);
+        assert.deepEqual(
+            names.filter((n) => FABRIC_STEP.test(n)).sort(),
+            [...RING.flatMap((n) => [`${n}-cabling-check`, `${n}-lldp-probe`]), "spark-a-forwarding", "spark-b-forwarding"].sort(),
+        );
+        for (const n of ["spark-a-forwarding", "spark-b-forwarding"]) assert.equal(byName(result).get(n)?.type, COMMAND);
+    });
+
+    it("nothing changes on any node before every node's cabling is checked; whatever crosses the ring waits for every forwarding step", async () => {
+        const result = await scenario("ring4");
+        const waits = (name: string) => waitsFor(result, name);
+        for (const node of RING) {
+            const fabric = waits(`${node}-interconnect-apply`);
+            for (const other of RING) assert.ok(fabric.has(`${other}-cabling-check`), `${node}-interconnect-apply waits for ${other}-cabling-check`);
+            for (const step of [`${node}-check-nccl`, `${node}-vllm-unit`]) {
+                const w = waits(step);
+                assert.ok(w.has("spark-a-forwarding") && w.has("spark-b-forwarding"), `${step} waits for every forwarding step`);
+            }
+        }
+        for (const pull of ["dev-model-pull-spark-c", "dev-model-pull-spark-d"]) {
+            const w = waits(pull);
+            assert.ok(w.has("spark-a-forwarding") && w.has("spark-b-forwarding"), `${pull} waits for every forwarding step`);
+        }
+        assert.ok(waits("spark-a-forwarding").has("spark-a-interconnect-apply") && waits("spark-a-forwarding").has("spark-a-firewall-apply"));
+    });
+
+    it("a pair has none of the ring's steps, and no dependency on them", async () => {
+        const result = await scenario("base");
+        assert.deepEqual(
+            result.resources.map((r) => r.name).filter((n) => FABRIC_STEP.test(n)),
+            [],
+        );
     });
 });
 

@@ -72,6 +72,10 @@ function mockStdout(name: string): string {
         // (An SGLang probe, model.engine sglang, reads its own line.)
         return `vllm-version=0.31.0\nsglang-version=0.5.23\n${name.startsWith("thor-") ? "" : "image-id=sha256:mock\n"}`;
     }
+    if (name.endsWith("-lldp-probe")) {
+        // As on the lab's nodes: no lldpd.
+        return "lldp=absent\n";
+    }
     if (name.endsWith("-probe")) {
         return name.startsWith("thor-") ? "" : LAB_IBDEV2NETDEV;
     }
@@ -82,13 +86,15 @@ function mockStdout(name: string): string {
 }
 
 /**
- * The names of a dependsOn list. A Promise of a resource (a step made after its dependents, such
- * as the cluster's vLLM check) is named once it resolved; an Output is not a dependency we write.
+ * The names of a dependsOn list. A Promise (a step made after its dependents, such as the
+ * cluster's vLLM check, or a list of them, such as a ring's forwarding steps) is named once it
+ * resolved, as Pulumi's own gatherExplicitDependencies reads it; an Output is not a dependency we write.
  */
 async function namesOf(dependsOn: unknown): Promise<string[]> {
-    const list: unknown[] = dependsOn === undefined ? [] : Array.isArray(dependsOn) ? dependsOn : [dependsOn];
-    const resolved = await Promise.all(list.map((dep) => (dep instanceof Promise ? dep : Promise.resolve(dep))));
-    return resolved.map((dep) => (pulumi.Resource.isInstance(dep) ? pulumi.resourceName(dep) : "<not a resource: an Output>"));
+    if (dependsOn === undefined) return [];
+    if (Array.isArray(dependsOn)) return (await Promise.all(dependsOn.map(namesOf))).flat();
+    if (dependsOn instanceof Promise) return namesOf(await dependsOn);
+    return [pulumi.Resource.isInstance(dependsOn) ? pulumi.resourceName(dependsOn) : "<not a resource: an Output>"];
 }
 
 /** Builds the cluster of `scenario` on the mock monitor and records its graph. */

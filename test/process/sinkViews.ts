@@ -63,6 +63,8 @@ function derived(config: Config): Map<string, string> {
         out.set("org", org);
         out.set("name", name);
     }
+    // Open WebUI's session key (WEBUI_SECRET_KEY), derived from apiKey.
+    if (config.openWebui) out.set("webuiSecretKey", config.openWebui.secretKey.reveal());
     // The served name (a local path's last segment when not given).
     out.set("servedName", config.model.servedName);
     return out;
@@ -268,8 +270,14 @@ export function pathTooLong(path: string): string | undefined {
     return long === undefined ? undefined : `a name of ${Buffer.byteLength(long, "utf8")} bytes, more than NAME_MAX`;
 }
 
-function runtimeImage(config: Config, node: string | undefined): string | undefined {
-    const runtime = config.nodes.find((n) => n.name === node)?.runtime;
+/** Open WebUI's env file and unit (frontend.openWebui): they follow Open WebUI's runtime, not the node's. */
+const OPEN_WEBUI_ENV = "/etc/spark-cluster/open-webui.env";
+const OPEN_WEBUI_UNIT = /spark-cluster-open-webui\.service$/;
+/** SGLang's root-only --config file (model.engine sglang): YAML, as SGLang reads it. */
+const SGLANG_CONFIG = "/etc/spark-cluster/sglang.yaml";
+
+function runtimeImage(config: Config, node: string | undefined, where: string): string | undefined {
+    const runtime = OPEN_WEBUI_UNIT.test(where) ? config.openWebui?.runtime : config.nodes.find((n) => n.name === node)?.runtime;
     return runtime?.kind === "docker" ? runtime.image : undefined;
 }
 
@@ -285,6 +293,17 @@ function expectedVars(config: Config, nodeName: string | undefined, file: string
         if (config.hfToken) want.HF_TOKEN = config.hfToken.reveal();
     } else if (file.endsWith("/ray.env")) {
         want.RAY_AUTH_TOKEN = config.rayAuthToken.reveal();
+    } else if (file === OPEN_WEBUI_ENV && config.openWebui) {
+        const ui = config.openWebui;
+        want.OPENAI_API_KEYS = config.apiKey.reveal();
+        want.WEBUI_ADMIN_EMAIL = ui.adminEmail;
+        want.WEBUI_ADMIN_NAME = ui.adminName;
+        want.WEBUI_ADMIN_PASSWORD = ui.adminPassword.reveal();
+        // The image's DATA_DIR is its own (the data directory is mounted there); its start.sh reads HOST.
+        if (ui.runtime.kind === "venv") want.DATA_DIR = ui.dataDir;
+        else want.HOST = ui.listenAddress;
+    } else if (file === SGLANG_CONFIG) {
+        want["api-key"] = config.apiKey.reveal();
     } else if (file.endsWith("/runtime.env") || file === "/etc/nccl.conf") {
         Object.assign(want, config.nccl.overrides);
         want.NCCL_DEBUG = config.nccl.debug;
@@ -388,7 +407,9 @@ export async function readJob(result: RenderResult, config: Config, readers: Rea
 
     const readerOf = (node: string | undefined) => (config.nodes.find((n) => n.name === node)?.runtime.kind === "docker" ? "docker" : "systemd");
     const envView = (text: string, node: string | undefined, where: string): View => {
-        const reader = readerOf(node);
+        if (where === SGLANG_CONFIG) return sglangConfigView(text, node);
+        // Open WebUI's env file is read by its own runtime: docker's --env-file or systemd's EnvironmentFile=.
+        const reader = where === OPEN_WEBUI_ENV ? (config.openWebui?.runtime.kind === "docker" ? "docker" : "systemd") : readerOf(node);
         try {
             const vars = reader === "docker" ? parseDockerEnvFile(text) : parseSystemdEnvFile(text);
             if (reader === "systemd") {
@@ -404,6 +425,19 @@ export async function readJob(result: RenderResult, config: Config, readers: Rea
         } catch (err) {
             problems.push(`${node}:${where}: ${reader} refuses the file: ${(err as Error).message}`);
             return sink(`env:${reader}`, null);
+        }
+    };
+
+    // SGLang reads its --config file as YAML (a mapping of flag names): js-yaml's core schema, as PyYAML's safe_load types scalars.
+    const sglangConfigView = (text: string, node: string | undefined): View => {
+        try {
+            const loaded = yaml.load(text) as Record<string, unknown>;
+            const vars: EnvVars = new Map(Object.entries(loaded ?? {}).map(([k, v]) => [k, typeof v === "string" ? v : JSON.stringify(v)]));
+            problems.push(...expectedVars(config, node, SGLANG_CONFIG, vars, "YAML"));
+            return sink("sglang-yaml", Object.fromEntries(vars));
+        } catch (err) {
+            problems.push(`${node}:${SGLANG_CONFIG}: not YAML: ${(err as Error).message}`);
+            return sink("sglang-yaml", null);
         }
     };
 
@@ -453,6 +487,10 @@ export async function readJob(result: RenderResult, config: Config, readers: Rea
                     if (served && kind === "ExecStart" && runtime?.kind === "venv" && !(raw[0] ?? "").startsWith(`${runtime.path}/bin/`)) {
                         problems.push(`${where}: systemd runs ${JSON.stringify(raw[0])}, not a program of the venv ${JSON.stringify(runtime.path)}`);
                     }
+                    const ui = config.openWebui?.runtime;
+                    if (OPEN_WEBUI_UNIT.test(where) && kind === "ExecStart" && ui?.kind === "venv" && raw[0] !== `${ui.path}/bin/open-webui`) {
+                        problems.push(`${where}: systemd runs ${JSON.stringify(raw[0])}, not Open WebUI of the venv ${JSON.stringify(ui.path)}`);
+                    }
                     if (argv[0] === "/usr/bin/docker" && argv[1] === "run") {
                         const nodeFiles = files.get(node ?? "") ?? new Map<string, string>();
                         reads.push(...argv.filter((_, i) => argv[i - 1] === "--env-file"));
@@ -479,9 +517,9 @@ export async function readJob(result: RenderResult, config: Config, readers: Rea
                                     `${where}: docker reads the env files (${JSON.stringify(argv)}) as ${JSON.stringify(created.env)}, the port as ${JSON.stringify(expected)}`,
                                 );
                             }
-                            if (runtimeImage(config, node) !== created.image)
+                            if (runtimeImage(config, node, where) !== created.image)
                                 problems.push(
-                                    `${where}: docker runs the image ${JSON.stringify(created.image)}, not ${JSON.stringify(runtimeImage(config, node))}`,
+                                    `${where}: docker runs the image ${JSON.stringify(created.image)}, not ${JSON.stringify(runtimeImage(config, node, where))}`,
                                 );
                             out.docker = sink("docker-run", {
                                 image: created.image,
@@ -541,7 +579,7 @@ export async function readJob(result: RenderResult, config: Config, readers: Rea
                 "json" in loaded ? (JSON.parse(JSON.stringify(loaded.json, (k, v: unknown) => (k === "handle" ? undefined : v))) as View) : null,
             );
         }
-        if (filePath.endsWith("chat-probe.py")) {
+        if (filePath.endsWith("chat-probe.py") || filePath.endsWith("open-webui-probe.py")) {
             const tree = await readers.python.get({ kind: "ast", source: body });
             if (tree.error) problems.push(`${where}: not Python: ${String(tree.error)}`);
             return sink("python", (tree.tree ?? null) as View);
@@ -644,6 +682,21 @@ export async function readJob(result: RenderResult, config: Config, readers: Rea
             }
         }),
     );
+    // Open WebUI's probe signs in as the admin: it reads the email and password back with its own reader.
+    if (config.openWebui) {
+        const ui = config.openWebui;
+        const probe = files.get(ui.node)?.get("$SC_STATE/open-webui-probe.py");
+        const envFile = files.get(ui.node)?.get(OPEN_WEBUI_ENV);
+        if (probe === undefined || envFile === undefined) problems.push(`${ui.node}: Open WebUI is on, but its probe or ${OPEN_WEBUI_ENV} is not rendered`);
+        else
+            for (const [name, value] of [
+                ["WEBUI_ADMIN_EMAIL", ui.adminEmail],
+                ["WEBUI_ADMIN_PASSWORD", ui.adminPassword.reveal()],
+            ]) {
+                const read = await readers.python.get({ kind: "read", source: probe, function: "read_env_value", file: envFile, args: [name] });
+                if (read.value !== value) problems.push(`${ui.node}: Open WebUI's probe reads ${name} as ${JSON.stringify(read.value ?? read.error)}`);
+            }
+    }
     // Paths the nodes open: the kernel's limits.
     const paths: [string, string][] = [
         ...(config.model.source.startsWith("/") ? [["model.source", config.model.source] as [string, string]] : []),

@@ -214,8 +214,10 @@ const SSH_KEY = (body: string) => `-----BEGIN OPENSSH PRIVATE KEY-----\n${body}\
 const DEFAULT_IMAGE = "nvcr.io/nvidia/vllm:25.09-py3";
 
 /**
- * mp: vLLM on both nodes (docker head, venv worker: both env-file readers), the NCCL check on.
- * ray: the Ray executor (venv head, docker worker), Ray's token, the dashboard exposed, a key file.
+ * mp: vLLM on both nodes (docker head, venv worker: both env-file readers), the NCCL check on,
+ * Open WebUI in its own image on the head.
+ * ray: the Ray executor (venv head, docker worker), Ray's token, the dashboard exposed, a key file,
+ * Open WebUI in a venv on the head.
  * local: a local model path on the docker head, the served name left to its default.
  */
 function variantBase(variant: VariantName): Values {
@@ -247,6 +249,8 @@ function variantBase(variant: VariantName): Values {
         apiKey: "base-api-key-0123456789abcdef",
         hfToken: "hf_baseToken0123",
     };
+    // Open WebUI on the head: its own image where the head runs docker (mp), a venv where it runs one (ray).
+    const openWebui = { enabled: true, adminEmail: "admin@example.com" };
     switch (variant) {
         case "mp":
             return {
@@ -257,6 +261,8 @@ function variantBase(variant: VariantName): Values {
                 check: { enabled: true },
                 firewall: { apiAllowFrom: ["192.168.1.0/24"], allowPorts: [8080, "5353/udp"] },
                 sshPrivateKey: SSH_KEY("base"),
+                frontend: { openWebui: { ...openWebui, port: 8090, runtime: { kind: "docker", image: "ghcr.io/open-webui/open-webui:v0.12.4" } } },
+                openWebuiAdminPassword: "base-webui-password",
             };
         case "ray":
             return {
@@ -267,6 +273,8 @@ function variantBase(variant: VariantName): Values {
                 check: { enabled: false },
                 ray: { dashboardHost: "127.0.0.1" },
                 sshPrivateKeyPath: "/home/you/.ssh/id_ed25519",
+                frontend: { openWebui: { ...openWebui, runtime: { kind: "venv", path: "/opt/spark-cluster-open-webui" } } },
+                openWebuiAdminPassword: "base-webui-password",
             };
         case "local":
             return {
@@ -280,7 +288,7 @@ function variantBase(variant: VariantName): Values {
 }
 
 function secretKeysOf(values: Values): string[] {
-    return ["sshPrivateKey", "apiKey", "hfToken", "rayAuthToken"].filter((k) => values[k] !== undefined);
+    return ["sshPrivateKey", "apiKey", "hfToken", "rayAuthToken", "openWebuiAdminPassword"].filter((k) => values[k] !== undefined);
 }
 
 /** Sets `value` at `at` (`["nodes", 1, "ssh", "user"]`) in a copy of `values`. */
@@ -670,6 +678,14 @@ const KEYS: Key[] = [
         examples: ["qwen", "Qwen/Qwen2.5-7B-Instruct", "my_model:v1"],
     },
     {
+        path: "model.engine",
+        decides: "decides the serving engine (vLLM or SGLang: its unit, argv and secrets file)",
+        // The whole model section: the template's sentinels (quantization, extraArgs) are vLLM's names, which SGLang refuses.
+        lanes: [{ variant: "mp", at: ["model"] }],
+        examples: ["vllm", "sglang"],
+        wrap: (engine) => ({ source: "Qwen/Qwen2.5-7B-Instruct", servedName: "qwen", executor: "mp", extraArgs: [], size: { paramsB: 7.6 }, engine }),
+    },
+    {
         path: "model.executor",
         decides: "decides Ray or vLLM's own multi-node mode",
         lanes: [{ variant: "mp", at: ["model", "executor"] }],
@@ -760,6 +776,8 @@ const KEYS: Key[] = [
             { variant: "ray", at: ["model", "apiHost"], sentinel: "zqapihostzq" },
         ],
         examples: ["0.0.0.0", "127.0.0.1", "api.lan"],
+        // Open WebUI talks to 127.0.0.1 where the API listens on every address or on localhost.
+        exact: (v) => v === "0.0.0.0" || v === "localhost",
         generate: () => fc.oneof(IPV4, HOSTNAME),
     },
     {
@@ -794,6 +812,9 @@ const KEYS: Key[] = [
         examples: ["sk-0123456789abcdef0123", "a b c d e f g h i j k"],
         secret: true,
         mustAccept: printableSecret(16, 4096),
+        // With Open WebUI on (mp, ray) a key holding ; is refused naming apiKey (Open WebUI splits
+        // OPENAI_API_KEYS at ;): such keys go where it is off, which must carry them.
+        route: (v) => (v.includes(";") ? ["local"] : ["mp", "ray", "local"]),
         generate: () => printable(40).map((body) => "k" + body + "0123456789abcdefk"),
     },
     {
@@ -816,6 +837,95 @@ const KEYS: Key[] = [
         // Not any printable character: the Ray readiness step reads ray.env with bash (`. ray.env`).
         mustAccept: (value) => /^[A-Za-z0-9_-]{32,256}$/.test(value),
         generate: () => printable(60).map((body) => "r" + body + "0123456789abcdef0123456789abcdefr"),
+    },
+    {
+        path: "openWebuiAdminPassword",
+        lanes: [
+            { variant: "mp", at: ["openWebuiAdminPassword"], sentinel: "zqwebuipasszq0123" },
+            { variant: "ray", at: ["openWebuiAdminPassword"], sentinel: "zqwebuipasszq0123" },
+        ],
+        examples: ["correct horse battery staple", "p@ss;w0rd#1=$HOME"],
+        secret: true,
+        // Any printable character: Open WebUI's env file carries it, docker's --env-file or systemd's EnvironmentFile=.
+        mustAccept: printableSecret(12, 256),
+        generate: () => printable(40).map((body) => "w" + body + "0123456789w"),
+    },
+    // Open WebUI (frontend.openWebui), on the head of mp (its own image) and ray (a venv).
+    {
+        path: "frontend.openWebui.runtime<docker>.kind",
+        decides: "selects Open WebUI's runtime",
+        // The runtime alone, with its defaults: either kind renders on either head.
+        lanes: [{ variant: "mp", at: ["frontend", "openWebui", "runtime"] }],
+        examples: ["docker", "venv"],
+        wrap: (kind) => ({ kind }),
+        refusalAlso: ["frontend.openWebui.runtime"],
+    },
+    {
+        path: "frontend.openWebui.runtime<docker>.image",
+        lanes: [{ variant: "mp", at: ["frontend", "openWebui", "runtime", "image"], sentinel: "zqwebuiimagezq" }],
+        examples: ["ghcr.io/open-webui/open-webui:v0.12.4", "localhost:5000/open-webui:main", "open-webui@sha256:" + "b".repeat(64)],
+    },
+    {
+        path: "frontend.openWebui.runtime<venv>.kind",
+        decides: "selects Open WebUI's runtime",
+        // The runtime alone, with its defaults: either kind renders on either head.
+        lanes: [{ variant: "ray", at: ["frontend", "openWebui", "runtime"] }],
+        examples: ["venv", "docker"],
+        wrap: (kind) => ({ kind }),
+        refusalAlso: ["frontend.openWebui.runtime"],
+    },
+    {
+        path: "frontend.openWebui.runtime<venv>.path",
+        lanes: [{ variant: "ray", at: ["frontend", "openWebui", "runtime", "path"], sentinel: "/zqwebuivenvzq/v" }],
+        examples: ["/opt/spark-cluster-open-webui", "/home/me/venvs/open-webui", "/opt/a%b", "/opt/" + "v".repeat(300)],
+    },
+    {
+        path: "frontend.openWebui.runtime<venv>.wheelhouse",
+        lanes: [{ variant: "ray", at: ["frontend", "openWebui", "runtime", "wheelhouse"], sentinel: "/zqwheelhousezq/w" }],
+        examples: ["/srv/wheelhouse/open-webui-0.12.4", "/mnt/usb/wheels", "/srv/a%n"],
+    },
+    {
+        path: "frontend.openWebui.version",
+        lanes: [{ variant: "ray", at: ["frontend", "openWebui", "version"], sentinel: "0.98.76" }],
+        examples: ["0.12.4", "0.6.5", "1.0.0"],
+    },
+    {
+        path: "frontend.openWebui.listenAddress",
+        lanes: [
+            { variant: "mp", at: ["frontend", "openWebui", "listenAddress"], sentinel: "10.98.76.54" },
+            { variant: "ray", at: ["frontend", "openWebui", "listenAddress"], sentinel: "10.98.76.54" },
+        ],
+        examples: ["127.0.0.1", "0.0.0.0", "192.168.1.20"],
+        // Off loopback (the template's) it opens the port in the firewall; on loopback it does not
+        // and the access output is a tunnel; for 0.0.0.0 the probe goes to 127.0.0.1.
+        exact: (v) => v.startsWith("127.") || v === "0.0.0.0",
+        generate: () => IPV4,
+    },
+    {
+        path: "frontend.openWebui.adminEmail",
+        lanes: [
+            { variant: "mp", at: ["frontend", "openWebui", "adminEmail"], sentinel: "zqadminzq@zqmailzq.example" },
+            { variant: "ray", at: ["frontend", "openWebui", "adminEmail"], sentinel: "zqadminzq@zqmailzq.example" },
+        ],
+        examples: ["admin@example.com", "first.last+ui@mail.example.org", "a_b-c@x.io"],
+    },
+    {
+        path: "frontend.openWebui.adminName",
+        lanes: [
+            { variant: "mp", at: ["frontend", "openWebui", "adminName"], sentinel: "zqadminnamezq" },
+            { variant: "ray", at: ["frontend", "openWebui", "adminName"], sentinel: "zqadminnamezq" },
+        ],
+        examples: ["Admin", "Ada Lovelace", 'O\'Brien "the admin"', "管理者"],
+    },
+    {
+        path: "frontend.openWebui.dataDir",
+        lanes: [
+            { variant: "mp", at: ["frontend", "openWebui", "dataDir"], sentinel: "/zqwebuidatazq/d" },
+            { variant: "ray", at: ["frontend", "openWebui", "dataDir"], sentinel: "/zqwebuidatazq/d" },
+        ],
+        examples: ["/var/lib/spark-cluster-open-webui", "/srv/open-webui/data/", "/srv/a%n", "/srv/" + "d".repeat(300)],
+        // The config drops a trailing /: rendered without it.
+        exact: (v) => v.endsWith("/"),
     },
 ];
 

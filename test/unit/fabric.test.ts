@@ -14,7 +14,7 @@ import { ConfigError, checkCabling, checkTopology, parseConfig, type ConfigIssue
 import { planFabric } from "../../config/fabric";
 import { dockerTransitLines, fabricNcclSelection, fabricNetplanSpec, forwardingPlan, renderForwardingSysctl } from "../../components/render/fabric";
 import { renderFirewallRules } from "../../components/render/firewall";
-import { checkCablingAgainstLldp, parseLldpNeighbours } from "../../components/render/lldp";
+import { LLDP_ABSENT, cablingCheckScript, checkCablingAgainstLldp, lldpProbeScript, parseLldpNeighbours } from "../../components/render/lldp";
 import { renderNcclConf } from "../../components/render/nccl";
 import { netplanApplyScript, renderNetplan } from "../../components/render/netplan";
 import { matchSnapshot, unusedSnapshots } from "../support/snapshot";
@@ -64,21 +64,34 @@ function configIssues(values: Record<string, unknown>): ConfigIssue[] {
 }
 
 describe("parseConfig: mesh and ring", () => {
-    it("a right mesh-3 and ring-4 are refused only by the not-yet-supported gate, naming the key", () => {
+    it("a right mesh-3 and ring-4 parse, each node with its links, routes and forwarding decided once", () => {
         const ring = ringNodes(4);
+        const config = parseConfig({ values: stackValues("ring", ring.nodes, ring.cables), secretKeys: new Set(["apiKey", "sshPrivateKey"]) });
+        assert.deepEqual(
+            config.nodes.map((n) => `${n.name} ${n.fabric?.forwardingOn.join(",")} ${n.firewall.transitInterfaces?.join(",") ?? "-"}`),
+            [`spark-a ${P0},${P1} ${P0},${P1}`, `spark-b ${P1},${P0} ${P1},${P0}`, "spark-c  -", "spark-d  -"],
+        );
+        assert.deepEqual(config.nodes[0].fabric, planFabric(ring.cables, ring.nodes)[0]);
         const mesh = ringNodes(3);
-        for (const [topology, fixture] of [
-            ["ring", ring],
-            ["mesh", mesh],
-        ] as const) {
-            const issues = configIssues(stackValues(topology, fixture.nodes, fixture.cables));
-            assert.deepEqual(
-                issues.map((i) => i.path),
-                ["interconnect.topology"],
-                issues.map((i) => i.message).join("\n"),
-            );
-            assert.match(issues[0].message, /not yet supported end to end/);
-        }
+        const meshConfig = parseConfig({ values: stackValues("mesh", mesh.nodes, mesh.cables), secretKeys: new Set(["apiKey", "sshPrivateKey"]) });
+        assert.deepEqual(
+            meshConfig.nodes.map((n) => n.fabric?.forwardingOn.length),
+            [0, 0, 0],
+        );
+        assert.ok(meshConfig.nodes.every((n) => n.firewall.transitInterfaces === undefined));
+    });
+
+    it("a pair or a switch has no fabric and no transit", () => {
+        const values = stackValues("ring", ringNodes(2).nodes, undefined);
+        const config = parseConfig({
+            values: {
+                ...values,
+                interconnect: { topology: "pair" },
+                nodes: (values.nodes as { interconnect: unknown[] }[]).map((n, i) => ({ ...n, interconnect: [{ address: `192.168.100.${11 + i}/24` }] })),
+            },
+            secretKeys: new Set(["apiKey", "sshPrivateKey"]),
+        });
+        assert.ok(config.nodes.every((n) => !("fabric" in n) && !("transitInterfaces" in n.firewall)));
     });
 
     it("a swapped cable is refused before the gate's verdict matters, naming both ends", () => {
@@ -353,10 +366,16 @@ describe("fabric renderers", () => {
     it("forwarding: a sysctl.d file and a step only on the nodes that forward", () => {
         assert.equal(renderForwardingSysctl(plan[2]), undefined);
         matchSnapshot("fabric.forwarding.ring4-spark-a.conf", renderForwardingSysctl(plan[0]) ?? "");
-        const step = forwardingPlan(plan[0]);
+        const step = forwardingPlan(plan[0], members);
         matchSnapshot("fabric.forwarding-apply.ring4-spark-a.sh", step.create);
-        matchSnapshot("fabric.forwarding-delete.sh", step.delete);
-        assert.equal(forwardingPlan(plan[2]).delete, step.delete);
+        matchSnapshot("fabric.forwarding-delete.ring4-spark-a.sh", step.delete);
+        matchSnapshot("fabric.forwarding-read.ring4-spark-a.sh", step.read);
+        // The DOCKER-USER rules go with the forwarding, added and removed by its step.
+        assert.match(step.create, /iptables -C DOCKER-USER -i enp1s0f0np0 -o enp1s0f1np1 .* \|\| iptables -I DOCKER-USER /);
+        assert.match(step.delete, /then iptables -D DOCKER-USER -i enp1s0f0np0 -o enp1s0f1np1 /);
+        // A node that forwards nothing only removes what an earlier layout left: no rule of its own.
+        matchSnapshot("fabric.forwarding-delete.sh", forwardingPlan(plan[2], members).delete);
+        assert.doesNotMatch(forwardingPlan(plan[2], members).delete, /DOCKER-USER/);
     });
 
     it("firewall: members transit between the interconnect ports, nobody else does", () => {
@@ -393,7 +412,7 @@ describe("fabric renderers", () => {
     });
 
     it("NCCL: both ports by exact name, RoCE v2 with an IPv4 GID, no GID index", () => {
-        const selection = fabricNcclSelection(plan[0]);
+        const selection = fabricNcclSelection(nodes[0].interconnect.map((i) => i.name ?? ""));
         const conf = renderNcclConf({
             transport: "roce",
             ibHca: ["rocep1s0f0", "rocep1s0f1"],
@@ -443,6 +462,48 @@ describe("the cabling against LLDP (lldpcli show neighbors -f json0)", () => {
             "spark-a enp1s0f0np0 is cabled to spark-d enp1s0f1np1 (LLDP), but interconnect.cables[0] says spark-b enp1s0f1np1: swap the cables, or correct interconnect.cables",
             "spark-a enp1s0f1np1 is cabled to spark-b enp1s0f0np0 (LLDP), but interconnect.cables[3] says spark-d enp1s0f0np0: swap the cables, or correct interconnect.cables",
         ]);
+    });
+
+    it("the cabling check step: refuses a mismatch naming both ends, passes a match, says when lldpd does not run", () => {
+        const { nodes, cables } = ringNodes(4);
+        const a = planFabric(cables, nodes)[0];
+        const runScript = (script: string) => spawnSync("bash", ["-c", script], { encoding: "utf8", timeout: 10_000 });
+        // What lldpcli prints on a miscabled spark-a (lab ring-4-miscabled: its port 0 goes to spark-d's port 1).
+        const miscabled = JSON.stringify({
+            lldp: [
+                {
+                    interface: [
+                        { name: P0, chassis: [{ name: [{ value: "spark-d" }] }], port: [{ id: [{ type: "ifname", value: P1 }] }] },
+                        { name: P1, chassis: [{ name: [{ value: "spark-d" }] }], port: [{ id: [{ type: "ifname", value: P0 }] }] },
+                    ],
+                },
+            ],
+        });
+        const refused = runScript(cablingCheckScript("spark-a", a.links, miscabled, names));
+        assert.equal(refused.status, 1);
+        assert.match(
+            refused.stderr,
+            /^spark-a enp1s0f0np0 is cabled to spark-d enp1s0f1np1 \(LLDP\), but interconnect\.cables\[0\] says spark-b enp1s0f1np1: /m,
+        );
+        const matched = runScript(cablingCheckScript("spark-a", a.links, real, names));
+        assert.equal(matched.status, 0, matched.stderr);
+        assert.equal(
+            matched.stdout,
+            "cabling of spark-a: 1 of 2 ports as interconnect.cables says (LLDP)\nspark-a enp1s0f1np1: no LLDP neighbour heard (is lldpd running on spark-d?)\n",
+        );
+        const absent = runScript(cablingCheckScript("spark-a", a.links, `${LLDP_ABSENT}\n`, names));
+        assert.deepEqual([absent.status, absent.stdout], [0, "cabling of spark-a: not checked against LLDP (lldpd does not run on spark-a)\n"]);
+        const garbled = runScript(cablingCheckScript("spark-a", a.links, "lldpcli: unknown format", names));
+        assert.equal(garbled.status, 1);
+        assert.match(garbled.stderr, /^spark-a: cannot read `lldpcli show neighbors -f json0`: /);
+        // A system name the neighbour sends reaches the script quoted, never run.
+        const hostile = JSON.stringify({
+            lldp: [{ interface: [{ name: P0, chassis: [{ name: [{ value: "spark-d" }] }], port: [{ descr: [{ value: "$(touch /tmp/x)'" }] }] }] }],
+        });
+        assert.match(runScript(cablingCheckScript("spark-a", a.links, hostile, names)).stderr, /cabled to spark-d \$\(touch \/tmp\/x\)' \(LLDP\)/);
+        // The probe prints lldpcli's json0, or the absent line where lldpcli is missing or lldpd does not answer.
+        assert.match(lldpProbeScript(), /lldpcli show neighbors -f json0/);
+        assert.equal(runScript(`PATH=/nonexistent; ${lldpProbeScript()}`).stdout, `${LLDP_ABSENT}\n`);
     });
 
     it("a neighbour that is no node of the cluster is reported, not refused", () => {

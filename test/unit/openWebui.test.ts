@@ -144,6 +144,28 @@ describe("frontend.openWebui config", () => {
             base({ ...ENABLED, dataDir: "/var/lib/a:b" }, { openWebuiAdminPassword: PASSWORD }),
             /frontend\.openWebui\.dataDir: must be an absolute path/,
         ],
+        // Found by the sinks property test: bash ran a backquote in the install step's message,
+        // systemd expanded %n in WorkingDirectory=.
+        [
+            "a data dir with a backquote",
+            base({ ...ENABLED, dataDir: "/srv/a`touch x`" }, { openWebuiAdminPassword: PASSWORD }),
+            /frontend\.openWebui\.dataDir: must be an absolute path of ASCII letters, digits/,
+        ],
+        [
+            "a data dir with a systemd specifier",
+            base({ ...ENABLED, dataDir: "/srv/a%n" }, { openWebuiAdminPassword: PASSWORD }),
+            /frontend\.openWebui\.dataDir: must be an absolute path of ASCII letters, digits/,
+        ],
+        [
+            "a venv path with a backquote",
+            base({ ...ENABLED, runtime: { kind: "venv", path: "/opt/open-webui`" } }, { openWebuiAdminPassword: PASSWORD }),
+            /frontend\.openWebui\.runtime\.path: must be an absolute path of ASCII letters, digits/,
+        ],
+        [
+            "a wheelhouse with a brace and non-ASCII",
+            base({ ...ENABLED, runtime: { kind: "venv", wheelhouse: "/srv/wheels}/ü" } }, { openWebuiAdminPassword: PASSWORD }),
+            /frontend\.openWebui\.runtime\.wheelhouse: must be an absolute path of ASCII letters, digits/,
+        ],
         [
             "a venv path with a space",
             base({ ...ENABLED, runtime: { kind: "venv", path: "/opt/open webui" } }, { openWebuiAdminPassword: PASSWORD }),
