@@ -22,8 +22,15 @@ LAB_DOCKER_IMAGES=(
   "nvcr.io/nvidia/vllm:26.05-py3 noray 0.20.1"
   "nvcr.io/nvidia/vllm:26.10-py3 noray 0.31.0"
 )
+# SGLang's own images (lmsysorg/sglang on Docker Hub, tagged v<version>-cu130: the CUDA 13 build a
+# Spark's driver needs), "TAG SGLANG_VERSION": LAB STAND-INs made by lab-docker-image from the same
+# base with the SGLang stand-in in place of the vLLM one; the version must be LAB_VENV_SGLANG_VERSION
+# (the one the stand-in plays). Kept apart from LAB_DOCKER_IMAGES, which lists vLLM images only.
+LAB_DOCKER_SGLANG_IMAGES=(
+  "lmsysorg/sglang:v0.5.23-cu130 0.5.23"
+)
 LAB_DOCKER_IMAGE_TAGS=()
-for _img in "${LAB_DOCKER_IMAGES[@]}"; do LAB_DOCKER_IMAGE_TAGS+=("${_img%% *}"); done
+for _img in "${LAB_DOCKER_IMAGES[@]}" "${LAB_DOCKER_SGLANG_IMAGES[@]}"; do LAB_DOCKER_IMAGE_TAGS+=("${_img%% *}"); done
 unset _img
 
 # True when PID is alive and is the systemd-nspawn that runs NODE (guards against PID reuse).
@@ -154,6 +161,7 @@ EOF2
     mkdir -p "${root}/var/lib/lab-sim/images"
     : >"${root}/var/lib/lab-sim/images/vllm-image.tar.gz"   # bind-mount target (see start_node)
     printf '%s\n' "${LAB_DOCKER_IMAGES[@]}" >"${root}/var/lib/lab-sim/images/tags"
+    printf '%s\n' "${LAB_DOCKER_SGLANG_IMAGES[@]}" >"${root}/var/lib/lab-sim/images/sglang-tags"
   fi
   case "${topology}" in
     mesh-3 | ring-4 | ring-4-miscabled)

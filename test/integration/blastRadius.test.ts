@@ -3,19 +3,35 @@
 // changed lines of what we render (not a blob), and applying it restarts Ray and vLLM only where
 // the change requires (their main PIDs compared before and after). The changes apply one after
 // the other; each row's expectation is relative to the row before. One table, printed as it runs.
+// The engine rows (vLLM -> SGLang -> vLLM, issue 21) run SGLang in the lab's stand-in for its own
+// image (LAB_SGLANG_IMAGE): it answers naming both nodes, and a second `up` changes nothing.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
+import { HEREDOC_DELIMITER } from "../../components/render/host/shell";
 import { UNITS } from "../../components/render/paths";
 import { withLabUp } from "../lab/lab-harness";
-import { LAB_IMAGES, NodeName, Session, apiKeyOf, chat, mainPid, newSession, pulumi, pulumiWithConfig, removeSession, withImage } from "./stackSession";
+import {
+    LAB_IMAGES,
+    LAB_SGLANG_IMAGE,
+    NodeName,
+    Session,
+    apiKeyOf,
+    chat,
+    mainPid,
+    newSession,
+    pulumi,
+    pulumiWithConfig,
+    removeSession,
+    withImage,
+} from "./stackSession";
 
 const members: NodeName[] = ["spark-a", "spark-b"];
 
 withLabUp();
 
 /** A process the change may restart: the main PID of one of our units on one node. */
-type Proc = `${NodeName}:${"ray" | "vllm"}`;
+type Proc = `${NodeName}:${"ray" | "vllm" | "sglang"}`;
 
 interface Row {
     /** The change, as a reviewer would name it. */
@@ -32,6 +48,15 @@ interface Row {
     model?: string;
     /** false: after the change nothing may answer (serving is paused). Defaults to true. */
     serving?: false;
+    /** What the answer must say after the change (who served it). */
+    answer?: RegExp;
+    /** true: a preview after the change must touch nothing (a second `up` changes nothing). */
+    secondUpIdle?: true;
+    /**
+     * true: the change installs other files (an engine switch: SGLang's unit in place of vLLM's), so
+     * the opening line of those heredocs changes with the path; the delimiter itself still may not.
+     */
+    installsOtherFiles?: true;
 }
 
 /** The vLLM layer of the pair with the mp executor: both ranks' components, units, secrets, rank 1's follower, rank 0's probe. */
@@ -50,6 +75,24 @@ function replaceOnce(config: string, from: string | RegExp, to: string): string 
     const next = config.replace(from, to);
     assert.notEqual(next, config, `the config has ${String(from)}`);
     return next;
+}
+
+/** The serving steps an engine switch touches, with the probes and check (docs/engines.md, "Switching engine"), and the image change's model download. */
+function engineSwitchTouches(op: "create" | "delete"): string[] {
+    return [
+        "dev-model-download(update)",
+        "dev-vllm-check(update)",
+        `spark-a-vllm-engine-switch(${op})`,
+        "spark-a-vllm-probe(update)",
+        "spark-a-vllm-ready(replace)",
+        "spark-a-vllm-secrets(update)",
+        "spark-a-vllm-unit(update)",
+        `spark-b-vllm-engine-switch(${op})`,
+        "spark-b-vllm-follow(update)",
+        "spark-b-vllm-probe(update)",
+        "spark-b-vllm-secrets(update)",
+        "spark-b-vllm-unit(update)",
+    ];
 }
 
 const NEW_API_KEY = "sk-lab-blast-radius-0123456789abcdef";
@@ -137,6 +180,24 @@ const ROWS: Row[] = [
         restarts: ["spark-a:vllm", "spark-b:vllm"],
     },
     {
+        change: "model.engine vllm -> sglang (and SGLang's image)",
+        edit: (c) => replaceOnce(withImage(c, LAB_SGLANG_IMAGE), "    executor: mp\n", "    executor: mp\n    engine: sglang\n"),
+        touches: engineSwitchTouches("create"),
+        diffShows: [/^\s+\+ ExecStart=.* lmsysorg\/sglang:v0\.5\.23-cu130 .*sglang\.launch_server/m],
+        restarts: ["spark-a:sglang", "spark-a:vllm", "spark-b:sglang", "spark-b:vllm"],
+        answer: /LAB STAND-IN .*served by spark-a,spark-b \(sglang tp=2 nnodes=2\)/,
+        secondUpIdle: true,
+        installsOtherFiles: true,
+    },
+    {
+        change: "model.engine sglang -> vllm (and the vLLM image back)",
+        edit: (c) => replaceOnce(withImage(c, LAB_IMAGES.v2605), "    engine: sglang\n", ""),
+        touches: engineSwitchTouches("delete"),
+        diffShows: [/^\s+\+ ExecStart=.* nvcr\.io\/nvidia\/vllm:26\.05-py3 /m],
+        restarts: ["spark-a:sglang", "spark-a:vllm", "spark-b:sglang", "spark-b:vllm"],
+        installsOtherFiles: true,
+    },
+    {
         change: "the executor, mp -> ray (and the image back to one with Ray)",
         edit: (c) => replaceOnce(withImage(c, LAB_IMAGES.ray), "executor: mp", "executor: ray"),
         touches: [
@@ -196,6 +257,7 @@ function pids(): Record<Proc, string> {
     for (const node of members) {
         out[`${node}:ray`] = mainPid(node, UNITS.ray);
         out[`${node}:vllm`] = mainPid(node, UNITS.vllm);
+        out[`${node}:sglang`] = mainPid(node, UNITS.sglang);
     }
     return out;
 }
@@ -232,7 +294,18 @@ describe("blast radius: each everyday change touches exactly what it must (previ
             assert.ok(!diff.includes(apiKey), "the preview shows no secret");
             // What changes reads as the changed lines of what we render: no heredoc delimiter or
             // other blob changes along with them.
-            assert.doesNotMatch(diff, /^\s+[-+] .*SPARK_CLUSTER_EOF/m, "a heredoc delimiter changed");
+            if (row.installsOtherFiles) {
+                // Only an `sc_install_file PATH MODE <<'DELIMITER'` line may change (its PATH), with the same delimiter; never the closing line.
+                for (const [line] of diff.matchAll(new RegExp(`^\\s+[-+] .*${HEREDOC_DELIMITER}.*$`, "gm"))) {
+                    assert.match(
+                        line,
+                        new RegExp(`^\\s+[-+] result=\\$\\(sc_install_file /etc/\\S+ \\d+ <<'"'"'${HEREDOC_DELIMITER}'"'"'$`),
+                        "only a heredoc's target path changed",
+                    );
+                }
+            } else {
+                assert.doesNotMatch(diff, /^\s+[-+] .*SPARK_CLUSTER_EOF/m, "a heredoc delimiter changed");
+            }
             const before = pids();
             const start = Date.now();
             pulumiWithConfig(session, "up", "--yes", "--skip-preview");
@@ -242,7 +315,8 @@ describe("blast radius: each everyday change touches exactly what it must (previ
             if (row.serving === false) {
                 await assert.rejects(chat(pulumi(session, "stack", "output", "endpoint").trim(), apiKey, model, 10_000), "nothing answers while paused");
             } else {
-                await chat(pulumi(session, "stack", "output", "endpoint").trim(), apiKey, model);
+                const text = await chat(pulumi(session, "stack", "output", "endpoint").trim(), apiKey, model);
+                if (row.answer) assert.match(text, row.answer);
             }
             const line = `| ${row.change} | ${touched.join(", ")} | ${restarted.join(", ") || "none"} | ${seconds} s |`;
             table.push({ change: row.change, touched, restarted, line });
@@ -250,6 +324,14 @@ describe("blast radius: each everyday change touches exactly what it must (previ
             for (const shown of row.diffShows) assert.match(diff, shown, `the diff shows ${String(shown)}:\n${diff}`);
             assert.deepEqual(touched, [...row.touches].sort(), `preview touches exactly the expected resources`);
             assert.deepEqual(restarted, [...row.restarts].sort(), `only the expected processes restart`);
+            if (row.secondUpIdle) {
+                const again = JSON.parse(pulumiWithConfig(session, "preview", "--json")) as { steps: { op: string; urn: string }[] };
+                assert.deepEqual(
+                    again.steps.filter((s) => s.op !== "same").map((s) => `${s.urn.split("::").pop()}(${s.op})`),
+                    [],
+                    "a second up changes nothing",
+                );
+            }
         });
     }
 

@@ -62,6 +62,12 @@ export const LAB_IMAGES = {
     v2610: "nvcr.io/nvidia/vllm:26.10-py3",
 } as const;
 
+/**
+ * The lab's stand-in for SGLang's own image (lab/lib/nodes.sh LAB_DOCKER_SGLANG_IMAGES): the SGLang
+ * stand-in playing SGLang 0.5.23, no vLLM, tagged like the real lmsysorg/sglang CUDA 13 image.
+ */
+export const LAB_SGLANG_IMAGE = "lmsysorg/sglang:v0.5.23-cu130";
+
 /** The config with every docker runtime's image set to `image` (the lab stack names one on each node). */
 export function withImage(config: string, image: string): string {
     const out = config.replace(/(runtime: \{kind: docker, image: )[^,}\s]+/g, `$1${image}`);
