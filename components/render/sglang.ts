@@ -12,11 +12,11 @@ import { secretFileReadScript, unitReadScript } from "./host/read";
 import { HOST_LIB } from "./host/lib";
 import { runtimeStrategy } from "./host/runtime";
 import { bashScript, contentHash, shellQuote } from "./host/shell";
-import { renderUnit, systemdJoin, systemdText } from "./host/systemd";
+import { renderUnit } from "./host/systemd";
 import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, RUNTIME_ENV_PATH, SGLANG_SECRETS_PATH, UNITS, VLLM_SECRETS_PATH, unitPath } from "./paths";
 import { IMAGE_ID_PREFIX, runtimeLabel, versionProbeLines } from "./probe";
-import { chatReadyScript, readinessTimeout, vllmFollowArgv, vllmMemoryStepArgv } from "./vllm";
-import { type NodeVllm, type VllmProbeResult, groupBy } from "./vllmCompat";
+import { chatReadyScript, readinessTimeout, renderFollowUnit, vllmMemoryStepArgv } from "./vllm";
+import { type NodeVllm, type VllmProbeResult, groupBy, parseEngineProbe } from "./vllmCompat";
 import { SGLANG_VERSION } from "../../config/sglangFlags";
 
 /** What the SGLang argv is rendered from: the model settings as config resolves them, plus this node's rank. */
@@ -158,25 +158,7 @@ export function renderSglangUnit(spec: SglangServeSpec, runtime: Runtime, envHas
 export function renderSglangFollowUnit(spec: SglangServeSpec): string | undefined {
     const multiNode = spec.multiNode;
     if (!multiNode || multiNode.rank === 0) return undefined;
-    return (
-        [
-            `# ${MANAGED_MARKER}`,
-            "[Unit]",
-            `Description=${systemdText(`spark-cluster: restarts node rank ${multiNode.rank} of SGLang when the head's engine ends`)}`,
-            `After=${UNITS.sglang}.service`,
-            `PartOf=${UNITS.sglang}.service`,
-            "StartLimitIntervalSec=0",
-            "",
-            "[Service]",
-            "Type=simple",
-            `ExecStart=${systemdJoin(vllmFollowArgv(UNITS.sglang, multiNode.masterAddr, multiNode.masterPort))}`,
-            "Restart=always",
-            "RestartSec=5",
-            "",
-            "[Install]",
-            "WantedBy=multi-user.target",
-        ].join("\n") + "\n"
-    );
+    return renderFollowUnit(UNITS.sglang, `spark-cluster: restarts node rank ${multiNode.rank} of SGLang when the head's engine ends`, multiNode);
 }
 
 /**
@@ -266,14 +248,7 @@ export function sglangProbeScript(spec: { node: string; runtime: Runtime }): str
 
 /** Reads the SGLang probe's output. */
 export function parseSglangProbe(output: string): VllmProbeResult {
-    const value = (prefix: string) =>
-        output
-            .split("\n")
-            .find((l) => l.startsWith(prefix))
-            ?.slice(prefix.length)
-            .trim();
-    const imageId = value(IMAGE_ID_PREFIX);
-    return { version: value(SGLANG_VERSION_PREFIX) ?? "none", ...(imageId ? { imageId } : {}) };
+    return parseEngineProbe(output, SGLANG_VERSION_PREFIX);
 }
 
 /** The public version (local part dropped): `0.5.23` of `0.5.23+lab.standin`. */

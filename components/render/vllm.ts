@@ -215,24 +215,23 @@ export function vllmFollowArgv(unit: string, head: string, port: number, graceSe
 }
 
 /**
- * The follower unit of a headless rank (mp executor, rank 1+): runs on the host whatever vLLM's
- * runtime (the ranks use the host's network), stops with the vLLM unit (PartOf).
+ * The follower unit of a rank 1+ of an engine's unit (`what` is its description): restarts the rank
+ * when the head's engine ends, runs on the host whatever the runtime (the ranks use the host's
+ * network), stops with the engine's unit (PartOf). vLLM's and SGLang's share it.
  */
-export function renderVllmFollowUnit(spec: VllmServeSpec): string | undefined {
-    const multiNode = spec.multiNode;
-    if (!multiNode || multiNode.rank === 0) return undefined;
+export function renderFollowUnit(unit: string, what: string, multiNode: { masterAddr: string; masterPort: number }): string {
     return (
         [
             `# ${MANAGED_MARKER}`,
             "[Unit]",
-            `Description=${systemdText(`spark-cluster: restarts headless rank ${multiNode.rank} of vLLM when the head's engine ends`)}`,
-            `After=${UNITS.vllm}.service`,
-            `PartOf=${UNITS.vllm}.service`,
+            `Description=${systemdText(what)}`,
+            `After=${unit}.service`,
+            `PartOf=${unit}.service`,
             "StartLimitIntervalSec=0",
             "",
             "[Service]",
             "Type=simple",
-            `ExecStart=${systemdJoin(vllmFollowArgv(UNITS.vllm, multiNode.masterAddr, multiNode.masterPort))}`,
+            `ExecStart=${systemdJoin(vllmFollowArgv(unit, multiNode.masterAddr, multiNode.masterPort))}`,
             "Restart=always",
             "RestartSec=5",
             "",
@@ -240,6 +239,13 @@ export function renderVllmFollowUnit(spec: VllmServeSpec): string | undefined {
             "WantedBy=multi-user.target",
         ].join("\n") + "\n"
     );
+}
+
+/** The follower unit of a headless rank (mp executor, rank 1+). */
+export function renderVllmFollowUnit(spec: VllmServeSpec): string | undefined {
+    const multiNode = spec.multiNode;
+    if (!multiNode || multiNode.rank === 0) return undefined;
+    return renderFollowUnit(UNITS.vllm, `spark-cluster: restarts headless rank ${multiNode.rank} of vLLM when the head's engine ends`, multiNode);
 }
 
 /**

@@ -42,8 +42,8 @@ export interface VllmProbeResult {
     imageId?: string;
 }
 
-/** Reads the vLLM probe's output. */
-export function parseVllmProbe(output: string): VllmProbeResult {
+/** Reads an engine's probe output: its version after `versionPrefix`, and the image's ID. */
+export function parseEngineProbe(output: string, versionPrefix: string): VllmProbeResult {
     const value = (prefix: string) =>
         output
             .split("\n")
@@ -51,7 +51,12 @@ export function parseVllmProbe(output: string): VllmProbeResult {
             ?.slice(prefix.length)
             .trim();
     const imageId = value(IMAGE_ID_PREFIX);
-    return { version: value(VLLM_VERSION_PREFIX) ?? "none", ...(imageId ? { imageId } : {}) };
+    return { version: value(versionPrefix) ?? "none", ...(imageId ? { imageId } : {}) };
+}
+
+/** Reads the vLLM probe's output. */
+export function parseVllmProbe(output: string): VllmProbeResult {
+    return parseEngineProbe(output, VLLM_VERSION_PREFIX);
 }
 
 /** One node as the check sees it: its runtime, what its probe found and the argv we render for it. */
