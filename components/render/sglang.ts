@@ -3,7 +3,7 @@
 // the readiness probe (a real chat request). SGLang 0.5.23 facts, with file:line of its wheel:
 // the flags are in config/sglangFlags/0.5.23.json (generated from SGLang's own definitions).
 import * as yaml from "js-yaml";
-import type { ModelConfig, Runtime } from "../../config";
+import type { Runtime } from "../../config";
 import { isLocalModelPath } from "../../config/facts";
 import type { EnginePlan } from "./engine";
 import { envFileReader } from "./host/envFile";
@@ -15,35 +15,16 @@ import { bashScript, contentHash, shellQuote } from "./host/shell";
 import { renderUnit } from "./host/systemd";
 import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, RUNTIME_ENV_PATH, SGLANG_SECRETS_PATH, UNITS, VLLM_SECRETS_PATH, unitPath } from "./paths";
 import { IMAGE_ID_PREFIX, runtimeLabel, versionProbeLines } from "./probe";
-import { chatReadyScript, readinessTimeout, renderFollowUnit, vllmMemoryStepArgv } from "./vllm";
+import { type VllmServeSpec, chatReadyScript, readinessTimeout, renderFollowUnit, vllmMemoryStepArgv } from "./vllm";
 import { type NodeVllm, type VllmProbeResult, groupBy, parseEngineProbe } from "./vllmCompat";
 import { SGLANG_VERSION } from "../../config/sglangFlags";
 
-/** What the SGLang argv is rendered from: the model settings as config resolves them, plus this node's rank. */
-export type SglangServeSpec = Pick<
-    ModelConfig,
-    | "source"
-    | "servedName"
-    | "tensorParallel"
-    | "pipelineParallel"
-    | "apiHost"
-    | "apiPort"
-    | "gpuMemoryUtilization"
-    | "maxModelLen"
-    | "maxNumSeqs"
-    | "quantization"
-    | "kvCacheDtype"
-    | "enforceEager"
-    | "attentionBackend"
-    | "trustRemoteCode"
-    | "extraArgs"
-    | "env"
-    | "readyTimeoutSeconds"
-> & {
-    /** This node's rank and where rank 0's dist-init (torch.distributed tcp:// store) listens. */
-    multiNode?: { nnodes: number; rank: number; masterAddr: string; masterPort: number };
-    unifiedMemory?: boolean;
-};
+/**
+ * What the SGLang argv is rendered from: vLLM's spec less what SGLang has no use for (the executor,
+ * vLLM's KV-cache bytes). `multiNode` is this node's rank and where rank 0's dist-init
+ * (torch.distributed tcp:// store) listens.
+ */
+export type SglangServeSpec = Omit<VllmServeSpec, "executor" | "kvCacheMemoryBytes">;
 
 /**
  * `python3 -m sglang.launch_server …` for one rank (SGLang 0.5.23; every flag is checked against
