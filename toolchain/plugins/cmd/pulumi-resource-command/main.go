@@ -53,7 +53,10 @@ func serve(args []string) (rpcutil.ServeHandle, func(), error) {
 			return nil
 		},
 	})
-	return handle, func() { _ = logger.Close() }, err
+	return handle, func() {
+		prov.Close()
+		_ = logger.Close()
+	}, err
 }
 
 func main() {

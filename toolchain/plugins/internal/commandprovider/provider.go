@@ -36,6 +36,9 @@ type Provider struct {
 	retryDelay    time.Duration
 	maxRetryDelay time.Duration
 
+	// pool holds the SSH connections the steps share (pool.go).
+	pool connPool
+
 	// cancelled is closed by Cancel; every running operation is then aborted.
 	cancelOnce sync.Once
 	cancelled  chan struct{}
@@ -163,6 +166,10 @@ func (p *Provider) GetMappings(context.Context, *pulumirpc.GetMappingsRequest,
 ) (*pulumirpc.GetMappingsResponse, error) {
 	return &pulumirpc.GetMappingsResponse{}, nil
 }
+
+// Close closes the SSH connections the provider kept open (pool.go); the plugin calls it when the
+// engine is done with it.
+func (p *Provider) Close() { p.pool.closeAll() }
 
 // Cancel aborts every running operation; the engine calls it before shutting the plugin down.
 func (p *Provider) Cancel(context.Context, *emptypb.Empty) (*emptypb.Empty, error) {

@@ -70,6 +70,7 @@ func newTestProvider(t *testing.T) (*Provider, *captureLogger) {
 	p := New(logs)
 	p.retryDelay = 20 * time.Millisecond
 	p.maxRetryDelay = 100 * time.Millisecond
+	t.Cleanup(p.Close)
 	return p, logs
 }
 

@@ -29,6 +29,10 @@ const (
 	defaultMaxRetryDelay = 5 * time.Second
 )
 
+// sessionCloseWait: how long a cancelled step waits for the server to close its session before it
+// closes the whole connection.
+const sessionCloseWait = 2 * time.Second
+
 // maxErrorOutput bounds the command output quoted in an error.
 const maxErrorOutput = 32 * 1024
 
@@ -330,16 +334,11 @@ func (w *outputWriter) flush() {
 func (p *Provider) run(ctx context.Context, spec runSpec) (string, string, error) {
 	log := spec.log
 	dialAt := time.Now()
-	client, err := p.connect(ctx, spec.conn, log)
+	conn, session, err := p.newSession(ctx, spec.conn, log)
 	if err != nil {
 		return "", "", err
 	}
-	defer client.Close()
-
-	session, err := client.NewSession()
-	if err != nil {
-		return "", "", fmt.Errorf("opening an ssh session on %s: %w", spec.conn.target(), err)
-	}
+	defer conn.release()
 	defer session.Close()
 
 	for _, k := range sortedKeys(spec.env) {
@@ -387,9 +386,16 @@ func (p *Provider) run(ctx context.Context, spec runSpec) (string, string, error
 	select {
 	case err = <-done:
 	case <-ctx.Done():
+		// Kill the command and close its session; the connection stays for the other steps on it,
+		// unless it does not answer the close (then it is closed, as a dead one).
 		_ = session.Signal(ssh.SIGKILL)
-		_ = client.Close()
-		<-done
+		_ = session.Close()
+		select {
+		case <-done:
+		case <-time.After(sessionCloseWait):
+			conn.discard()
+			<-done
+		}
 		err = fmt.Errorf("cancelled: %w", ctx.Err())
 	}
 	recordTiming(log.urn, dialAt, startAt, time.Now(), err != nil)

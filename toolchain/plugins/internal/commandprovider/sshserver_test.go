@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -37,6 +38,8 @@ type testSSHServer struct {
 
 	// Environment variable names the server refuses (as sshd does without AcceptEnv).
 	refuseEnv map[string]bool
+	// maxSessions: sessions one connection may have open at once (sshd's MaxSessions); 0: no limit.
+	maxSessions int
 
 	mu         sync.Mutex
 	authorized [][]byte
@@ -48,6 +51,7 @@ type testSSHServer struct {
 	stdins     []string
 	forwards   []string
 
+	live     []net.Conn // every accepted connection, closed at cleanup
 	listener net.Listener
 	wg       sync.WaitGroup
 }
@@ -138,6 +142,12 @@ func newTestSSHServer(t *testing.T) *testSSHServer {
 	}()
 	t.Cleanup(func() {
 		_ = l.Close()
+		// The provider keeps its connections open (pool.go): close the ones still up.
+		s.mu.Lock()
+		for _, c := range s.live {
+			_ = c.Close()
+		}
+		s.mu.Unlock()
 		s.wg.Wait()
 	})
 	return s
@@ -147,6 +157,7 @@ func (s *testSSHServer) serveConn(c net.Conn, config *ssh.ServerConfig) {
 	defer c.Close()
 	s.mu.Lock()
 	s.conns++
+	s.live = append(s.live, c)
 	s.mu.Unlock()
 	sc, chans, reqs, err := ssh.NewServerConn(c, config)
 	if err != nil {
@@ -165,6 +176,7 @@ func (s *testSSHServer) serveConn(c net.Conn, config *ssh.ServerConfig) {
 	s.mu.Unlock()
 	go ssh.DiscardRequests(reqs)
 	var wg sync.WaitGroup
+	var open atomic.Int32 // sessions open on this connection
 	for nc := range chans {
 		if nc.ChannelType() == "direct-tcpip" {
 			wg.Add(1)
@@ -178,6 +190,14 @@ func (s *testSSHServer) serveConn(c net.Conn, config *ssh.ServerConfig) {
 			_ = nc.Reject(ssh.UnknownChannelType, "only sessions")
 			continue
 		}
+		s.mu.Lock()
+		limit := s.maxSessions
+		s.mu.Unlock()
+		if limit > 0 && int(open.Load()) >= limit {
+			// As sshd past its MaxSessions.
+			_ = nc.Reject(ssh.Prohibited, "open failed")
+			continue
+		}
 		ch, requests, err := nc.Accept()
 		if err != nil {
 			continue
@@ -185,9 +205,11 @@ func (s *testSSHServer) serveConn(c net.Conn, config *ssh.ServerConfig) {
 		s.mu.Lock()
 		s.sessions++
 		s.mu.Unlock()
+		open.Add(1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer open.Add(-1)
 			s.serveSession(ctx, ch, requests)
 		}()
 	}
