@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -356,7 +357,13 @@ func TestCreateRunsCreateCommand(t *testing.T) {
 	if !outs["connection"].IsSecret() {
 		t.Errorf("connection must be secret in outputs")
 	}
-	if plain(t, outs["create"]) != "echo hello; echo world; echo oops >&2" || plain(t, outs["delete"]) != "echo bye" {
+	// The scripts stay in the inputs only (scriptKeys); the other inputs are echoed as upstream does.
+	for _, k := range []resource.PropertyKey{"create", "delete", "update", "read"} {
+		if _, ok := outs[k]; ok {
+			t.Errorf("the outputs echo the script %s", k)
+		}
+	}
+	if !outs["connection"].IsSecret() || outs["addPreviousOutputInEnv"].IsNull() {
 		t.Errorf("inputs missing from outputs: %v", outs)
 	}
 	if _, _, cmds := s.stats(); len(cmds) != 1 {
@@ -408,8 +415,8 @@ func TestPreviewCreateDoesNotConnect(t *testing.T) {
 		if !outs["stdout"].IsComputed() || !outs["stderr"].IsComputed() {
 			t.Errorf("preview stdout/stderr should be unknown: %v", outs)
 		}
-		if plain(t, outs["create"]) != "echo hi" {
-			t.Errorf("preview outputs lack the inputs: %v", outs)
+		if _, ok := outs["create"]; ok || !outs["connection"].IsSecret() {
+			t.Errorf("preview outputs: the inputs without the scripts, got %v", outs)
 		}
 	}
 	if conns, sessions, _ := s.stats(); conns != 0 || sessions != 0 {
@@ -484,15 +491,17 @@ func TestDeleteUsesOldConnection(t *testing.T) {
 	oldServer := newTestSSHServer(t)
 	newServer := newTestSSHServer(t)
 	p, _ := newTestProvider(t)
-	id, state := mustCreate(t, p, resource.PropertyMap{
+	made := resource.PropertyMap{
 		"connection": connectionTo(oldServer, nil),
 		"create":     str("echo made"),
 		"delete":     str(`echo "deleting after $PULUMI_COMMAND_STDOUT"`),
-	})
-	// The program now points elsewhere; Delete gets the old state only, and must use its connection.
+	}
+	id, state := mustCreate(t, p, made)
+	// The program now points elsewhere; Delete gets the old state and old inputs only, and must use their connection.
 	_ = newServer
 	_, err := p.Delete(context.Background(), &pulumirpc.DeleteRequest{
 		Id: id, Urn: testURN, Type: RemoteCommandToken, Properties: mustMarshal(t, state),
+		OldInputs: mustMarshal(t, check(t, p, made)),
 	})
 	if err != nil {
 		t.Fatalf("Delete: %v", err)
@@ -509,9 +518,11 @@ func TestDeleteUsesOldConnection(t *testing.T) {
 	}
 
 	// Without a delete command, Delete does not connect.
-	id, state = mustCreate(t, p, resource.PropertyMap{"connection": connectionTo(newServer, nil)})
+	bare := resource.PropertyMap{"connection": connectionTo(newServer, nil)}
+	id, state = mustCreate(t, p, bare)
 	if _, err := p.Delete(context.Background(), &pulumirpc.DeleteRequest{
 		Id: id, Urn: testURN, Type: RemoteCommandToken, Properties: mustMarshal(t, state),
+		OldInputs: mustMarshal(t, check(t, p, bare)),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -520,12 +531,14 @@ func TestDeleteUsesOldConnection(t *testing.T) {
 	}
 
 	// A failing delete is an error.
-	id, state = mustCreate(t, p, resource.PropertyMap{
+	failing := resource.PropertyMap{
 		"connection": connectionTo(oldServer, nil),
 		"delete":     str("echo cannot delete; exit 7"),
-	})
+	}
+	id, state = mustCreate(t, p, failing)
 	_, err = p.Delete(context.Background(), &pulumirpc.DeleteRequest{
 		Id: id, Urn: testURN, Type: RemoteCommandToken, Properties: mustMarshal(t, state),
+		OldInputs: mustMarshal(t, check(t, p, failing)),
 	})
 	if err == nil || !strings.Contains(err.Error(), "status 7") || !strings.Contains(err.Error(), "cannot delete") {
 		t.Errorf("failing delete: err = %v", err)
@@ -1074,6 +1087,9 @@ func TestSecretOutputs(t *testing.T) {
 				t.Errorf("connection not secret")
 			}
 			for k, v := range c.inputs {
+				if slices.Contains(scriptKeys, k) {
+					continue // not in the outputs at all
+				}
 				if v.ContainsSecrets() && !outs[k].ContainsSecrets() {
 					t.Errorf("input %s lost its secretness in outputs", k)
 				}
@@ -1402,11 +1418,13 @@ func TestDeleteTakesRunSettingsFromLatestInputs(t *testing.T) {
 	s.refuseEnv["PULUMI_COMMAND_STDOUT"] = true
 	p, logs := newTestProvider(t)
 	deleteCmd := `echo "prev=[$PULUMI_COMMAND_STDOUT]"`
-	id, state := mustCreate(t, p, resource.PropertyMap{
+	made := resource.PropertyMap{
 		"connection": connectionTo(s, nil),
 		"create":     str("echo made"),
 		"delete":     str(deleteCmd),
-	})
+	}
+	id, state := mustCreate(t, p, made)
+	madeInputs := check(t, p, made)
 	if v, _ := unwrapSecret(state["addPreviousOutputInEnv"]); !v.IsBool() || !v.BoolValue() {
 		t.Fatalf("the state records addPreviousOutputInEnv: true (the default), got %v", state["addPreviousOutputInEnv"])
 	}
@@ -1419,8 +1437,8 @@ func TestDeleteTakesRunSettingsFromLatestInputs(t *testing.T) {
 		return err
 	}
 
-	// Without newer inputs: the stored setting, so the refused variable is a warning (upstream behaviour).
-	if err := runDelete(state, nil); err != nil {
+	// With the inputs it was made with: the stored setting, so the refused variable is a warning (upstream behaviour).
+	if err := runDelete(state, madeInputs); err != nil {
 		t.Fatal(err)
 	}
 	if w := logs.messages(pulumirpc.LogSeverity_WARNING); len(w) != 1 || !strings.Contains(w[0], "AcceptEnv") {
@@ -1458,9 +1476,7 @@ func TestDeleteTakesRunSettingsFromLatestInputs(t *testing.T) {
 	}
 	stored := state.Copy()
 	stored["connection"] = dead(4)
-	inputs := state.Copy()
-	delete(inputs, "stdout")
-	delete(inputs, "stderr")
+	inputs := madeInputs.Copy()
 	inputs["connection"] = withHint(dead(1), "what to do next")
 	err := runDelete(stored, inputs)
 	if err == nil || !strings.Contains(err.Error(), "after 1 attempt(s)") || !strings.HasSuffix(err.Error(), "\nwhat to do next") {
@@ -1471,5 +1487,28 @@ func TestDeleteTakesRunSettingsFromLatestInputs(t *testing.T) {
 	err = runDelete(stored, inputs)
 	if err == nil || !strings.Contains(err.Error(), "after 4 attempt(s)") {
 		t.Errorf("delete with inputs for another address: err = %v", err)
+	}
+}
+
+// A state written by an earlier build echoes the scripts in its outputs; its Delete runs the same.
+func TestDeleteOfAStateThatEchoesItsScripts(t *testing.T) {
+	s := newTestSSHServer(t)
+	p, _ := newTestProvider(t)
+	made := resource.PropertyMap{"connection": connectionTo(s, nil), "create": str("echo made"), "delete": str("echo gone")}
+	id, outs := mustCreate(t, p, made)
+	inputs := check(t, p, made)
+	old := outs.Copy()
+	old["create"], old["delete"] = inputs["create"], inputs["delete"]
+	for _, oldInputs := range []resource.PropertyMap{inputs, nil} {
+		req := &pulumirpc.DeleteRequest{Id: id, Urn: testURN, Type: RemoteCommandToken, Properties: mustMarshal(t, old)}
+		if oldInputs != nil {
+			req.OldInputs = mustMarshal(t, oldInputs)
+		}
+		if _, err := p.Delete(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, cmds := s.stats(); cmds[len(cmds)-1] != "echo gone" {
+			t.Errorf("commands = %q", cmds)
+		}
 	}
 }

@@ -309,6 +309,9 @@ func buildOutputs(inputs resource.PropertyMap, stdout, stderr resource.PropertyV
 	outs := inputs.Copy()
 	delete(outs, keyStdout)
 	delete(outs, keyStderr)
+	for _, k := range scriptKeys {
+		delete(outs, k)
+	}
 	if c, ok := outs[keyConnection]; ok {
 		outs[keyConnection] = ensureSecret(c)
 	}
@@ -556,6 +559,13 @@ func (p *Provider) Delete(ctx context.Context, req *pulumirpc.DeleteRequest) (*e
 	if err != nil {
 		return nil, err
 	}
+	var oldInputs resource.PropertyMap
+	if oi := req.GetOldInputs(); oi != nil && len(oi.GetFields()) > 0 {
+		if oldInputs, err = unmarshal("oldInputs", oi); err != nil {
+			return nil, err
+		}
+		state = withScripts(state, oldInputs)
+	}
 	if v, _ := unwrapSecret(state[keyDelete]); !v.IsString() || v.StringValue() == "" {
 		return &emptypb.Empty{}, nil
 	}
@@ -563,11 +573,7 @@ func (p *Provider) Delete(ctx context.Context, req *pulumirpc.DeleteRequest) (*e
 	if err != nil {
 		return nil, inputError("state", err)
 	}
-	if oi := req.GetOldInputs(); oi != nil && len(oi.GetFields()) > 0 {
-		oldInputs, err := unmarshal("oldInputs", oi)
-		if err != nil {
-			return nil, err
-		}
+	if oldInputs != nil {
 		deleteSettings(in, oldInputs)
 	}
 	spec := runSpec{
@@ -586,6 +592,28 @@ func (p *Provider) Delete(ctx context.Context, req *pulumirpc.DeleteRequest) (*e
 		return nil, err
 	}
 	return &emptypb.Empty{}, nil
+}
+
+// scriptKeys are the inputs that are not echoed in the outputs: the scripts. The engine keeps them
+// in the resource's inputs, and it writes the whole state (inputs and outputs of every resource)
+// after each step starts and ends, so an echo doubled the bytes of every one of those writes. A
+// Delete takes them from the old inputs (withScripts). States written before this build have them
+// in the outputs as well, and those are used as they are.
+var scriptKeys = []resource.PropertyKey{keyCreate, keyUpdate, keyDelete, keyRead}
+
+// withScripts is a state with the scripts of its resource's inputs where the state has none. The
+// inputs' scripts are the ones the command last ran with: a change of any of them is a diff, so an
+// `up` that records new ones runs the command with them (Update) or fails and keeps the old inputs.
+func withScripts(state, inputs resource.PropertyMap) resource.PropertyMap {
+	out := state.Copy()
+	for _, k := range scriptKeys {
+		if _, ok := out[k]; !ok {
+			if v, ok := inputs[k]; ok {
+				out[k] = v
+			}
+		}
+	}
+	return out
 }
 
 // deleteSettings takes the run settings of a Delete from the resource's latest inputs. The state's outputs hold the
