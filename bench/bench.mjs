@@ -579,10 +579,11 @@ function cpuBusySeconds() {
 function costOfColdUp(n, rep, up, graph) {
     const steps = timeline.stepsFromEvents(up.timedEvents);
     const crit = timeline.criticalPath(steps, graph.deps, graph.parents);
-    const o = timeline.overhead(up.seconds, crit, up.timings);
+    const o = timeline.overhead(up.seconds, crit, up.timings, up.startEpoch);
     record(n, rep, "cold_up", up.seconds);
     record(n, rep, "critical_path_scripts", o.inside);
     record(n, rep, "overhead", o.overhead);
+    if (o.parts) for (const [part, s] of Object.entries(o.parts)) record(n, rep, `overhead_${part}`, s);
     record(n, rep, "control_cpu", up.controlCpu);
     record(n, rep, "control_cpu_per_node", up.controlCpu / n);
     for (const [role, cpu] of Object.entries(up.cpuByProcess)) if (cpu > 0) record(n, rep, `cpu_${role}`, cpu);
@@ -620,7 +621,13 @@ async function benchSize(n) {
         for (let rep = 1; rep <= REPS; rep++) {
             stack.setModel(MODELS[0]);
             const busyBefore = cpuBusySeconds();
-            const up = await stack.upWithLayers();
+            // BENCH_CLI_PROFILE=DIR: the cold up runs with the CLI's --profiling (Go's CPU and memory
+            // profiles of the pulumi process, DIR/cold-N-R.<pid>.cpu); a diagnostic, it costs CPU itself.
+            const profile = process.env.BENCH_CLI_PROFILE
+                ? ["up", "--yes", "--skip-preview", "--profiling", path.join(path.resolve(process.env.BENCH_CLI_PROFILE), `cold-${n}-${rep}`)]
+                : [];
+            if (profile.length) fs.mkdirSync(path.resolve(process.env.BENCH_CLI_PROFILE), { recursive: true });
+            const up = await stack.upWithLayers(...profile);
             const endpoint = stack.output("endpoint");
             const chatS = await chat(endpoint, key, MODELS[0].servedName);
             record(n, rep, "cold_converge", up.seconds + chatS);
@@ -756,7 +763,14 @@ function costTable(when) {
         ["cold up, wall s", "cold_up"],
         ["critical path: inside its scripts, s", "critical_path_scripts"],
         ["overhead, s (target ≤ 1.5)", "overhead"],
+        ["– before the path's first step, s", "overhead_before"],
+        ["– in the path's steps, outside their scripts, s", "overhead_inSteps"],
+        ["– between the path's steps, s", "overhead_between"],
+        ["– after the path's last step, s", "overhead_after"],
         ["control-plane CPU, s", "control_cpu"],
+        ["– the pulumi CLI, s", "cpu_cli"],
+        ["– Node.js (the program), s", "cpu_node"],
+        ["– the command provider, s", "cpu_provider"],
         ["control-plane CPU per node, s (target ≤ 0.5)", "control_cpu_per_node"],
         ["no-op up, wall s (target ≤ 2.0 at 8)", "noop_up"],
         ["no-op up, control-plane CPU s", "noop_control_cpu"],

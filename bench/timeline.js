@@ -91,11 +91,22 @@ function criticalPath(steps, deps, parents = {}, slack = 0.25) {
 
 /**
  * What the program, engine, provider and SSH add: the run's wall time minus the time spent inside
- * the critical path's remote scripts.
+ * the critical path's remote scripts. Given the run's start (Unix seconds), also where it went, in
+ * four parts that add up to it: `before` the path's first step (the CLI, the program's start, the
+ * steps' registration), `inSteps` (the path's steps less their scripts: the engine's checkpoint
+ * before and after a step, the provider, SSH), `between` the path's steps (a step waiting after
+ * its last dependency ended: the program computing its inputs, the engine), and `after` the last
+ * one (the outputs, the last checkpoint, the CLI's exit).
  */
-function overhead(wallSeconds, path, timings) {
+function overhead(wallSeconds, path, timings, start) {
     const inside = path.reduce((sum, s) => sum + scriptSeconds(s, timings), 0);
-    return { wall: wallSeconds, inside, overhead: wallSeconds - inside };
+    const result = { wall: wallSeconds, inside, overhead: wallSeconds - inside };
+    if (start === undefined || !path.length) return result;
+    const inSteps = path.reduce((sum, s) => sum + (s.end - s.start - scriptSeconds(s, timings)), 0);
+    const between = path.slice(1).reduce((sum, s, i) => sum + (s.start - path[i].end), 0);
+    const before = path[0].start - start;
+    const after = wallSeconds - (path[path.length - 1].end - start);
+    return { ...result, parts: { before, inSteps, between, after } };
 }
 
 /** The node a step belongs to: the longest node name its resource name starts with, else "cluster". */

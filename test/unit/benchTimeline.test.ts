@@ -26,7 +26,12 @@ interface Timeline {
     stepsFromEvents(events: { t: number; event: unknown }[], opts?: { allTypes?: boolean }): Step[];
     scriptSeconds(step: Step, timings: Timing[]): number;
     criticalPath(steps: Step[], deps: Record<string, string[]>, parents?: Record<string, string>): Step[];
-    overhead(wall: number, path: Step[], timings: Timing[]): { wall: number; inside: number; overhead: number };
+    overhead(
+        wall: number,
+        path: Step[],
+        timings: Timing[],
+        start?: number,
+    ): { wall: number; inside: number; overhead: number; parts?: { before: number; inSteps: number; between: number; after: number } };
     nodeOf(name: string, nodes: string[]): string;
     renderSvg(args: { title: string; start: number; end: number; steps: Step[]; path: Step[]; timings: Timing[]; nodes: string[] }): string;
     graphFromExport(exported: unknown): { deps: Record<string, string[]>; parents: Record<string, string> };
@@ -80,6 +85,17 @@ describe("bench timeline: a 2-node cold up", () => {
         // Scripts on the path: 0.3 + 2.0 + 0.6 + 3.1 s.
         assert.ok(Math.abs(o.inside - 6.0) < 1e-9, `inside ${o.inside}`);
         assert.ok(Math.abs(o.overhead - 4.0) < 1e-9, `overhead ${o.overhead}`);
+        assert.equal(o.parts, undefined, "no parts without the run's start");
+        // Given the start, four parts that add up to the overhead.
+        const start = crit[0].start - 1.5;
+        const parts = timeline.overhead(10, crit, timings, start).parts;
+        assert.ok(parts);
+        assert.ok(Math.abs(parts.before - 1.5) < 1e-9, `before ${parts.before}`);
+        const sum = parts.before + parts.inSteps + parts.between + parts.after;
+        assert.ok(Math.abs(sum - 4.0) < 1e-9, `parts add up to ${sum}`);
+        const last = crit[crit.length - 1];
+        assert.ok(Math.abs(parts.after - (10 - (last.end - start))) < 1e-9, `after ${parts.after}`);
+        assert.ok(parts.between >= 0 && parts.inSteps >= 0, JSON.stringify(parts));
         // A script outside its step's span (another run's, the same URN) is not the step's.
         assert.equal(timeline.scriptSeconds(crit[0], [{ ...timings[0], start: 900, end: 901 }]), 0);
     });
