@@ -11,6 +11,12 @@ export PULUMI_HOME="$SPARK_ROOT/.tools/pulumi-home"
 export PULUMI_IGNORE_AMBIENT_PLUGINS=true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true
 export PULUMI_SKIP_UPDATE_CHECK=true
+# Steps at once. Pulumi's default is 4 per CPU of the controller (GOMAXPROCS*4 in
+# pkg/cmd/pulumi/operations/up.go, Pulumi 3.274.1): 8 on a 2-core one. Our steps mostly wait on
+# the nodes, so at 8 nodes the probes queued for a slot, and the model's pulls (each waiting for
+# the head to serve) could hold every slot while the serve step queued behind them
+# (docs/speed.md). 64 unless you set PULUMI_PARALLEL yourself (or pass --parallel).
+export PULUMI_PARALLEL="${PULUMI_PARALLEL:-64}"
 # Local file backend inside the project unless the user chose another one.
 export PULUMI_BACKEND_URL="${PULUMI_BACKEND_URL:-file://$SPARK_ROOT/.pulumi-state}"
 # The lab stack's secrets use a fixed, documented passphrase (docs/lab.md).
