@@ -54,6 +54,17 @@ func createAll(t *testing.T, p *Provider, s *testSSHServer, commands []string) (
 	return outs, errs
 }
 
+// ageConnections makes every pooled connection of p look idle for a minute (probed before reuse).
+func ageConnections(p *Provider) {
+	p.pool.mu.Lock()
+	defer p.pool.mu.Unlock()
+	for _, list := range p.pool.conns {
+		for _, pc := range list {
+			pc.lastUsed = time.Now().Add(-time.Minute)
+		}
+	}
+}
+
 func TestStepsOnOneHostShareOneConnection(t *testing.T) {
 	s := newTestSSHServer(t)
 	p, _ := newTestProvider(t)
@@ -112,28 +123,14 @@ func TestClosedConnectionIsDialledAgain(t *testing.T) {
 	news := resource.PropertyMap{"connection": connectionTo(s, nil), "create": str("echo again")}
 	mustCreate(t, p, news)
 	// The host drops the connection (sshd restarted, host rebooted).
-	s.mu.Lock()
-	for _, c := range s.live {
-		_ = c.Close()
-	}
-	s.mu.Unlock()
+	s.dropConnections()
 	time.Sleep(50 * time.Millisecond)
 	if _, outs := mustCreate(t, p, news); outs["stdout"].StringValue() != "again" {
 		t.Errorf("after the connection closed: stdout %q", outs["stdout"].StringValue())
 	}
 	// And when it was idle long enough to be probed first.
-	s.mu.Lock()
-	for _, c := range s.live {
-		_ = c.Close()
-	}
-	s.mu.Unlock()
-	p.pool.mu.Lock()
-	for _, list := range p.pool.conns {
-		for _, pc := range list {
-			pc.lastUsed = time.Now().Add(-time.Minute)
-		}
-	}
-	p.pool.mu.Unlock()
+	s.dropConnections()
+	ageConnections(p)
 	if _, outs := mustCreate(t, p, news); outs["stdout"].StringValue() != "again" {
 		t.Errorf("after an idle connection closed: stdout %q", outs["stdout"].StringValue())
 	}
@@ -147,13 +144,7 @@ func TestIdleConnectionThatAnswersIsReused(t *testing.T) {
 	p, _ := newTestProvider(t)
 	news := resource.PropertyMap{"connection": connectionTo(s, nil), "create": str("true")}
 	mustCreate(t, p, news)
-	p.pool.mu.Lock()
-	for _, list := range p.pool.conns {
-		for _, pc := range list {
-			pc.lastUsed = time.Now().Add(-time.Minute)
-		}
-	}
-	p.pool.mu.Unlock()
+	ageConnections(p)
 	mustCreate(t, p, news)
 	if conns, _, _ := s.stats(); conns != 1 {
 		t.Errorf("%d connections, want 1: the idle one answered the keepalive", conns)

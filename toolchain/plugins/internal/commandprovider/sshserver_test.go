@@ -143,11 +143,7 @@ func newTestSSHServer(t *testing.T) *testSSHServer {
 	t.Cleanup(func() {
 		_ = l.Close()
 		// The provider keeps its connections open (pool.go): close the ones still up.
-		s.mu.Lock()
-		for _, c := range s.live {
-			_ = c.Close()
-		}
-		s.mu.Unlock()
+		s.dropConnections()
 		s.wg.Wait()
 	})
 	return s
@@ -324,6 +320,15 @@ func (s *testSSHServer) exec(ctx context.Context, ch ssh.Channel, command string
 	s.mu.Unlock()
 	_ = ch.CloseWrite()
 	_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(status)}))
+}
+
+// dropConnections closes every connection the server accepted, as a host going away does.
+func (s *testSSHServer) dropConnections() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.live {
+		_ = c.Close()
+	}
 }
 
 func (s *testSSHServer) stats() (conns, sessions int, commands []string) {
