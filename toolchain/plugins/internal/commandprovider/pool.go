@@ -49,8 +49,6 @@ type connPool struct {
 	// connection rather than each opening one; when it fails, each of them dials on its own (their
 	// dial settings may differ).
 	dialing map[string]*dialCall
-	// dials counts the connections opened (tests read it).
-	dials int
 }
 
 // connKey identifies the connections a step may share: the same host, port, user, credentials,
@@ -241,7 +239,6 @@ func (p *Provider) dial(ctx context.Context, c *connection, key string, log *res
 			cp.conns = map[string][]*pooledConn{}
 		}
 		cp.conns[key] = append(cp.conns[key], pc)
-		cp.dials++
 	}
 	cp.mu.Unlock()
 	if err != nil {
@@ -280,12 +277,6 @@ func (p *Provider) newSession(ctx context.Context, c *connection, log *resourceL
 		}
 	}
 	return nil, nil, fmt.Errorf("opening an ssh session on %s: no connection would take one", c.target())
-}
-
-func (cp *connPool) dialCount() int {
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	return cp.dials
 }
 
 // closeAll closes every pooled connection (the provider is shutting down).
