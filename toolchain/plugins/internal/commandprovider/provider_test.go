@@ -354,16 +354,14 @@ func TestCreateRunsCreateCommand(t *testing.T) {
 	if outs["stdout"].IsSecret() || outs["stderr"].IsSecret() {
 		t.Errorf("stdout/stderr should not be secret without secret inputs")
 	}
-	if !outs["connection"].IsSecret() {
-		t.Errorf("connection must be secret in outputs")
-	}
-	// The scripts stay in the inputs only (scriptKeys); the other inputs are echoed as upstream does.
-	for _, k := range []resource.PropertyKey{"create", "delete", "update", "read"} {
+	// The scripts and the connection stay in the inputs only (notEchoedKeys); the other inputs are echoed as
+	// upstream does.
+	for _, k := range []resource.PropertyKey{"create", "delete", "update", "read", "connection"} {
 		if _, ok := outs[k]; ok {
-			t.Errorf("the outputs echo the script %s", k)
+			t.Errorf("the outputs echo %s", k)
 		}
 	}
-	if !outs["connection"].IsSecret() || outs["addPreviousOutputInEnv"].IsNull() {
+	if outs["addPreviousOutputInEnv"].IsNull() {
 		t.Errorf("inputs missing from outputs: %v", outs)
 	}
 	if _, _, cmds := s.stats(); len(cmds) != 1 {
@@ -415,8 +413,8 @@ func TestPreviewCreateDoesNotConnect(t *testing.T) {
 		if !outs["stdout"].IsComputed() || !outs["stderr"].IsComputed() {
 			t.Errorf("preview stdout/stderr should be unknown: %v", outs)
 		}
-		if _, ok := outs["create"]; ok || !outs["connection"].IsSecret() {
-			t.Errorf("preview outputs: the inputs without the scripts, got %v", outs)
+		if _, ok := outs["create"]; ok || !outs["connection"].IsNull() {
+			t.Errorf("preview outputs: the inputs without the scripts and the connection, got %v", outs)
 		}
 	}
 	if conns, sessions, _ := s.stats(); conns != 0 || sessions != 0 {
@@ -1083,11 +1081,8 @@ func TestSecretOutputs(t *testing.T) {
 				t.Errorf("stdout secret = %v, stderr secret = %v, want %v",
 					outs["stdout"].IsSecret(), outs["stderr"].IsSecret(), c.wantSecret)
 			}
-			if !outs["connection"].IsSecret() {
-				t.Errorf("connection not secret")
-			}
 			for k, v := range c.inputs {
-				if slices.Contains(scriptKeys, k) {
+				if slices.Contains(notEchoedKeys, k) {
 					continue // not in the outputs at all
 				}
 				if v.ContainsSecrets() && !outs[k].ContainsSecrets() {
@@ -1097,16 +1092,20 @@ func TestSecretOutputs(t *testing.T) {
 		})
 	}
 
-	// The connection is secret in outputs even when the inputs did not wrap it.
-	in := resource.PropertyMap{"connection": stripSecrets(connectionTo(s, nil)), "create": str("echo hi")}
+	// The connection is secret in the checked inputs even when the program did not wrap it, and the outputs
+	// leave it out.
+	in := check(t, p, resource.PropertyMap{"connection": stripSecrets(connectionTo(s, nil)), "create": str("echo hi")})
+	if !in["connection"].IsSecret() {
+		t.Errorf("connection not secret in the checked inputs: %v", in["connection"])
+	}
 	resp, err := p.Create(context.Background(), &pulumirpc.CreateRequest{
 		Urn: testURN, Type: RemoteCommandToken, Name: "test", Properties: mustMarshal(t, in),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if outs := mustUnmarshal(t, resp.GetProperties()); !outs["connection"].IsSecret() {
-		t.Errorf("connection not secret: %v", outs["connection"])
+	if outs := mustUnmarshal(t, resp.GetProperties()); !outs["connection"].IsNull() {
+		t.Errorf("the outputs echo the connection: %v", outs["connection"])
 	}
 }
 
@@ -1474,7 +1473,7 @@ func TestDeleteTakesRunSettingsFromLatestInputs(t *testing.T) {
 			"dialErrorLimit": resource.NewNumberProperty(limit),
 		})
 	}
-	stored := state.Copy()
+	stored := state.Copy() // as an earlier build wrote it, with the connection of the last run in the outputs
 	stored["connection"] = dead(4)
 	inputs := madeInputs.Copy()
 	inputs["connection"] = withHint(dead(1), "what to do next")
@@ -1490,7 +1489,7 @@ func TestDeleteTakesRunSettingsFromLatestInputs(t *testing.T) {
 	}
 }
 
-// A state written by an earlier build echoes the scripts in its outputs; its Delete runs the same.
+// A state written by an earlier build echoes the scripts and the connection in its outputs; its Delete runs the same.
 func TestDeleteOfAStateThatEchoesItsScripts(t *testing.T) {
 	s := newTestSSHServer(t)
 	p, _ := newTestProvider(t)
@@ -1498,7 +1497,7 @@ func TestDeleteOfAStateThatEchoesItsScripts(t *testing.T) {
 	id, outs := mustCreate(t, p, made)
 	inputs := check(t, p, made)
 	old := outs.Copy()
-	old["create"], old["delete"] = inputs["create"], inputs["delete"]
+	old["create"], old["delete"], old["connection"] = inputs["create"], inputs["delete"], inputs["connection"]
 	for _, oldInputs := range []resource.PropertyMap{inputs, nil} {
 		req := &pulumirpc.DeleteRequest{Id: id, Urn: testURN, Type: RemoteCommandToken, Properties: mustMarshal(t, old)}
 		if oldInputs != nil {

@@ -303,17 +303,14 @@ func outputsTainted(inputs resource.PropertyMap) bool {
 	return false
 }
 
-// buildOutputs is the state of a command: its inputs (keeping their secretness, the connection always secret) plus
-// stdout and stderr.
+// buildOutputs is the state of a command: its inputs but the ones kept in the inputs only (notEchoedKeys), keeping
+// their secretness, plus stdout and stderr.
 func buildOutputs(inputs resource.PropertyMap, stdout, stderr resource.PropertyValue) resource.PropertyMap {
 	outs := inputs.Copy()
 	delete(outs, keyStdout)
 	delete(outs, keyStderr)
-	for _, k := range scriptKeys {
+	for _, k := range notEchoedKeys {
 		delete(outs, k)
-	}
-	if c, ok := outs[keyConnection]; ok {
-		outs[keyConnection] = ensureSecret(c)
 	}
 	if outputsTainted(inputs) {
 		stdout, stderr = ensureSecret(stdout), ensureSecret(stderr)
@@ -564,7 +561,7 @@ func (p *Provider) Delete(ctx context.Context, req *pulumirpc.DeleteRequest) (*e
 		if oldInputs, err = unmarshal("oldInputs", oi); err != nil {
 			return nil, err
 		}
-		state = withScripts(state, oldInputs)
+		state = withNotEchoed(state, oldInputs)
 	}
 	if v, _ := unwrapSecret(state[keyDelete]); !v.IsString() || v.StringValue() == "" {
 		return &emptypb.Empty{}, nil
@@ -594,19 +591,21 @@ func (p *Provider) Delete(ctx context.Context, req *pulumirpc.DeleteRequest) (*e
 	return &emptypb.Empty{}, nil
 }
 
-// scriptKeys are the inputs that are not echoed in the outputs: the scripts. The engine keeps them
-// in the resource's inputs, and it writes the whole state (inputs and outputs of every resource)
-// after each step starts and ends, so an echo doubled the bytes of every one of those writes. A
-// Delete takes them from the old inputs (withScripts). States written before this build have them
-// in the outputs as well, and those are used as they are.
-var scriptKeys = []resource.PropertyKey{keyCreate, keyUpdate, keyDelete, keyRead}
+// notEchoedKeys are the inputs that are not echoed in the outputs: the scripts and the connection. The engine keeps
+// them in the resource's inputs, and it writes the whole state (inputs and outputs of every resource) after each step
+// starts and ends, so an echo made every one of those writes longer: the scripts were a third of an 8-node stack's
+// state, and the connection, a secret whose ciphertext is about 1.1 KB per command, an eighth. A Delete takes them
+// from the old inputs (withNotEchoed). States written before this build have them in the outputs as well, and those
+// are used as they are.
+var notEchoedKeys = []resource.PropertyKey{keyCreate, keyUpdate, keyDelete, keyRead, keyConnection}
 
-// withScripts is a state with the scripts of its resource's inputs where the state has none. The
-// inputs' scripts are the ones the command last ran with: a change of any of them is a diff, so an
-// `up` that records new ones runs the command with them (Update) or fails and keeps the old inputs.
-func withScripts(state, inputs resource.PropertyMap) resource.PropertyMap {
+// withNotEchoed is a state with the not-echoed inputs (notEchoedKeys) of its resource's inputs where the state has
+// none. The inputs' scripts and connection are the ones the command last ran with: a change of any of them (but the
+// connection's dial settings, see deleteSettings) is a diff, so an `up` that records new ones runs the command with
+// them (Update) or fails and keeps the old inputs.
+func withNotEchoed(state, inputs resource.PropertyMap) resource.PropertyMap {
 	out := state.Copy()
-	for _, k := range scriptKeys {
+	for _, k := range notEchoedKeys {
 		if _, ok := out[k]; !ok {
 			if v, ok := inputs[k]; ok {
 				out[k] = v
