@@ -254,7 +254,8 @@ class Stack {
         this.backend = path.join(this.work, "backend");
         this.configFile = path.join(this.work, "Pulumi.dev.yaml");
         fs.mkdirSync(this.backend);
-        this.env = { PULUMI_BACKEND_URL: `file://${this.backend}`, PULUMI_CONFIG_PASSPHRASE: "", PULUMI_CONFIG_PASSPHRASE_FILE: "" };
+        // ?metadata=skip as in scripts/env.sh's default backend: what a user of the scripts runs.
+        this.env = { PULUMI_BACKEND_URL: `file://${this.backend}?metadata=skip`, PULUMI_CONFIG_PASSPHRASE: "", PULUMI_CONFIG_PASSPHRASE_FILE: "" };
         this.setModel(MODELS[0]);
     }
     setModel(model) {

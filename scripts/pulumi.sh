@@ -36,7 +36,7 @@ if [ -n "$stack" ] && ! pulumi stack select "$stack" --non-interactive >/dev/nul
     exit 1
   fi
   case "$PULUMI_BACKEND_URL" in
-    file://*) mkdir -p "${PULUMI_BACKEND_URL#file://}" ;;
+    file://*) dir=${PULUMI_BACKEND_URL#file://} && mkdir -p "${dir%%\?*}" ;;
   esac
   echo "pulumi.sh: creating stack '$stack' in $PULUMI_BACKEND_URL" >&2
   root_file="Pulumi.$stack.yaml"
