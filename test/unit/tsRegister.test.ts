@@ -85,6 +85,24 @@ describe("ts-register: transpile once, always the current source", () => {
         assert.deepEqual(JSON.parse(out.trim().split("\n").pop() ?? ""), { before: [false, false], after: [true, true], text: true });
     });
 
+    it("skips the SDK launcher's source-map-support, unless SPARK_SOURCE_MAPS=1", () => {
+        // The launcher's require, made as the launcher makes it (its module as the parent).
+        const script = [
+            'const Module = require("node:module");',
+            'const launcher = new Module(require.resolve("@pulumi/pulumi/cmd/run/index.js"));',
+            'launcher.filename = launcher.id; launcher.paths = Module._nodeModulePaths(require("node:path").dirname(launcher.id));',
+            "const before = Error.prepareStackTrace; // Node.js's own, where it has one",
+            'Module._load("source-map-support/register", launcher, false);',
+            'const loaded = Object.keys(require.cache).some((k) => k.includes("/source-map-support/"));',
+            "console.log(JSON.stringify({ installed: Error.prepareStackTrace !== before, loaded }));",
+        ].join("\n");
+        const run = (env: NodeJS.ProcessEnv) =>
+            JSON.parse(execFileSync(process.execPath, ["--require", REGISTER, "-e", script], { cwd: ROOT, encoding: "utf8", env, timeout: 30_000 }).trim());
+        const { SPARK_SOURCE_MAPS: _, ...env } = process.env;
+        assert.deepEqual(run(env), { installed: false, loaded: false });
+        assert.deepEqual(run({ ...env, SPARK_SOURCE_MAPS: "1" }), { installed: true, loaded: true });
+    });
+
     it("is how Pulumi.yaml has the program loaded", () => {
         const project = fs.readFileSync(path.join(ROOT, "Pulumi.yaml"), "utf8");
         assert.match(project, /^ {4}typescript: false$/m);
