@@ -19,7 +19,7 @@ export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_PARALLEL="${PULUMI_PARALLEL:-64}"
 # Local file backend inside the project unless the user chose another one. metadata=skip: the file
 # driver (gocloud.dev's fileblob) writes no .attrs file (content type and MD5) beside each state
-# file it writes; Pulumi reads neither, and it writes the whole state as each step starts and ends,
+# file it writes; Pulumi uses neither, and it writes the whole state as each step starts and ends,
 # so that MD5 and file were part of every step's cost (docs/speed.md).
 export PULUMI_BACKEND_URL="${PULUMI_BACKEND_URL:-file://$SPARK_ROOT/.pulumi-state?metadata=skip}"
 # The lab stack's secrets use a fixed, documented passphrase (docs/lab.md).
