@@ -14,8 +14,8 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
-import { FORWARDING_SYSCTL_PATH, NETPLAN_PATH, STATE_DIR, CONFIG_DIR } from "../../components/render/paths";
-import { lab, ssh, sshRun, withLabUp } from "../lab/lab-harness";
+import { FORWARDING_SYSCTL_PATH, NETPLAN_PATH, STATE_DIR, CONFIG_DIR, UNITS } from "../../components/render/paths";
+import { lab, sleep, ssh, sshRun, waitFor, withLabUp } from "../lab/lab-harness";
 import { Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession, root, secondsUntilAnswering } from "./stackSession";
 import { asLines, reportedDrift } from "./drift";
 import * as path from "node:path";
@@ -24,6 +24,9 @@ const P0 = "enp1s0f0np0";
 const P1 = "enp1s0f1np1";
 const NAMES = ["spark-a", "spark-b", "spark-c", "spark-d"] as const;
 const MTU = 9000;
+/** The vLLM stand-in's defaults (lab/vllm_standin/vllm_standin/cli.py): a peer silent this long is lost; the engine exits at its next watchdog tick. */
+const SHARD_TIMEOUT_S = 30;
+const WATCHDOG_S = 5;
 /**
  * Node i of a switchless lab topology of `n` nodes (lab/lib/net.sh): port 0 on cable i
  * (192.168.200.2i/31), port 1 on cable i-1 (its odd end).
@@ -188,6 +191,7 @@ describe("pulumi up / destroy on the lab's ring of four Sparks", { timeout: 3_60
         ssh("spark-c", "ip route del 192.168.200.0/32");
         const before = acceptRules("spark-b");
         ssh("spark-b", "iptables -F DOCKER-USER");
+        const blockedAt = Date.now();
         // Docker's FORWARD DROP now blocks spark-a's way to spark-c through spark-b.
         assert.notEqual(sshRun("spark-a", "ping -c 1 -W 2 192.168.200.4").status, 0, "spark-a reached spark-c through spark-b with DOCKER-USER empty");
         const preview = pulumiOutcome(session, ["preview", "--refresh", "--diff"]);
@@ -215,6 +219,20 @@ describe("pulumi up / destroy on the lab's ring of four Sparks", { timeout: 3_60
         const answered = await secondsUntilAnswering("http://10.77.0.11:8000/v1", apiKey, "tiny-chat", 300);
         t.diagnostic(`the endpoint answers ${answered.seconds} s after the repair`);
         assert.match(answered.text, /spark-d/);
+        // Whether the ranks lost each other depends on how long the transit was blocked (preview and
+        // up took it): a rank counts a peer lost after LAB_VLLM_SHARD_TIMEOUT_S (30 s) without a
+        // heartbeat and exits at the next 5 s watchdog tick, which can come after the endpoint
+        // answered. Past that window every loss has shown; then every rank must be active again and
+        // the endpoint answering before nothing may be left to change.
+        await sleep(Math.max(0, blockedAt + (SHARD_TIMEOUT_S + WATCHDOG_S + 5) * 1000 - Date.now()));
+        await waitFor(
+            "every node's vLLM unit active",
+            300_000,
+            () => NAMES.every((node) => sshRun(node, `systemctl is-active ${UNITS.vllm}.service`).stdout.trim() === "active") || undefined,
+        );
+        const settled = await secondsUntilAnswering("http://10.77.0.11:8000/v1", apiKey, "tiny-chat", 300);
+        t.diagnostic(`every rank active, the endpoint answering ${((Date.now() - blockedAt) / 1000).toFixed(0)} s after the transit was blocked`);
+        assert.match(settled.text, /spark-d/);
         const again = pulumiOutcome(session, ["preview", "--refresh", "--expect-no-changes"]);
         assert.equal(again.status, 0, again.output);
     });
