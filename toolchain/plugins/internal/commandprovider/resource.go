@@ -615,9 +615,11 @@ func withNotEchoed(state, inputs resource.PropertyMap) resource.PropertyMap {
 	return out
 }
 
-// deleteSettings takes the run settings of a Delete from the resource's latest inputs. The state's outputs hold the
-// inputs of the command's last run: a later `up` that changed only run settings (no diff, so nothing ran) recorded
-// them in the inputs alone. Everything else (host, credentials, the delete command) stays the stored one.
+// deleteSettings takes the run settings of a Delete from the resource's latest inputs. In a state written by an
+// earlier build, the outputs hold the inputs of the command's last run, connection included, and a later `up` that
+// changed only run settings (no diff, so nothing ran) recorded them in the inputs alone. Everything else (host,
+// credentials, the delete command) stays the stored one. In a state of this build the connection comes from the
+// inputs already (withNotEchoed), and the address check compares it with itself.
 func deleteSettings(in *commandInputs, inputs resource.PropertyMap) {
 	if v, _ := unwrapSecret(inputs[keyAddPreviousOutputInEnv]); v.IsBool() {
 		in.AddPreviousOutputInEnv = v.BoolValue()
