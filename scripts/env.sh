@@ -20,8 +20,8 @@ export PULUMI_PARALLEL="${PULUMI_PARALLEL:-64}"
 # Go's garbage collector in the CLI and its plugins runs when the heap has grown 400% over what the
 # last collection kept, not Go's default 100%. The CLI marshals the whole state afresh at every
 # state write (as each step starts and ends), all of it garbage at once. Measured with the bench:
-# 0.05-0.2 CPU s less per cold up at 2, 4 and 8 lab nodes, and the CLI's peak at 8 nodes 248 MB
-# instead of 174 (docs/speed.md). 400 unless you set GOGC yourself (scripts/test.sh's go test
+# the CLI's CPU 0.09-0.2 s less per cold up at 4 and 8 lab nodes (at 2, within the noise), and its
+# peak at 8 nodes 248 MB instead of 174 (docs/speed.md). 400 unless you set GOGC yourself (scripts/test.sh's go test
 # runs with it too).
 export GOGC="${GOGC:-400}"
 # Local file backend inside the project unless the user chose another one. metadata=skip: the file
