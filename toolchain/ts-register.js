@@ -17,6 +17,9 @@
 // resource's source position), about 0.35 s of an 8-node program on the lab's 2 cores. Sucrase
 // keeps line numbers (docs/speed.md, "The program's start"), so a stack trace names the `.ts` file
 // and line without source maps. Types are only stripped; `tsc -p tsconfig.json` type-checks.
+//
+// It also installs toolchain/code-cache.js, V8's code cache for every module the program loads
+// (the SDK's and the program's), so that an unchanged run compiles none of them again.
 "use strict";
 
 const crypto = require("node:crypto");
@@ -179,6 +182,7 @@ function register() {
 
 module.exports = { compiled, sourceKey, register, loadOnFirstUse };
 if (!Module._extensions[".ts"]) {
+    require("./code-cache").install();
     register();
     if (process.env.SPARK_EAGER_SDK !== "1") {
         loadOnFirstUse();

@@ -18,11 +18,11 @@ interface Register {
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const register = require(REGISTER) as Register;
 
-/** Runs `main` as the language host does (node --require ts-register.js), with its own cache; its stdout. */
+/** Runs `main` as the language host does (node --require ts-register.js), with its own caches; its stdout. */
 function runProgram(main: string, cache: string): string {
     return execFileSync(process.execPath, ["--require", REGISTER, main], {
         encoding: "utf8",
-        env: { ...process.env, SPARK_TS_CACHE_DIR: cache },
+        env: { ...process.env, SPARK_TS_CACHE_DIR: cache, SPARK_CODE_CACHE_DIR: `${cache}-v8` },
         timeout: 30_000,
     }).trim();
 }
