@@ -129,6 +129,49 @@ describe("scripts/pulumi.sh with --config-file", () => {
     });
 });
 
+describe("scripts/pulumi.sh --stack", () => {
+    it("selects the stack it is given, and skips `stack select` when the stack is selected already", () => {
+        const backend = fs.mkdtempSync(path.join(os.tmpdir(), "spark-cluster-backend-"));
+        const url = `file://${backend}?metadata=skip`;
+        const env = { ...process.env, PULUMI_BACKEND_URL: url, PULUMI_CONFIG_PASSPHRASE: "select-check", PULUMI_CONFIG_PASSPHRASE_FILE: "" };
+        const [first, second] = [`select-a-${process.pid}`, `select-b-${process.pid}`];
+        const configFile = (stack: string) => path.join(backend, `Pulumi.${stack}.yaml`);
+        const run = (stack: string, ...args: string[]) =>
+            execFileSync(path.join(root, "scripts", "pulumi.sh"), ["--stack", stack, "--config-file", configFile(stack), ...args], {
+                cwd: root,
+                encoding: "utf8",
+                env,
+                stdio: ["ignore", "pipe", "pipe"],
+            }).trim();
+        /** The stack a plain `pulumi` command would use now. */
+        const selected = () => execFileSync("bash", ["-c", "source scripts/env.sh && pulumi stack --show-name"], { cwd: root, encoding: "utf8", env }).trim();
+        // Where the CLI keeps the selection (the workspace of this checkout's Pulumi.yaml); `stack
+        // select` writes it each time it runs.
+        const digest = execFileSync("sha1sum", { input: path.join(root, "Pulumi.yaml"), encoding: "utf8" }).slice(0, 40);
+        const workspace = path.join(root, ".tools", "pulumi-home", "workspaces", `spark-cluster-${digest}-workspace.json`);
+        const written = () => fs.statSync(workspace).mtimeMs;
+        try {
+            for (const stack of [first, second]) fs.writeFileSync(configFile(stack), "config: {}\n");
+            run(first, "config", "set", "spark-cluster:probe", "one");
+            assert.equal(selected(), first);
+            assert.ok(fs.readFileSync(workspace, "utf8").includes(`"${url}": "organization/spark-cluster/${first}"`));
+
+            const before = written();
+            assert.equal(run(first, "config", "get", "spark-cluster:probe"), "one");
+            assert.equal(written(), before, "the stack was selected already: no `stack select`");
+
+            run(second, "config", "set", "spark-cluster:probe", "two");
+            assert.equal(selected(), second);
+            const switched = written();
+            assert.equal(run(first, "config", "get", "spark-cluster:probe"), "one");
+            assert.equal(selected(), first, "selected again");
+            assert.notEqual(written(), switched);
+        } finally {
+            fs.rmSync(backend, { recursive: true, force: true });
+        }
+    });
+});
+
 /**
  * `pulumi preview --diff` of the lab stack's config passed through `adapt`, with a throwaway file
  * backend (the user's stacks are never touched), a throwaway SSH key, and a fresh network
