@@ -130,23 +130,43 @@ const LOADED_WHEN_USED = [
 const SKIPPED_SDK_REQUIRES = [{ request: "source-map-support/register", from: ["@pulumi", "pulumi", "cmd", "run", "index.js"] }];
 
 /**
- * Hands those two requires a stand-in that loads the real module at its first use (any property
- * read, `in`, or key listing), so a program that serializes a function still gets it, and one that
- * does not never pays for it. The stand-in says `__esModule`, so the SDK's `__importStar` keeps it
- * as it is instead of copying every key (which would load the module at once). The requests in
- * SKIPPED_SDK_REQUIRES get an empty module. Anything else, and these requests from any other
- * module, load as usual.
+ * The launcher's wait for V8's debugger before it runs the program (`initializeHooks`): the SDK
+ * opens an inspector session and enables the debugger so that, should the program serialize a
+ * function, it can name the file each function came from. With the debugger on, every script
+ * V8 parses is reported to that session; 0.06-0.09 s of the program's CPU at 2 and 8 nodes
+ * (docs/speed.md). The launcher gets a stand-in that has nothing to wait for; the SDK's closure
+ * code (runtime/closure/v8.js) requires the real module, which opens the session at its first
+ * use. The files of scripts parsed before then are not known to it: a function that cannot be
+ * serialized is reported without its file. This program serializes none.
+ */
+const LAUNCHER_DEBUGGER_WAIT = {
+    request: "../../runtime/closure/v8Hooks",
+    from: ["@pulumi", "pulumi", "cmd", "run", "index.js"],
+    standIn: { isInitializedAsync: () => Promise.resolve() },
+};
+
+/**
+ * Hands the requires in LOADED_WHEN_USED a stand-in that loads the real module at its first use
+ * (any property read, `in`, or key listing), so a program that serializes a function still gets
+ * it, and one that does not never pays for it. The stand-in says `__esModule`, so the SDK's
+ * `__importStar` keeps it as it is instead of copying every key (which would load the module at
+ * once). The requests in SKIPPED_SDK_REQUIRES get an empty module, and LAUNCHER_DEBUGGER_WAIT its
+ * stand-in. Anything else, and these requests from any other module, load as usual.
  */
 function loadOnFirstUse() {
     const bySuffix = (list) => list.map(({ request, from }) => ({ request, suffix: path.sep + from.join(path.sep) }));
     const suffixes = bySuffix(LOADED_WHEN_USED);
     const skipped = process.env.SPARK_SOURCE_MAPS === "1" ? [] : bySuffix(SKIPPED_SDK_REQUIRES);
+    const [debuggerWait] = bySuffix([LAUNCHER_DEBUGGER_WAIT]);
     const load = Module._load;
     Module._load = function loadMaybeLater(request, parent, isMain) {
         const from = parent?.filename ?? "";
         const is = (l) => l.request === request && from.endsWith(l.suffix);
         if (skipped.some(is)) {
             return {};
+        }
+        if (is(debuggerWait)) {
+            return LAUNCHER_DEBUGGER_WAIT.standIn;
         }
         if (!suffixes.some(is)) {
             return load.apply(this, arguments);

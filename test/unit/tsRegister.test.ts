@@ -103,6 +103,33 @@ describe("ts-register: transpile once, always the current source", () => {
         assert.deepEqual(run({ ...env, SPARK_SOURCE_MAPS: "1" }), { installed: true, loaded: true });
     });
 
+    it("gives the launcher's wait for V8's debugger nothing to wait for, unless SPARK_EAGER_SDK=1; the closure code still gets the real module", () => {
+        const script = [
+            'const Module = require("node:module");',
+            'const launcher = new Module(require.resolve("@pulumi/pulumi/cmd/run/index.js"));',
+            'launcher.filename = launcher.id; launcher.paths = Module._nodeModulePaths(require("node:path").dirname(launcher.id));',
+            'const loaded = () => Object.keys(require.cache).some((k) => k.endsWith("/runtime/closure/v8Hooks.js"));',
+            'const hooks = Module._load("../../runtime/closure/v8Hooks", launcher, false);',
+            "const before = loaded();",
+            "hooks.isInitializedAsync().then(() => {",
+            "    const launcherLoaded = loaded();",
+            '    const pulumi = require("@pulumi/pulumi");',
+            "    return pulumi.runtime.serializeFunction(function f() { return 2 + 2; }).then((r) =>",
+            "        console.log(JSON.stringify({ before, launcherLoaded, after: loaded(), text: r.text.includes('2 + 2') })));",
+            "});",
+        ].join("\n");
+        const run = (env: NodeJS.ProcessEnv) =>
+            JSON.parse(
+                execFileSync(process.execPath, ["--require", REGISTER, "-e", script], { cwd: ROOT, encoding: "utf8", env, timeout: 60_000 })
+                    .trim()
+                    .split("\n")
+                    .pop() ?? "",
+            );
+        const { SPARK_EAGER_SDK: _, ...env } = process.env;
+        assert.deepEqual(run(env), { before: false, launcherLoaded: false, after: true, text: true });
+        assert.deepEqual(run({ ...env, SPARK_EAGER_SDK: "1" }), { before: true, launcherLoaded: true, after: true, text: true });
+    });
+
     it("is how Pulumi.yaml has the program loaded", () => {
         const project = fs.readFileSync(path.join(ROOT, "Pulumi.yaml"), "utf8");
         assert.match(project, /^ {4}typescript: false$/m);
