@@ -133,7 +133,7 @@ const SKIPPED_SDK_REQUIRES = [{ request: "source-map-support/register", from: ["
  * The launcher's wait for V8's debugger before it runs the program (`initializeHooks`): the SDK
  * opens an inspector session and enables the debugger so that, should the program serialize a
  * function, it can name the file each function came from. With the debugger on, every script
- * V8 parses is reported to that session; 0.06-0.09 s of the program's CPU at 2 and 8 nodes
+ * V8 parses is reported to that session; about 0.1 s of the program's CPU at 8 nodes, less at 2
  * (docs/speed.md). The launcher gets a stand-in that has nothing to wait for; the SDK's closure
  * code (runtime/closure/v8.js) requires the real module, which opens the session at its first
  * use. The files of scripts parsed before then are not known to it: a function that cannot be
