@@ -43,9 +43,17 @@ const FORMAT = "spark-cluster-code-cache v1";
 /** An entry: this many bytes of SHA-256 (see entryKey), then V8's cached data. */
 const KEY_BYTES = 32;
 
+/**
+ * A cache directory: the one `envName` names, else node_modules/.cache/`name` beside this project.
+ * Shared with ts-register.js, whose transpiled modules are kept the same way.
+ */
+function cacheDirFrom(envName, name) {
+    return process.env[envName] || path.join(__dirname, "..", "node_modules", ".cache", name);
+}
+
 /** Where the entries are kept: SPARK_CODE_CACHE_DIR, else node_modules/.cache beside this project. */
 function cacheDir() {
-    return process.env.SPARK_CODE_CACHE_DIR || path.join(__dirname, "..", "node_modules", ".cache", "spark-cluster-v8");
+    return cacheDirFrom("SPARK_CODE_CACHE_DIR", "spark-cluster-v8");
 }
 
 /** The key an entry must carry to stand for `content` at `fileName` under this Node.js. */
@@ -53,9 +61,16 @@ function entryKey(fileName, content) {
     return crypto.createHash("sha256").update(`${FORMAT}\0${process.version}\0${process.versions.v8}\0${fileName}\0`).update(content).digest();
 }
 
-/** The entry's path for a module file. */
-function entryPath(dir, fileName) {
-    return path.join(dir, `${crypto.createHash("sha256").update(fileName).digest("hex").slice(0, 32)}.v8`);
+/** The entry's path for a module file: named by a hash of its path, so one entry per file. */
+function entryPath(dir, fileName, extension = ".v8") {
+    return path.join(dir, `${crypto.createHash("sha256").update(fileName).digest("hex").slice(0, 32)}${extension}`);
+}
+
+/** Writes `data` to `file` through a temporary file and a rename, so no reader sees half of it. */
+function writeWhole(file, data) {
+    const tmp = `${file}.${process.pid}.tmp`;
+    fs.writeFileSync(tmp, data);
+    fs.renameSync(tmp, file);
 }
 
 /** V8's cached data for `fileName` when its entry carries `key`, else undefined. */
@@ -81,9 +96,7 @@ function writeEntries(dir, pending) {
     }
     for (const { file, key, script } of pending) {
         try {
-            const tmp = `${file}.${process.pid}.tmp`;
-            fs.writeFileSync(tmp, Buffer.concat([key, script.createCachedData()]));
-            fs.renameSync(tmp, file);
+            writeWhole(file, Buffer.concat([key, script.createCachedData()]));
         } catch {
             // not cached this time; the next run compiles it again
         }
@@ -162,4 +175,4 @@ function install(dir = cacheDir()) {
     return stats;
 }
 
-module.exports = { install, entryKey, entryPath };
+module.exports = { install, entryKey, entryPath, cacheDirFrom, writeWhole };

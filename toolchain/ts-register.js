@@ -26,6 +26,7 @@ const crypto = require("node:crypto");
 const fs = require("node:fs");
 const Module = require("node:module");
 const path = require("node:path");
+const codeCache = require("./code-cache");
 
 /** Sucrase's options: CommonJS with the default-import helper, ES2022 left as it is (Node.js >= 20). */
 const OPTIONS = { transforms: ["typescript", "imports"], disableESTransforms: true };
@@ -35,7 +36,7 @@ const KEY_PREFIX = "// spark-cluster-ts-cache ";
 
 /** Where the transpiled modules are kept: SPARK_TS_CACHE_DIR, else node_modules/.cache beside this project. */
 function cacheDir() {
-    return process.env.SPARK_TS_CACHE_DIR || path.join(__dirname, "..", "node_modules", ".cache", "spark-cluster-ts");
+    return codeCache.cacheDirFrom("SPARK_TS_CACHE_DIR", "spark-cluster-ts");
 }
 
 let sucraseVersion;
@@ -57,11 +58,6 @@ function sourceKey(source) {
         .digest("hex");
 }
 
-/** The cache entry's path for a source file. */
-function entryPath(dir, fileName) {
-    return path.join(dir, `${crypto.createHash("sha256").update(fileName).digest("hex").slice(0, 32)}.js`);
-}
-
 /** Sucrase's CommonJS for `source` (loaded only on a cache miss). */
 function transpile(source, fileName) {
     const { transform } = require("sucrase");
@@ -74,7 +70,7 @@ function transpile(source, fileName) {
  */
 function compiled(source, fileName, dir = cacheDir()) {
     const key = sourceKey(source);
-    const entry = entryPath(dir, fileName);
+    const entry = codeCache.entryPath(dir, fileName, ".js");
     try {
         const cached = fs.readFileSync(entry, "utf8");
         const newline = cached.indexOf("\n");
@@ -87,9 +83,7 @@ function compiled(source, fileName, dir = cacheDir()) {
     const code = transpile(source, fileName);
     try {
         fs.mkdirSync(dir, { recursive: true });
-        const tmp = `${entry}.${process.pid}.tmp`;
-        fs.writeFileSync(tmp, `${KEY_PREFIX}${key}\n${code}`);
-        fs.renameSync(tmp, entry);
+        codeCache.writeWhole(entry, `${KEY_PREFIX}${key}\n${code}`);
     } catch {
         // not cached this time; the run goes on
     }
@@ -202,7 +196,7 @@ function register() {
 
 module.exports = { compiled, sourceKey, register, loadOnFirstUse };
 if (!Module._extensions[".ts"]) {
-    require("./code-cache").install();
+    codeCache.install();
     register();
     if (process.env.SPARK_EAGER_SDK !== "1") {
         loadOnFirstUse();
