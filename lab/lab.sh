@@ -49,6 +49,7 @@ cmd_up() {
   done
   local nodes n current
   nodes="$(topology_nodes "${topology}")"
+  node_nice >/dev/null
   need_root
   lock_lab
   current=""

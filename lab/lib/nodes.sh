@@ -277,6 +277,13 @@ start_node() {
   launch_nspawn "${node}"
 }
 
+# LAB_NODE_NICE, checked: a nice value from 0 to 19 (default 0).
+node_nice() {
+  local nice="${LAB_NODE_NICE:-0}"
+  [[ "${nice}" =~ ^([0-9]|1[0-9])$ ]] || die "LAB_NODE_NICE=${nice}: give a nice value from 0 to 19 (or leave it unset for 0)"
+  echo "${nice}"
+}
+
 # Boot the (mounted, populated) root of NODE with systemd-nspawn and record its pids.
 launch_nspawn() {
   local node="$1" d ns pid leader i
@@ -307,9 +314,13 @@ launch_nspawn() {
   case "$(cat "${LAB_STATE}/topology" 2>/dev/null)" in
     mesh-3 | ring-4 | ring-4-miscabled) nspawn_env=(SYSTEMD_NSPAWN_API_VFS_WRITABLE=network) ;;
   esac
+  # LAB_NODE_NICE (0-19, default 0): the node and all it runs at that nice value, below the
+  # host's own processes (npm run bench: the nodes share the host's cores with the control plane it
+  # measures, which on real hardware has cores of its own).
+  # A node already up keeps the value it booted with. lab.sh up checks the value (node_nice).
   (
     echo "${BASHPID}" >"${d}/nspawn.pid"
-    exec setsid nsenter --net="/run/netns/${ns}" -- env "${nspawn_env[@]}" systemd-nspawn --quiet --boot --keep-unit --register=no \
+    exec setsid nice -n "$(node_nice)" nsenter --net="/run/netns/${ns}" -- env "${nspawn_env[@]}" systemd-nspawn --quiet --boot --keep-unit --register=no \
       --directory="${d}/root" --machine="${node}" --hostname="${node}" \
       --network-namespace-path="/run/netns/${ns}" \
       "${extra[@]}" "${torch[@]}" \
