@@ -140,18 +140,46 @@ const LAUNCHER_DEBUGGER_WAIT = {
 };
 
 /**
+ * The launcher's Zipkin tracing (`cmd/run/tracing.js`, used only under `pulumi up --tracing URL`):
+ * as it loads, it requires OpenTelemetry's trace SDK, its Zipkin exporter and its gRPC
+ * instrumentation, about 370 modules and 0.1 s of CPU at every run (docs/speed.md), which only its
+ * `start` uses. The launcher's require (`cmd/run/run.js`) gets tracingStandIn: `start` loads the
+ * real module and hands on to it, and so do `newSpan` and `stop` from then on; before, `newSpan`
+ * makes its span as the real one does before `start` (OpenTelemetry's API, which the SDK loads
+ * anyway, with no root span), and `stop` has nothing to stop.
+ */
+const LAUNCHER_TRACING = { request: "./tracing", from: ["@pulumi", "pulumi", "cmd", "run", "run.js"] };
+
+/** The stand-in for LAUNCHER_TRACING (see there); `loadReal` loads the real module; `parent` is run.js. */
+function tracingStandIn(loadReal, parent) {
+    let real;
+    return {
+        __esModule: true,
+        start: (destinationUrl) => (real ??= loadReal()).start(destinationUrl),
+        stop: () => real?.stop(),
+        newSpan(name) {
+            if (real) return real.newSpan(name);
+            const api = Module.createRequire(parent.filename)("@opentelemetry/api");
+            const tracer = api.trace.getTracer("nodejs-runtime");
+            return tracer.startSpan(name, undefined, api.trace.setSpan(api.context.active(), api.trace.getActiveSpan()));
+        },
+    };
+}
+
+/**
  * Hands the requires in LOADED_WHEN_USED a stand-in that loads the real module at its first use
  * (any property read, `in`, or key listing), so a program that serializes a function still gets
  * it, and one that does not never pays for it. The stand-in says `__esModule`, so the SDK's
  * `__importStar` keeps it as it is instead of copying every key (which would load the module at
- * once). The requests in SKIPPED_SDK_REQUIRES get an empty module, and LAUNCHER_DEBUGGER_WAIT its
- * stand-in. Anything else, and these requests from any other module, load as usual.
+ * once). The requests in SKIPPED_SDK_REQUIRES get an empty module, LAUNCHER_DEBUGGER_WAIT and
+ * LAUNCHER_TRACING their stand-ins. Anything else, and these requests from any other module, load
+ * as usual.
  */
 function loadOnFirstUse() {
     const bySuffix = (list) => list.map(({ request, from }) => ({ request, suffix: path.sep + from.join(path.sep) }));
     const suffixes = bySuffix(LOADED_WHEN_USED);
     const skipped = process.env.SPARK_SOURCE_MAPS === "1" ? [] : bySuffix(SKIPPED_SDK_REQUIRES);
-    const [debuggerWait] = bySuffix([LAUNCHER_DEBUGGER_WAIT]);
+    const [debuggerWait, tracing] = bySuffix([LAUNCHER_DEBUGGER_WAIT, LAUNCHER_TRACING]);
     const load = Module._load;
     Module._load = function loadMaybeLater(request, parent, isMain) {
         const from = parent?.filename ?? "";
@@ -161,6 +189,9 @@ function loadOnFirstUse() {
         }
         if (is(debuggerWait)) {
             return LAUNCHER_DEBUGGER_WAIT.standIn;
+        }
+        if (is(tracing)) {
+            return tracingStandIn(() => load.call(Module, request, parent, isMain), parent);
         }
         if (!suffixes.some(is)) {
             return load.apply(this, arguments);

@@ -130,6 +130,42 @@ describe("ts-register: transpile once, always the current source", () => {
         assert.deepEqual(run({ ...env, SPARK_EAGER_SDK: "1" }), { before: true, launcherLoaded: true, after: true, text: true });
     });
 
+    it("loads the launcher's Zipkin tracing only when tracing starts, unless SPARK_EAGER_SDK=1; spans before and after as the real module makes them", () => {
+        // run.js's require and calls, in run.js's order: a span, then `start` (under --tracing), a span.
+        const script = [
+            'const Module = require("node:module");',
+            'const runJs = new Module(require.resolve("@pulumi/pulumi/cmd/run/run.js"));',
+            'runJs.filename = runJs.id; runJs.paths = Module._nodeModulePaths(require("node:path").dirname(runJs.id));',
+            'const loaded = () => Object.keys(require.cache).some((k) => k.includes("/@opentelemetry/sdk-trace-node/"));',
+            'const tracing = Module._load("./tracing", runJs, false);',
+            "const first = tracing.newSpan('language-runtime.run');",
+            "first.end();",
+            "const before = { loaded: loaded(), esModule: tracing.__esModule === true, recording: first.isRecording(), valid: first.spanContext().traceId !== '0'.repeat(32) };",
+            "tracing.start('http://127.0.0.1:9/api/v2/spans');",
+            "const second = tracing.newSpan('language-runtime.runProgram');",
+            "const after = { loaded: loaded(), recording: second.isRecording(), valid: second.spanContext().traceId !== '0'.repeat(32) };",
+            "second.end();",
+            "tracing.stop();",
+            "console.log(JSON.stringify({ before, after }));",
+            "process.exit(0); // the exporter would try to send the spans",
+        ].join("\n");
+        const run = (env: NodeJS.ProcessEnv) =>
+            JSON.parse(
+                execFileSync(process.execPath, ["--require", REGISTER, "-e", script], { cwd: ROOT, encoding: "utf8", env, timeout: 60_000 })
+                    .trim()
+                    .split("\n")
+                    .pop() ?? "",
+            );
+        const { SPARK_EAGER_SDK: _, TRACEPARENT: __, ...env } = process.env;
+        // No tracer before `start`: OpenTelemetry's no-op span, as the real module gives; after it, Zipkin's recording spans.
+        const expected = { loaded: false, recording: false, valid: false };
+        assert.deepEqual(run(env), { before: { ...expected, esModule: true }, after: { loaded: true, recording: true, valid: true } });
+        assert.deepEqual(run({ ...env, SPARK_EAGER_SDK: "1" }), {
+            before: { ...expected, loaded: true, esModule: true },
+            after: { loaded: true, recording: true, valid: true },
+        });
+    });
+
     it("is how Pulumi.yaml has the program loaded", () => {
         const project = fs.readFileSync(path.join(ROOT, "Pulumi.yaml"), "utf8");
         assert.match(project, /^ {4}typescript: false$/m);
