@@ -106,14 +106,17 @@ function dropSdkSourceMaps() {
 }
 
 /**
- * The SDK's modules that load a large package only to serialize functions (`pulumi.runtime.
- * serializeFunction`, which this program never calls): TypeScript's compiler, for parsing a
- * function's text, and npm's Arborist, for the packages a closure needs. `@pulumi/pulumi` requires
- * both as it loads, about 0.35 s of CPU before the program starts on the lab's 2 cores.
+ * What `@pulumi/pulumi` requires as it loads for what this program never calls:
+ * - to serialize functions (`pulumi.runtime.serializeFunction`): TypeScript's compiler, for
+ *   parsing a function's text, and npm's Arborist and normalize-package-data, for the packages a
+ *   closure needs; about 0.35 s of CPU before the program starts on the lab's 2 cores;
+ * - the Automation API (`pulumi.automation`, for driving the CLI from a program), about 30 ms.
  */
 const LOADED_WHEN_USED = [
     { request: "../../typescript-shim", from: ["@pulumi", "pulumi", "runtime", "closure", "parseFunction.js"] },
     { request: "@npmcli/arborist", from: ["@pulumi", "pulumi", "runtime", "closure", "codePaths.js"] },
+    { request: "normalize-package-data", from: ["@pulumi", "pulumi", "runtime", "closure", "codePaths.js"] },
+    { request: "./automation", from: ["@pulumi", "pulumi", "index.js"] },
 ];
 
 /**
@@ -201,7 +204,13 @@ function loadOnFirstUse() {
         return new Proxy(
             {},
             {
-                get: (_, key) => (key === "__esModule" ? true : module()[key]),
+                // `default` of a CommonJS module is the module itself (TypeScript's __importDefault
+                // and __importStar, which keep the stand-in as it is since it says __esModule).
+                get: (_, key) => {
+                    if (key === "__esModule") return true;
+                    const real = module();
+                    return key === "default" && !real.__esModule ? real : real[key];
+                },
                 has: (_, key) => key in module(),
                 ownKeys: () => Reflect.ownKeys(module()),
                 getOwnPropertyDescriptor: (_, key) => {

@@ -85,6 +85,34 @@ describe("ts-register: transpile once, always the current source", () => {
         assert.deepEqual(JSON.parse(out.trim().split("\n").pop() ?? ""), { before: [false, false], after: [true, true], text: true });
     });
 
+    it("loads normalize-package-data and the Automation API at their first use, each as the SDK would use it", () => {
+        const script = [
+            'const Module = require("node:module");',
+            'const codePaths = new Module(require.resolve("@pulumi/pulumi/runtime/closure/codePaths.js"));',
+            'codePaths.filename = codePaths.id; codePaths.paths = Module._nodeModulePaths(require("node:path").dirname(codePaths.id));',
+            "const loaded = (part) => Object.keys(require.cache).some((k) => k.includes(part));",
+            'const pulumi = require("@pulumi/pulumi");',
+            'const before = [loaded("/normalize-package-data/"), loaded("/@pulumi/pulumi/automation/")];',
+            "// codePaths.js's require, through TypeScript's __importDefault as codePaths.js has it.",
+            'const npd = Module._load("normalize-package-data", codePaths, false);',
+            "const viaDefault = npd && npd.__esModule ? npd : { default: npd };",
+            'const data = { dependencies: { a: "^1.0.0" }, repository: "github:o/r" };',
+            "viaDefault.default(data);",
+            'const real = { dependencies: { a: "^1.0.0" }, repository: "github:o/r" };',
+            'require("normalize-package-data")(real);',
+            "const workspace = typeof pulumi.automation.LocalWorkspace;",
+            'const after = [loaded("/normalize-package-data/"), loaded("/@pulumi/pulumi/automation/")];',
+            "console.log(JSON.stringify({ before, after, same: JSON.stringify(data) === JSON.stringify(real), workspace }));",
+        ].join("\n");
+        const out = execFileSync(process.execPath, ["--require", REGISTER, "-e", script], { cwd: ROOT, encoding: "utf8", timeout: 60_000 });
+        assert.deepEqual(JSON.parse(out.trim().split("\n").pop() ?? ""), {
+            before: [false, false],
+            after: [true, true],
+            same: true,
+            workspace: "function",
+        });
+    });
+
     it("skips the SDK launcher's source-map-support, unless SPARK_SOURCE_MAPS=1", () => {
         // The launcher's require, made as the launcher makes it (its module as the parent).
         const script = [
