@@ -194,6 +194,32 @@ describe("ts-register: transpile once, always the current source", () => {
         });
     });
 
+    it("takes no stack for the SDK's tracked promises, unless PULUMI_DEBUG_PROMISE_LEAKS or SPARK_EAGER_SDK=1; the leak tracking itself unchanged", () => {
+        const script = [
+            'require("@pulumi/pulumi");',
+            'const debuggable = require("@pulumi/pulumi/runtime/debuggable");',
+            'const state = require("@pulumi/pulumi/runtime/state");',
+            "const p = new Promise((resolve) => setTimeout(resolve, 10, 42));",
+            'const tracked = debuggable.debuggablePromise(p, "a test promise");',
+            "const pending = state.getStore().leakCandidates.has(p);",
+            "tracked.then((value) => console.log(JSON.stringify({",
+            "    frames: /\\n\\s+at /.test(p._debugStackTrace), limit: Error.stackTraceLimit, value, pending,",
+            "    leftAfter: state.getStore().leakCandidates.has(p), ctx: p._debugCtx })));",
+        ].join("\n");
+        const run = (env: NodeJS.ProcessEnv) =>
+            JSON.parse(
+                execFileSync(process.execPath, ["--require", REGISTER, "-e", script], { cwd: ROOT, encoding: "utf8", env, timeout: 30_000 })
+                    .trim()
+                    .split("\n")
+                    .pop() ?? "",
+            );
+        const { SPARK_EAGER_SDK: _, PULUMI_DEBUG_PROMISE_LEAKS: __, ...env } = process.env;
+        const tracking = { limit: 10, value: 42, pending: true, leftAfter: false, ctx: "a test promise" };
+        assert.deepEqual(run(env), { ...tracking, frames: false });
+        assert.deepEqual(run({ ...env, PULUMI_DEBUG_PROMISE_LEAKS: "1" }), { ...tracking, frames: true });
+        assert.deepEqual(run({ ...env, SPARK_EAGER_SDK: "1" }), { ...tracking, frames: true });
+    });
+
     it("is how Pulumi.yaml has the program loaded", () => {
         const project = fs.readFileSync(path.join(ROOT, "Pulumi.yaml"), "utf8");
         assert.match(project, /^ {4}typescript: false$/m);
