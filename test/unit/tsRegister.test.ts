@@ -220,6 +220,29 @@ describe("ts-register: transpile once, always the current source", () => {
         assert.deepEqual(run({ ...env, SPARK_EAGER_SDK: "1" }), { ...tracking, frames: true });
     });
 
+    it("drops the SDK's debug messages about registrations, unless SPARK_SDK_DEBUG_LOG=1; its other messages, and other modules' debug messages, as before", () => {
+        // runtime/resource.js's require of the log module, made as it makes it; with no engine and
+        // excessiveDebugOutput on, the SDK's log.debug prints what it would have sent to the engine.
+        const script = [
+            'const Module = require("node:module");',
+            'const resourceJs = new Module(require.resolve("@pulumi/pulumi/runtime/resource.js"));',
+            'resourceJs.filename = resourceJs.id; resourceJs.paths = Module._nodeModulePaths(require("node:path").dirname(resourceJs.id));',
+            'const pulumi = require("@pulumi/pulumi");',
+            'require("@pulumi/pulumi/runtime/settings").excessiveDebugOutput = true;',
+            'const log = Module._load("../log", resourceJs, false);',
+            'log.debug("from resource.js").then(() => pulumi.log.debug("from the program")).then(() =>',
+            "    console.log(JSON.stringify({ warn: log.warn === pulumi.log.warn, esModule: log.__esModule === true, errors: log.hasErrors() })));",
+        ].join("\n");
+        const run = (env: NodeJS.ProcessEnv) =>
+            execFileSync(process.execPath, ["--require", REGISTER, "-e", script], { cwd: ROOT, encoding: "utf8", env, timeout: 30_000 }).trim().split("\n");
+        const { SPARK_SDK_DEBUG_LOG: _, SPARK_EAGER_SDK: __, ...env } = process.env;
+        const end = JSON.stringify({ warn: true, esModule: true, errors: false });
+        assert.deepEqual(run(env), ["debug: [runtime] from the program", end]);
+        const all = ["debug: [runtime] from resource.js", "debug: [runtime] from the program", end];
+        assert.deepEqual(run({ ...env, SPARK_SDK_DEBUG_LOG: "1" }), all);
+        assert.deepEqual(run({ ...env, SPARK_EAGER_SDK: "1" }), all);
+    });
+
     it("is how Pulumi.yaml has the program loaded", () => {
         const project = fs.readFileSync(path.join(ROOT, "Pulumi.yaml"), "utf8");
         assert.match(project, /^ {4}typescript: false$/m);
