@@ -13,6 +13,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"time"
@@ -24,24 +25,34 @@ import (
 	"spark-cluster.local/toolchain/plugins/internal/nodehost"
 )
 
-func main() {
+// parseArgs reads the arguments the engine starts the host with and returns the engine's address
+// (the first positional argument; empty when there is none).
+func parseArgs(args []string) (string, error) {
 	flags := flag.NewFlagSet("pulumi-language-nodejs", flag.ContinueOnError)
-	tracing := flags.String("tracing", "", "Zipkin-compatible tracing endpoint (accepted, not used)")
+	flags.SetOutput(io.Discard)
+	flags.String("tracing", "", "Zipkin-compatible tracing endpoint (accepted, not used)")
+	// What the engine adds for every plugin under `pulumi --logflow` (buildPluginArguments in
+	// sdk/go/common/resource/plugin/plugin.go): accepted; this host writes no log of its own.
+	flags.Bool("logtostderr", false, "log to stderr (accepted, not used)")
+	flags.Int("v", 0, "log verbosity (accepted, not used)")
+	flags.Bool("logflow", false, "flow logging settings to child processes (accepted, not used)")
 	// Flags the engine may still pass; their values now arrive in ProgramInfo.options.
 	flags.Bool("typescript", true, "[obsolete] use ts-node at run time")
 	flags.String("root", "", "[obsolete] project root path")
 	flags.String("tsconfig", "", "[obsolete] path to tsconfig.json")
 	flags.String("nodeargs", "", "[obsolete] arguments for the node process")
 	flags.String("packagemanager", "", "[obsolete] package manager")
-	if err := flags.Parse(os.Args[1:]); err != nil {
+	if err := flags.Parse(args); err != nil {
+		return "", err
+	}
+	return flags.Arg(0), nil
+}
+
+func main() {
+	engineAddress, err := parseArgs(os.Args[1:])
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "pulumi-language-nodejs: %v\n", err)
 		os.Exit(2)
-	}
-	_ = tracing
-
-	var engineAddress string
-	if flags.NArg() > 0 {
-		engineAddress = flags.Arg(0)
 	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
