@@ -110,7 +110,7 @@ function dropSdkSourceMaps() {
  * - to serialize functions (`pulumi.runtime.serializeFunction`): TypeScript's compiler, for
  *   parsing a function's text, and npm's Arborist and normalize-package-data, for the packages a
  *   closure needs; about 0.35 s of CPU before the program starts on the lab's 2 cores;
- * - the Automation API (`pulumi.automation`, for driving the CLI from a program), about 30 ms.
+ * - the Automation API (`pulumi.automation`, for driving the CLI from a program), about 0.02 s.
  */
 const LOADED_WHEN_USED = [
     { request: "../../typescript-shim", from: ["@pulumi", "pulumi", "runtime", "closure", "parseFunction.js"] },
@@ -145,8 +145,8 @@ const LAUNCHER_DEBUGGER_WAIT = {
 /**
  * The launcher's Zipkin tracing (`cmd/run/tracing.js`, used only under `pulumi up --tracing URL`):
  * as it loads, it requires OpenTelemetry's trace SDK, its Zipkin exporter and its gRPC
- * instrumentation, about 370 modules and 0.1 s of CPU at every run (docs/speed.md), which only its
- * `start` uses. The launcher's require (`cmd/run/run.js`) gets tracingStandIn: `start` loads the
+ * instrumentation, about 370 modules and 0.05 s of the program's CPU at every run with the code
+ * cache (docs/speed.md), which only its `start` uses. The launcher's require (`cmd/run/run.js`) gets tracingStandIn: `start` loads the
  * real module and hands on to it, and so do `newSpan` and `stop` from then on; before, `newSpan`
  * makes its span as the real one does before `start` (OpenTelemetry's API, which the SDK loads
  * anyway, with no root span), and `stop` has nothing to stop.
@@ -174,7 +174,7 @@ function tracingStandIn(loadReal, parent) {
  * per resource: "Registering resource", "RegisterResource RPC prepared", "... finished", "Resource
  * RPC serialization requested"). Each is a Log call to the engine, one after the other, and the
  * engine drops them unless `pulumi up --debug` asked to show them: at 8 nodes, 522 calls, about
- * 0.2 s of the program's CPU and 0.06 s of the CLI's (docs/speed.md). runtime/resource.js gets the
+ * 0.3 s of the program's CPU and 0.05 s of the CLI's in a `preview` (docs/speed.md). runtime/resource.js gets the
  * SDK's log module with a `debug` that does nothing; SPARK_SDK_DEBUG_LOG=1 keeps them (for
  * `--debug`). Every other module's messages, the program's among them, go to the engine as before.
  */
@@ -183,7 +183,7 @@ const SDK_REGISTRATION_DEBUG = { request: "../log", from: ["@pulumi", "pulumi", 
 /**
  * The SDK's promise tracking (`runtime/debuggable.js`, `debuggablePromise`, several promises per
  * resource): it keeps each promise's `new Error().stack`, which only the leak report under
- * PULUMI_DEBUG_PROMISE_LEAKS prints. Collecting and formatting those stacks was about 0.05 s of
+ * PULUMI_DEBUG_PROMISE_LEAKS prints. Collecting and formatting those stacks was about 0.1 s of
  * the program's CPU at 8 nodes (docs/speed.md). Without that variable the tracking takes its stack
  * with Error.stackTraceLimit at 0 (no frames); with it, as before. The rest of what it does (the
  * leak detection itself) is unchanged.
@@ -256,8 +256,8 @@ function loadOnFirstUse() {
                 // and __importStar, which keep the stand-in as it is since it says __esModule).
                 get: (_, key) => {
                     if (key === "__esModule") return true;
-                    const real = module();
-                    return key === "default" && !real.__esModule ? real : real[key];
+                    const loaded = module();
+                    return key === "default" && !loaded.__esModule ? loaded : loaded[key];
                 },
                 has: (_, key) => key in module(),
                 ownKeys: () => Reflect.ownKeys(module()),

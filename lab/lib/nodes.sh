@@ -314,10 +314,9 @@ launch_nspawn() {
   case "$(cat "${LAB_STATE}/topology" 2>/dev/null)" in
     mesh-3 | ring-4 | ring-4-miscabled) nspawn_env=(SYSTEMD_NSPAWN_API_VFS_WRITABLE=network) ;;
   esac
-  # LAB_NODE_NICE (0-19, default 0): the node and all it runs at that nice value, below the
-  # host's own processes (npm run bench: the nodes share the host's cores with the control plane it
-  # measures, which on real hardware has cores of its own).
-  # A node already up keeps the value it booted with. lab.sh up checks the value (node_nice).
+  # The node and all it runs at LAB_NODE_NICE (node_nice), below the host's own processes: npm
+  # run bench measures the control plane, which shares the host's cores with the nodes here and has
+  # cores of its own beside real nodes. A node already up keeps the value it booted with.
   (
     echo "${BASHPID}" >"${d}/nspawn.pid"
     exec setsid nice -n "$(node_nice)" nsenter --net="/run/netns/${ns}" -- env "${nspawn_env[@]}" systemd-nspawn --quiet --boot --keep-unit --register=no \
