@@ -27,6 +27,28 @@ function runProgram(main: string, cache: string): string {
     }).trim();
 }
 
+/** Runs `script` (node -e) under ts-register.js from the project's root; its stdout's lines. */
+function runScript(script: string, env: NodeJS.ProcessEnv = process.env): string[] {
+    return execFileSync(process.execPath, ["--require", REGISTER, "-e", script], { cwd: ROOT, encoding: "utf8", env, timeout: 60_000 }).trim().split("\n");
+}
+
+/** The JSON of the last line `script` prints (see runScript). */
+function lastJson(script: string, env: NodeJS.ProcessEnv = process.env): unknown {
+    return JSON.parse(runScript(script, env).pop() ?? "");
+}
+
+/**
+ * Script lines that make `name`, a module standing for the SDK's file `sdkFile`, to load another
+ * module as that file would: `Module._load(request, name, false)`.
+ */
+function sdkModule(name: string, sdkFile: string): string[] {
+    return [
+        'const Module = require("node:module");',
+        `const ${name} = new Module(require.resolve("@pulumi/pulumi/${sdkFile}"));`,
+        `${name}.filename = ${name}.id; ${name}.paths = Module._nodeModulePaths(require("node:path").dirname(${name}.id));`,
+    ];
+}
+
 describe("ts-register: transpile once, always the current source", () => {
     it("runs an edited module as edited, though the edit keeps its length and its mtime", () => {
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ts-register-test-"));
@@ -81,15 +103,12 @@ describe("ts-register: transpile once, always the current source", () => {
             "    pulumi.runtime.computeCodePaths(new Map(), []).then(() =>",
             '        console.log(JSON.stringify({ before, after: [loaded("/typescript/lib/"), loaded("/@npmcli/arborist/")], text: r.text.includes("1 + 1") }))));',
         ].join("\n");
-        const out = execFileSync(process.execPath, ["--require", REGISTER, "-e", script], { cwd: ROOT, encoding: "utf8", timeout: 60_000 });
-        assert.deepEqual(JSON.parse(out.trim().split("\n").pop() ?? ""), { before: [false, false], after: [true, true], text: true });
+        assert.deepEqual(lastJson(script), { before: [false, false], after: [true, true], text: true });
     });
 
     it("loads normalize-package-data and the Automation API at their first use, each as the SDK would use it", () => {
         const script = [
-            'const Module = require("node:module");',
-            'const codePaths = new Module(require.resolve("@pulumi/pulumi/runtime/closure/codePaths.js"));',
-            'codePaths.filename = codePaths.id; codePaths.paths = Module._nodeModulePaths(require("node:path").dirname(codePaths.id));',
+            ...sdkModule("codePaths", "runtime/closure/codePaths.js"),
             "const loaded = (part) => Object.keys(require.cache).some((k) => k.includes(part));",
             'const pulumi = require("@pulumi/pulumi");',
             'const before = [loaded("/normalize-package-data/"), loaded("/@pulumi/pulumi/automation/")];',
@@ -104,8 +123,7 @@ describe("ts-register: transpile once, always the current source", () => {
             'const after = [loaded("/normalize-package-data/"), loaded("/@pulumi/pulumi/automation/")];',
             "console.log(JSON.stringify({ before, after, same: JSON.stringify(data) === JSON.stringify(real), workspace }));",
         ].join("\n");
-        const out = execFileSync(process.execPath, ["--require", REGISTER, "-e", script], { cwd: ROOT, encoding: "utf8", timeout: 60_000 });
-        assert.deepEqual(JSON.parse(out.trim().split("\n").pop() ?? ""), {
+        assert.deepEqual(lastJson(script), {
             before: [false, false],
             after: [true, true],
             same: true,
@@ -116,16 +134,13 @@ describe("ts-register: transpile once, always the current source", () => {
     it("skips the SDK launcher's source-map-support, unless SPARK_SOURCE_MAPS=1", () => {
         // The launcher's require, made as the launcher makes it (its module as the parent).
         const script = [
-            'const Module = require("node:module");',
-            'const launcher = new Module(require.resolve("@pulumi/pulumi/cmd/run/index.js"));',
-            'launcher.filename = launcher.id; launcher.paths = Module._nodeModulePaths(require("node:path").dirname(launcher.id));',
+            ...sdkModule("launcher", "cmd/run/index.js"),
             "const before = Error.prepareStackTrace; // Node.js's own, where it has one",
             'Module._load("source-map-support/register", launcher, false);',
             'const loaded = Object.keys(require.cache).some((k) => k.includes("/source-map-support/"));',
             "console.log(JSON.stringify({ installed: Error.prepareStackTrace !== before, loaded }));",
         ].join("\n");
-        const run = (env: NodeJS.ProcessEnv) =>
-            JSON.parse(execFileSync(process.execPath, ["--require", REGISTER, "-e", script], { cwd: ROOT, encoding: "utf8", env, timeout: 30_000 }).trim());
+        const run = (env: NodeJS.ProcessEnv) => lastJson(script, env);
         const { SPARK_SOURCE_MAPS: _, ...env } = process.env;
         assert.deepEqual(run(env), { installed: false, loaded: false });
         assert.deepEqual(run({ ...env, SPARK_SOURCE_MAPS: "1" }), { installed: true, loaded: true });
@@ -133,9 +148,7 @@ describe("ts-register: transpile once, always the current source", () => {
 
     it("gives the launcher's wait for V8's debugger nothing to wait for, unless SPARK_EAGER_SDK=1; the closure code still gets the real module", () => {
         const script = [
-            'const Module = require("node:module");',
-            'const launcher = new Module(require.resolve("@pulumi/pulumi/cmd/run/index.js"));',
-            'launcher.filename = launcher.id; launcher.paths = Module._nodeModulePaths(require("node:path").dirname(launcher.id));',
+            ...sdkModule("launcher", "cmd/run/index.js"),
             'const loaded = () => Object.keys(require.cache).some((k) => k.endsWith("/runtime/closure/v8Hooks.js"));',
             'const hooks = Module._load("../../runtime/closure/v8Hooks", launcher, false);',
             "const before = loaded();",
@@ -146,13 +159,7 @@ describe("ts-register: transpile once, always the current source", () => {
             "        console.log(JSON.stringify({ before, launcherLoaded, after: loaded(), text: r.text.includes('2 + 2') })));",
             "});",
         ].join("\n");
-        const run = (env: NodeJS.ProcessEnv) =>
-            JSON.parse(
-                execFileSync(process.execPath, ["--require", REGISTER, "-e", script], { cwd: ROOT, encoding: "utf8", env, timeout: 60_000 })
-                    .trim()
-                    .split("\n")
-                    .pop() ?? "",
-            );
+        const run = (env: NodeJS.ProcessEnv) => lastJson(script, env);
         const { SPARK_EAGER_SDK: _, ...env } = process.env;
         assert.deepEqual(run(env), { before: false, launcherLoaded: false, after: true, text: true });
         assert.deepEqual(run({ ...env, SPARK_EAGER_SDK: "1" }), { before: true, launcherLoaded: true, after: true, text: true });
@@ -161,9 +168,7 @@ describe("ts-register: transpile once, always the current source", () => {
     it("loads the launcher's Zipkin tracing only when tracing starts, unless SPARK_EAGER_SDK=1; spans before and after as the real module makes them", () => {
         // run.js's require and calls, in run.js's order: a span, then `start` (under --tracing), a span.
         const script = [
-            'const Module = require("node:module");',
-            'const runJs = new Module(require.resolve("@pulumi/pulumi/cmd/run/run.js"));',
-            'runJs.filename = runJs.id; runJs.paths = Module._nodeModulePaths(require("node:path").dirname(runJs.id));',
+            ...sdkModule("runJs", "cmd/run/run.js"),
             'const loaded = () => Object.keys(require.cache).some((k) => k.includes("/@opentelemetry/sdk-trace-node/"));',
             'const tracing = Module._load("./tracing", runJs, false);',
             "const first = tracing.newSpan('language-runtime.run');",
@@ -177,13 +182,7 @@ describe("ts-register: transpile once, always the current source", () => {
             "console.log(JSON.stringify({ before, after }));",
             "process.exit(0); // the exporter would try to send the spans",
         ].join("\n");
-        const run = (env: NodeJS.ProcessEnv) =>
-            JSON.parse(
-                execFileSync(process.execPath, ["--require", REGISTER, "-e", script], { cwd: ROOT, encoding: "utf8", env, timeout: 60_000 })
-                    .trim()
-                    .split("\n")
-                    .pop() ?? "",
-            );
+        const run = (env: NodeJS.ProcessEnv) => lastJson(script, env);
         const { SPARK_EAGER_SDK: _, TRACEPARENT: __, ...env } = process.env;
         // No tracer before `start`: OpenTelemetry's no-op span, as the real module gives; after it, Zipkin's recording spans.
         const expected = { loaded: false, recording: false, valid: false };
@@ -206,13 +205,7 @@ describe("ts-register: transpile once, always the current source", () => {
             "    frames: /\\n\\s+at /.test(p._debugStackTrace), limit: Error.stackTraceLimit, value, pending,",
             "    leftAfter: state.getStore().leakCandidates.has(p), ctx: p._debugCtx })));",
         ].join("\n");
-        const run = (env: NodeJS.ProcessEnv) =>
-            JSON.parse(
-                execFileSync(process.execPath, ["--require", REGISTER, "-e", script], { cwd: ROOT, encoding: "utf8", env, timeout: 30_000 })
-                    .trim()
-                    .split("\n")
-                    .pop() ?? "",
-            );
+        const run = (env: NodeJS.ProcessEnv) => lastJson(script, env);
         const { SPARK_EAGER_SDK: _, PULUMI_DEBUG_PROMISE_LEAKS: __, ...env } = process.env;
         const tracking = { limit: 10, value: 42, pending: true, leftAfter: false, ctx: "a test promise" };
         assert.deepEqual(run(env), { ...tracking, frames: false });
@@ -224,17 +217,14 @@ describe("ts-register: transpile once, always the current source", () => {
         // runtime/resource.js's require of the log module, made as it makes it; with no engine and
         // excessiveDebugOutput on, the SDK's log.debug prints what it would have sent to the engine.
         const script = [
-            'const Module = require("node:module");',
-            'const resourceJs = new Module(require.resolve("@pulumi/pulumi/runtime/resource.js"));',
-            'resourceJs.filename = resourceJs.id; resourceJs.paths = Module._nodeModulePaths(require("node:path").dirname(resourceJs.id));',
+            ...sdkModule("resourceJs", "runtime/resource.js"),
             'const pulumi = require("@pulumi/pulumi");',
             'require("@pulumi/pulumi/runtime/settings").excessiveDebugOutput = true;',
             'const log = Module._load("../log", resourceJs, false);',
             'log.debug("from resource.js").then(() => pulumi.log.debug("from the program")).then(() =>',
             "    console.log(JSON.stringify({ warn: log.warn === pulumi.log.warn, esModule: log.__esModule === true, errors: log.hasErrors() })));",
         ].join("\n");
-        const run = (env: NodeJS.ProcessEnv) =>
-            execFileSync(process.execPath, ["--require", REGISTER, "-e", script], { cwd: ROOT, encoding: "utf8", env, timeout: 30_000 }).trim().split("\n");
+        const run = (env: NodeJS.ProcessEnv) => runScript(script, env);
         const { SPARK_SDK_DEBUG_LOG: _, SPARK_EAGER_SDK: __, ...env } = process.env;
         const end = JSON.stringify({ warn: true, esModule: true, errors: false });
         assert.deepEqual(run(env), ["debug: [runtime] from the program", end]);
