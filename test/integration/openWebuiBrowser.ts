@@ -54,9 +54,17 @@ export async function chatThroughPage(opts: {
         // The release notes dialog of a first sign-in covers the page.
         const notes = await page.waitForSelector(`xpath///button[normalize-space()="Okay, Let's Go!"]`, { timeout: 5_000 }).catch(() => null);
         if (notes) await notes.click();
-        await page.click("#model-selector-model-button");
-        const option = await page.waitForSelector(`button[role=option][aria-label=${JSON.stringify(`Select ${opts.model} model`)}]`);
-        await option?.click();
+        // A click on the model selector before the page's scripts have taken over the button is
+        // lost (seen once in CI: the menu never opened); a click that did open it and a second one
+        // would close it, so each click waits a while for the option before the next (bounded).
+        const optionSelector = `button[role=option][aria-label=${JSON.stringify(`Select ${opts.model} model`)}]`;
+        let option = null;
+        for (let click = 1; click <= 5 && !option; click++) {
+            await page.click("#model-selector-model-button");
+            option = await page.waitForSelector(optionSelector, { timeout: Math.min(timeout, 15_000) }).catch(() => null);
+        }
+        if (!option) throw new Error(`the model selector did not list ${opts.model} after 5 clicks`);
+        await option.click();
         await page.waitForSelector(`#model-selector-model-button[aria-label=${JSON.stringify(`Selected model: ${opts.model}`)}]`);
         await page.click("#chat-input");
         await page.keyboard.type(opts.message);
