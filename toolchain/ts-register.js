@@ -146,23 +146,25 @@ const LAUNCHER_DEBUGGER_WAIT = {
  * The launcher's Zipkin tracing (`cmd/run/tracing.js`, used only under `pulumi up --tracing URL`):
  * as it loads, it requires OpenTelemetry's trace SDK, its Zipkin exporter and its gRPC
  * instrumentation, about 370 modules and 0.05 s of the program's CPU at every run with the code
- * cache (docs/speed.md), which only its `start` uses. The launcher's require (`cmd/run/run.js`) gets tracingStandIn: `start` loads the
- * real module and hands on to it, and so do `newSpan` and `stop` from then on; before, `newSpan`
- * makes its span as the real one does before `start` (OpenTelemetry's API, which the SDK loads
- * anyway, with no root span), and `stop` has nothing to stop.
+ * cache (docs/speed.md), which only its `start` uses. The launcher's require (`cmd/run/run.js`)
+ * gets tracingStandIn: `start` loads the real module and hands on to it, and so do `newSpan` and
+ * `stop` from then on; before, `newSpan` makes its span as the real one does before `start`
+ * (OpenTelemetry's API, which the SDK loads anyway, with no root span), and `stop` has nothing to
+ * stop.
  */
 const LAUNCHER_TRACING = { request: "./tracing", from: ["@pulumi", "pulumi", "cmd", "run", "run.js"] };
 
 /** The stand-in for LAUNCHER_TRACING (see there); `loadReal` loads the real module; `parent` is run.js. */
 function tracingStandIn(loadReal, parent) {
     let real;
+    let api;
     return {
         __esModule: true,
         start: (destinationUrl) => (real ??= loadReal()).start(destinationUrl),
         stop: () => real?.stop(),
         newSpan(name) {
             if (real) return real.newSpan(name);
-            const api = Module.createRequire(parent.filename)("@opentelemetry/api");
+            api ??= Module.createRequire(parent.filename)("@opentelemetry/api");
             const tracer = api.trace.getTracer("nodejs-runtime");
             return tracer.startSpan(name, undefined, api.trace.setSpan(api.context.active(), api.trace.getActiveSpan()));
         },
@@ -174,9 +176,10 @@ function tracingStandIn(loadReal, parent) {
  * per resource: "Registering resource", "RegisterResource RPC prepared", "... finished", "Resource
  * RPC serialization requested"). Each is a Log call to the engine, one after the other, and the
  * engine drops them unless `pulumi up --debug` asked to show them: at 8 nodes, 522 calls, about
- * 0.3 s of the program's CPU and 0.05 s of the CLI's in a `preview` (docs/speed.md). runtime/resource.js gets the
- * SDK's log module with a `debug` that does nothing; SPARK_SDK_DEBUG_LOG=1 keeps them (for
- * `--debug`). Every other module's messages, the program's among them, go to the engine as before.
+ * 0.3 s of the program's CPU and 0.05 s of the CLI's in a `preview` (docs/speed.md).
+ * runtime/resource.js gets the SDK's log module with a `debug` that does nothing;
+ * SPARK_SDK_DEBUG_LOG=1 keeps them (for `--debug`). Every other module's messages, the program's
+ * among them, go to the engine as before.
  */
 const SDK_REGISTRATION_DEBUG = { request: "../log", from: ["@pulumi", "pulumi", "runtime", "resource.js"] };
 
