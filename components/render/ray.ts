@@ -151,12 +151,17 @@ export function rayProbeArgv(address: string, nodes: number, gpus: number, secon
     return ["python3", "-c", RAY_PROBE_PY, address, String(nodes), String(gpus), String(seconds)];
 }
 
-/** A bounded wait for the Ray cluster to show the expected nodes and GPUs; `ray status` on failure, for diagnosis. */
-export function rayReadyScript(probeCommand: string, rayStatusCommand: string, envFile = RAY_ENV_PATH): string {
+/**
+ * A bounded wait for the Ray cluster to show the expected nodes and GPUs; `ray status` on failure,
+ * for diagnosis. `awaitUnit`: lines that first wait for the unit the probe runs beside
+ * (the runtime strategy's `awaitContainer`).
+ */
+export function rayReadyScript(probeCommand: string, rayStatusCommand: string, envFile = RAY_ENV_PATH, awaitUnit: readonly string[] = []): string {
     return bashScript([
         HOST_LIB,
         // The probe authenticates like every member: the token comes from the root-only env file.
         `set -a; . ${shellQuote(envFile)}; set +a`,
+        ...awaitUnit,
         `if ! ${probeCommand}; then`,
         `  ${rayStatusCommand} || true`,
         `  exit 1`,
@@ -219,6 +224,8 @@ export function rayPlan(spec: RayStartSpec, runtime: Runtime): RayPlan {
             rayReadyScript(
                 strategy.execBeside(CONTAINER_NAMES.ray, rayProbeArgv(address, nodes, gpus)),
                 strategy.execBeside(CONTAINER_NAMES.ray, ["ray", "status", `--address=${address}`]),
+                RAY_ENV_PATH,
+                strategy.awaitContainer(CONTAINER_NAMES.ray, UNITS.ray, 60),
             ),
     };
 }

@@ -21,7 +21,7 @@ import { probeScript, rayProbeScript } from "../../components/render/probe";
 import { HOST_KEY_PREFIX, SSH_READY_SCRIPT, hostKeyFingerprint, recordedHostKey } from "../../components/hostKey";
 import { installFileFromStdinScript, installFilesScript, installUnitScript, removeFilesScript, removeUnitScript } from "../../components/render/host/files";
 import { HOST_LIB } from "../../components/render/host/lib";
-import { execBeside } from "../../components/render/host/runtime";
+import { execBeside, runtimeStrategy } from "../../components/render/host/runtime";
 import { ncclCheckCommand } from "../../components/render/check";
 import {
     HEREDOC_DELIMITER,
@@ -42,6 +42,7 @@ import {
     MANAGED_MARKER,
     NCCL_CONF_PATH,
     NETPLAN_PATH,
+    RAY_ENV_PATH,
     RUNTIME_ENV_PATH,
     UNITS as UNIT_NAMES,
     VLLM_SECRETS_PATH,
@@ -276,6 +277,7 @@ const NCCL_FILES = [
 ];
 const RAY_STATUS = execBeside(DOCKER_DEFAULT, CONTAINER_NAMES.ray, ["ray", "status", "--address=192.168.100.11:6379"]);
 const RAY_PROBE = execBeside(DOCKER_DEFAULT, CONTAINER_NAMES.ray, rayProbeArgv("192.168.100.11:6379", 2, 2));
+const RAY_AWAIT = runtimeStrategy(DOCKER_DEFAULT).awaitContainer(CONTAINER_NAMES.ray, RAY_UNIT, 60);
 
 /** Every bash script the renderers produce, by snapshot name. */
 const SCRIPTS: readonly { name: string; script: string }[] = [
@@ -288,7 +290,7 @@ const SCRIPTS: readonly { name: string; script: string }[] = [
     { name: "pfc-restore.twins.sh", script: pfcRestoreScript(PFC_TWINS) },
     { name: "install-unit.vllm.sh", script: installUnitScript(VLLM_UNIT, UNITS[2].unit) },
     { name: "remove-unit.ray.sh", script: removeUnitScript(RAY_UNIT) },
-    { name: "ray-ready.docker.sh", script: rayReadyScript(RAY_PROBE, RAY_STATUS) },
+    { name: "ray-ready.docker.sh", script: rayReadyScript(RAY_PROBE, RAY_STATUS, RAY_ENV_PATH, RAY_AWAIT) },
     {
         name: "chat-ready.sh",
         script: chatReadyScript({ port: 8000, model: "qwen2.5-72b", envFile: VLLM_SECRETS_PATH, reader: "docker", unit: VLLM_UNIT }),
@@ -633,7 +635,7 @@ describe("host scripts", () => {
     });
 
     it("readiness: ray status and a real chat completion", () => {
-        matchSnapshot("render.ray-ready.docker.sh", rayReadyScript(RAY_PROBE, RAY_STATUS));
+        matchSnapshot("render.ray-ready.docker.sh", rayReadyScript(RAY_PROBE, RAY_STATUS, RAY_ENV_PATH, RAY_AWAIT));
         matchSnapshot(
             "render.chat-ready.sh",
             chatReadyScript({ port: 8000, model: "qwen2.5-72b", envFile: VLLM_SECRETS_PATH, reader: "docker", unit: VLLM_UNIT }),
@@ -691,6 +693,68 @@ describe("host scripts", () => {
             );
             assert.match(missingNode.stdout, /^ray status here$/m, "ray status, for diagnosis, when it gives up");
             assert.notEqual(run(2, 3).status, 0, "a missing GPU is not ready");
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+
+    it("ray readiness in a container waits for the Ray unit's container to run before going into it", () => {
+        // A docker stand-in on PATH: `inspect` says the container runs from its `runsAt`-th call
+        // on; `exec` into it fails as docker's does until then ("is not running"), and runs the
+        // command after.
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ray-await-"));
+        try {
+            const bin = path.join(dir, "bin");
+            fs.mkdirSync(bin);
+            const stub = (name: string, body: string) => fs.writeFileSync(path.join(bin, name), `#!/bin/bash\n${body}\n`, { mode: 0o755 });
+            stub(
+                "docker",
+                [
+                    'calls=$(( $(cat "$STUB_DIR/inspects" 2>/dev/null || echo 0) ))',
+                    'case "$1" in',
+                    '  inspect) echo $(( calls + 1 )) > "$STUB_DIR/inspects"; [ $(( calls + 1 )) -ge "$RUNS_AT" ] && echo true || echo false ;;',
+                    '  exec) [ "$calls" -ge "$RUNS_AT" ] || { echo "Error response from daemon: container $2 is not running" >&2; exit 1; }',
+                    '        echo "exec $2: ${*:3}"; echo x >> "$STUB_DIR/execs" ;;',
+                    "esac",
+                ].join("\n"),
+            );
+            stub("journalctl", 'echo "journal of $2"');
+            const envFile = path.join(dir, "ray.env");
+            fs.writeFileSync(envFile, "RAY_AUTH_MODE=token\n");
+            const run = (runsAt: number, seconds: number) => {
+                fs.rmSync(path.join(dir, "inspects"), { force: true });
+                fs.rmSync(path.join(dir, "execs"), { force: true });
+                const docker = runtimeStrategy(DOCKER_DEFAULT);
+                const script = rayReadyScript(
+                    docker.execBeside(CONTAINER_NAMES.ray, ["probe"]),
+                    docker.execBeside(CONTAINER_NAMES.ray, ["ray", "status"]),
+                    envFile,
+                    docker.awaitContainer(CONTAINER_NAMES.ray, RAY_UNIT, seconds),
+                );
+                const r = spawnSync("bash", ["-c", script], {
+                    encoding: "utf8",
+                    env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, STUB_DIR: dir, RUNS_AT: String(runsAt) },
+                    timeout: 30_000,
+                });
+                const execs = fs.existsSync(path.join(dir, "execs")) ? fs.readFileSync(path.join(dir, "execs"), "utf8").split("\n").filter(Boolean).length : 0;
+                return { ...r, execs };
+            };
+            // Running from the third look on (sc_wait looks every second): the probe runs once, then.
+            const late = run(3, 60);
+            assert.equal(late.status, 0, late.stdout + late.stderr);
+            assert.match(late.stdout, new RegExp(`^exec ${CONTAINER_NAMES.ray}: probe$`, "m"));
+            assert.equal(late.execs, 1);
+            // Never running within the bound (1 s): no exec at all, the unit's log, and a non-zero exit.
+            const never = run(1000, 1);
+            assert.notEqual(never.status, 0);
+            assert.equal(never.execs, 0);
+            assert.match(
+                never.stdout + never.stderr,
+                new RegExp(`gave up after 1 s waiting for ${RAY_UNIT}\\.service to run its container ${CONTAINER_NAMES.ray}`),
+            );
+            assert.match(never.stdout, new RegExp(`^journal of ${RAY_UNIT}\\.service$`, "m"));
+            // Nothing to wait for in a venv: the probe runs as the unit's own process does, on the host.
+            assert.deepEqual(runtimeStrategy(VENV).awaitContainer(CONTAINER_NAMES.ray, RAY_UNIT, 60), []);
         } finally {
             fs.rmSync(dir, { recursive: true, force: true });
         }

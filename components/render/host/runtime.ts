@@ -100,6 +100,12 @@ export interface RuntimeStrategy {
     execBeside(container: string, argv: string[]): string;
     /** {@link execBeside} with OPENAI_API_KEY of the calling shell handed to the command by name (never its value in argv). */
     execBesideWithApiKey(container: string, argv: string[]): string;
+    /**
+     * Lines that wait (`sc_wait`, at most `seconds`) until `unit`'s container runs, so that
+     * {@link execBeside} right after the unit started finds it; they end the script, the unit's
+     * log printed, if it does not. None for a runtime without containers.
+     */
+    awaitContainer(container: string, unit: string, seconds: number): string[];
     /** The runtime's units: extra [Unit] lines, whether systemd reads the env files, and the lines around ExecStart. */
     unit(container: string): { after: string[]; requires: string[]; systemdReadsEnvFiles: boolean; preStart: string[]; stop: string[] };
     /** Shell that runs Python `code` in the runtime without touching anything (no network for a container). */
@@ -127,6 +133,16 @@ function dockerStrategy(runtime: DockerRuntime): RuntimeStrategy {
         execBeside: (container, argv) => shellJoin(["docker", "exec", container, ...argv]),
         // `-e NAME` without a value: docker copies it from this shell's environment.
         execBesideWithApiKey: (container, argv) => shellJoin(["docker", "exec", "-e", "OPENAI_API_KEY", container, ...argv]),
+        // `systemctl start` returns once the unit's `docker run` is forked: its container may not be
+        // created or started yet, and `docker exec` into it fails at once ("No such container", "is
+        // not running").
+        awaitContainer: (container, unit, seconds) => [
+            `container_runs() { [ "$(docker inspect --format '{{.State.Running}}' "$1" 2>/dev/null)" = true ]; }`,
+            `if ! sc_wait ${seconds} ${shellQuote(`${unit}.service to run its container ${container}`)} container_runs ${shellQuote(container)}; then`,
+            `  journalctl -u ${shellQuote(`${unit}.service`)} -n 40 --no-pager || true`,
+            "  exit 1",
+            "fi",
+        ],
         unit: (container) => ({
             after: ["docker.service"],
             requires: ["docker.service"],
@@ -183,6 +199,7 @@ function venvStrategy(runtime: VenvRuntime): RuntimeStrategy {
         execBeside: (_container, argv) => shellJoin(run(argv)),
         // The variable is exported by the calling shell: the venv's program inherits it.
         execBesideWithApiKey: (_container, argv) => shellJoin(run(argv)),
+        awaitContainer: () => [],
         unit: () => ({ after: [], requires: [], systemdReadsEnvFiles: true, preStart: [], stop: [] }),
         pythonOneOff: (code) => shellJoin([bin("python"), "-c", code]),
         imageIdLines: () => [],
