@@ -416,10 +416,13 @@ class Stack {
             cpuByProcess: procs.byRole(),
         };
     }
-    /** Every resource's dependencies and parent, from `pulumi stack export`. */
-    graph() {
-        const out = sh(path.join(root, "scripts", "pulumi.sh"), ["--stack", "dev", "--non-interactive", "stack", "export"], this.env);
-        return timeline.graphFromExport(JSON.parse(out));
+    /** `pulumi stack export`'s JSON. */
+    exported() {
+        return JSON.parse(sh(path.join(root, "scripts", "pulumi.sh"), ["--stack", "dev", "--non-interactive", "stack", "export"], this.env));
+    }
+    /** The size of the stack's state file as the file backend wrote it (Pulumi 3.274's layout). */
+    stateBytes() {
+        return fs.statSync(path.join(this.backend, ".pulumi", "stacks", "spark-cluster", "dev.json")).size;
     }
     output(name) {
         return sh(path.join(root, "scripts", "pulumi.sh"), ["--stack", "dev", "--non-interactive", "stack", "output", name], this.env).trim();
@@ -620,6 +623,7 @@ function costOfColdUp(n, rep, up, graph) {
 async function benchSize(n) {
     await takeLock();
     const stack = new Stack(n);
+    let shape; // the cluster's stack after a cold up: its resources, state writes and state size
     try {
         sh(path.join(root, "lab", "lab.sh"), ["down"], {}, 600);
         const lab = await timed(path.join(root, "lab", "lab.sh"), ["up", "--topology", `thor-switch-${n}`], { LAB_NODE_NICE: NODE_NICE });
@@ -647,7 +651,9 @@ async function benchSize(n) {
             const busy = cpuBusySeconds() - busyBefore;
             record(n, rep, "cold_cpu_busy", busy);
             record(n, rep, "cold_cpu_floor", busy / os.cpus().length);
-            costOfColdUp(n, rep, up, stack.graph());
+            const exported = stack.exported();
+            costOfColdUp(n, rep, up, timeline.graphFromExport(exported));
+            shape = { ...timeline.coldUpStateWrites(exported), stateBytes: stack.stateBytes() };
             for (const [layer] of LAYERS) if (up.layers[layer] !== undefined) record(n, rep, `layer_${layer}`, up.layers[layer]);
             // The CPU floor of the Ray layer's span: how much of it this machine's cores were busy.
             if (up.layerCpuFloor.ray !== undefined) record(n, rep, "layer_ray_cpu_floor", up.layerCpuFloor.ray);
@@ -720,6 +726,90 @@ async function benchSize(n) {
             giveLock();
         }
     }
+    return shape;
+}
+
+// --- Pulumi alone -------------------------------------------------------------------------------
+/**
+ * What Pulumi itself costs for a stack of the cluster's shape, with nothing of ours in it but the
+ * toolchain (bench/pulumi-alone.js, in a project of its own, the same CLI, environment, file
+ * backend and ts-register.js): a cold `up` that writes the state as many times as the cluster's
+ * cold `up` did (its components, 3 writes each, to a state of the same size), and a no-op `up` of
+ * as many resources. No lab: after the size's lab is down. CPU as for the cluster (bash's `times`).
+ */
+async function pulumiAlone(n, shape) {
+    const work = fs.mkdtempSync(path.join(os.tmpdir(), "spark-cluster-bench-alone-"));
+    try {
+        const project = path.join(work, "project");
+        fs.mkdirSync(project);
+        fs.mkdirSync(path.join(work, "backend"));
+        // The Node.js language host splits nodeargs at spaces, with no quoting.
+        const register = path.join(root, "toolchain", "ts-register.js");
+        if (/\s/.test(register)) throw new Error(`the Pulumi-alone runs need a checkout path without spaces, not ${register}`);
+        fs.copyFileSync(path.join(root, "bench", "pulumi-alone.js"), path.join(project, "index.js"));
+        fs.symlinkSync(path.join(root, "node_modules"), path.join(project, "node_modules"));
+        fs.writeFileSync(path.join(project, "package.json"), '{"name": "pulumi-alone", "private": true}\n');
+        fs.writeFileSync(
+            path.join(project, "Pulumi.yaml"),
+            [
+                "name: pulumi-alone",
+                "runtime:",
+                "  name: nodejs",
+                "  options:",
+                "    typescript: false",
+                `    nodeargs: --require ${register}`,
+                "main: index.js",
+                "",
+            ].join("\n"),
+        );
+        const timesFile = path.join(work, "times.txt");
+        const env = {
+            PULUMI_BACKEND_URL: `file://${path.join(work, "backend")}?metadata=skip`,
+            PULUMI_CONFIG_PASSPHRASE: "pulumi-alone",
+            PULUMI_CONFIG_PASSPHRASE_FILE: "",
+            SPARK_BENCH_TIMES: timesFile,
+            SPARK_BENCH_PROJECT: project,
+        };
+        const script =
+            'source "$SPARK_ROOT_FOR_BENCH/scripts/env.sh" && cd "$SPARK_BENCH_PROJECT" && { pulumi "$@"; rc=$?; times > "$SPARK_BENCH_TIMES"; exit $rc; }';
+        const pulumi = async (resources, bytes, ...args) => {
+            const r = await timed("bash", ["-c", script, "pulumi-alone", ...args, "--stack", "dev", "--non-interactive"], {
+                ...env,
+                SPARK_ROOT_FOR_BENCH: root,
+                ALONE_RESOURCES: String(resources),
+                ALONE_BYTES: String(bytes),
+            });
+            return { seconds: r.seconds, cpu: timeline.childrenCpuSeconds(fs.readFileSync(timesFile, "utf8")) };
+        };
+        const stateBytes = () => fs.statSync(path.join(work, "backend", ".pulumi", "stacks", "pulumi-alone", "dev.json")).size;
+        await pulumi(0, 0, "stack", "select", "--create");
+        // As many writes as the cluster's cold up: 3 per component, the stack's own among them.
+        const fillers = Math.max(0, Math.round(shape.writes / 3) - 1);
+        // Sized so that the state file is as large as the cluster's: one untimed cold up measures
+        // what the fillers' URNs and types add.
+        await pulumi(fillers, shape.stateBytes, "up", "--yes", "--skip-preview");
+        const bytes = Math.max(0, 2 * shape.stateBytes - stateBytes());
+        await pulumi(0, 0, "destroy", "--yes", "--skip-preview");
+        let sized = 0;
+        for (let rep = 1; rep <= REPS; rep++) {
+            const cold = await pulumi(fillers, bytes, "up", "--yes", "--skip-preview");
+            sized = stateBytes();
+            record(n, rep, "alone_cold_up", cold.seconds);
+            record(n, rep, "alone_cold_cpu", cold.cpu);
+            await pulumi(0, 0, "destroy", "--yes", "--skip-preview");
+            // The no-op: as many resources as the cluster's stack (less the stack itself).
+            await pulumi(shape.resources - 1, bytes, "up", "--yes", "--skip-preview");
+            const noop = await pulumi(shape.resources - 1, bytes, "up", "--yes", "--skip-preview", "--expect-no-changes");
+            record(n, rep, "alone_noop_up", noop.seconds);
+            record(n, rep, "alone_noop_cpu", noop.cpu);
+            await pulumi(0, 0, "destroy", "--yes", "--skip-preview");
+        }
+        console.log(
+            `BENCH v1 nodes=${n} alone_fillers=${fillers} alone_state_mb=${(sized / 1e6).toFixed(2)} cluster_state_mb=${(shape.stateBytes / 1e6).toFixed(2)} cluster_writes=${shape.writes} cluster_resources=${shape.resources}`,
+        );
+    } finally {
+        fs.rmSync(work, { recursive: true, force: true });
+    }
 }
 
 // --- the table ----------------------------------------------------------------------------------
@@ -786,6 +876,10 @@ function costTable(when) {
         ["control-plane CPU per node, s (target ≤ 0.5)", "control_cpu_per_node"],
         ["no-op up, wall s (target ≤ 2.0 at 8)", "noop_up"],
         ["no-op up, control-plane CPU s", "noop_control_cpu"],
+        ["Pulumi alone: cold up, as many state writes, wall s", "alone_cold_up"],
+        ["Pulumi alone: cold up, CPU s", "alone_cold_cpu"],
+        ["Pulumi alone: no-op up, as many resources, wall s", "alone_noop_up"],
+        ["Pulumi alone: no-op up, CPU s", "alone_noop_cpu"],
     ];
     return [
         `Medians, ${when.toISOString().slice(0, 16)}Z, host ${os.hostname()} (${os.cpus().length} cores), lab nodes at nice ${NODE_NICE}, ${REPS} repetition(s) per size:`,
@@ -802,7 +896,8 @@ console.log(
 );
 for (const n of SIZES) {
     try {
-        await benchSize(n);
+        const shape = await benchSize(n);
+        if (shape) await pulumiAlone(n, shape);
     } catch (err) {
         console.log(`BENCH v1 nodes=${n} error=${JSON.stringify(err.message.split("\n")[0])}`);
         log(err.message.slice(0, 4000));

@@ -35,6 +35,7 @@ interface Timeline {
     nodeOf(name: string, nodes: string[]): string;
     renderSvg(args: { title: string; start: number; end: number; steps: Step[]; path: Step[]; timings: Timing[]; nodes: string[] }): string;
     graphFromExport(exported: unknown): { deps: Record<string, string[]>; parents: Record<string, string> };
+    coldUpStateWrites(exported: unknown): { resources: number; custom: number; components: number; writes: number };
     childrenCpuSeconds(times: string): number;
 }
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -121,6 +122,22 @@ describe("bench timeline: a 2-node cold up", () => {
     it("names a step's node by the longest node name it starts with", () => {
         assert.equal(timeline.nodeOf("spark-a1-ssh", ["spark-a", "spark-a1"]), "spark-a1");
         assert.equal(timeline.nodeOf("dev-model-download", ["thor-a"]), "cluster");
+    });
+
+    it("counts a cold up's state writes: 2 per custom resource, 3 per component", () => {
+        const exported = {
+            deployment: {
+                resources: [
+                    { urn: "stack", type: "pulumi:pulumi:Stack" },
+                    { urn: "provider", type: "pulumi:providers:command", custom: true },
+                    { urn: "head", type: "spark-cluster:index:RayHead", custom: false },
+                    { urn: "unit", type: "command:remote:Command", custom: true },
+                    { urn: "ready", type: "command:remote:Command", custom: true },
+                ],
+            },
+        };
+        assert.deepEqual(timeline.coldUpStateWrites(exported), { resources: 5, custom: 3, components: 2, writes: 12 });
+        assert.deepEqual(timeline.coldUpStateWrites({}), { resources: 0, custom: 0, components: 0, writes: 0 });
     });
 
     it("reads the children's CPU seconds from bash's times", () => {
