@@ -420,9 +420,8 @@ class Stack {
     exported() {
         return JSON.parse(sh(path.join(root, "scripts", "pulumi.sh"), ["--stack", "dev", "--non-interactive", "stack", "export"], this.env));
     }
-    /** The size of the stack's state file as the file backend wrote it (Pulumi 3.274's layout). */
     stateBytes() {
-        return fs.statSync(path.join(this.backend, ".pulumi", "stacks", "spark-cluster", "dev.json")).size;
+        return stateFileBytes(this.backend, "spark-cluster");
     }
     output(name) {
         return sh(path.join(root, "scripts", "pulumi.sh"), ["--stack", "dev", "--non-interactive", "stack", "output", name], this.env).trim();
@@ -729,6 +728,11 @@ async function benchSize(n) {
     return shape;
 }
 
+/** The size of the dev stack's state file as the file backend in `backendDir` wrote it (Pulumi 3.274's layout). */
+function stateFileBytes(backendDir, project) {
+    return fs.statSync(path.join(backendDir, ".pulumi", "stacks", project, "dev.json")).size;
+}
+
 // --- Pulumi alone -------------------------------------------------------------------------------
 /**
  * What Pulumi itself costs for a stack of the cluster's shape, with nothing of ours in it but the
@@ -781,7 +785,7 @@ async function pulumiAlone(n, shape) {
             });
             return { seconds: r.seconds, cpu: timeline.childrenCpuSeconds(fs.readFileSync(timesFile, "utf8")) };
         };
-        const stateBytes = () => fs.statSync(path.join(work, "backend", ".pulumi", "stacks", "pulumi-alone", "dev.json")).size;
+        const stateBytes = () => stateFileBytes(path.join(work, "backend"), "pulumi-alone");
         await pulumi(0, 0, "stack", "select", "--create");
         // As many writes as the cluster's cold up: 3 per component, the stack's own among them.
         const fillers = Math.max(0, Math.round(shape.writes / 3) - 1);
