@@ -26,6 +26,7 @@ import fc from "fast-check";
 import * as yaml from "js-yaml";
 import { InterconnectSchema, InterfaceSchema, NodeSchema, interfaceAddressProblem } from "../../config";
 import { DNS_LABEL, IFNAME } from "../../config/schemaFields";
+import { interconnectNameProblem } from "../../config/valueRules";
 import { NetplanSpec, renderNetplan } from "../../components/render/netplan";
 import { MANAGED_MARKER, NETPLAN_PATH } from "../../components/render/paths";
 
@@ -41,7 +42,11 @@ const NETPLAN_SAMPLE = 6;
 /** Names a kernel gives, and names the schema accepts that YAML would read as a number, a bool, null or a date. */
 const NAMED_INTERFACES = ["enp1s0f1np1", "enP2p1s0f1np1", "mgbe0_0", "eth0", "123", "0x1A", "1e5", "1_000", "true", "Null", "on", "y", "2001-12-14", "0.5"];
 
-const interfaceName = fc.oneof(fc.stringMatching(IFNAME), fc.constantFrom(...NAMED_INTERFACES));
+// IFNAME's shape less the names the schema refuses as never a NIC's port (a VPN's `zt…`, `veth…`, ...).
+const interfaceName = fc.oneof(
+    fc.stringMatching(IFNAME).filter((name) => interconnectNameProblem(name) === undefined),
+    fc.constantFrom(...NAMED_INTERFACES),
+);
 const address = fc
     .tuple(fc.ipV4(), fc.integer({ min: 1, max: 31 }))
     .map(([ip, prefix]) => `${ip}/${prefix}`)
