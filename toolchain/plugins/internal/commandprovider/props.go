@@ -39,6 +39,8 @@ const (
 	keyDrift resource.PropertyKey = "drift"
 	// keyUnreachableHint is a connection's text for an unreachable host (see connection.UnreachableHint).
 	keyUnreachableHint resource.PropertyKey = "unreachableHint"
+	// keySudoPassword is a connection's sudo password (see connection.SudoPassword).
+	keySudoPassword resource.PropertyKey = "sudoPassword"
 )
 
 // inputKeys are the input properties of command:remote:Command, in a stable order.
@@ -247,7 +249,29 @@ type connection struct {
 	// UnreachableHint is this build's own: text added to the error when the host cannot be reached, saying
 	// what to do next (the program names the node and its config keys). A run setting: no diff.
 	UnreachableHint *string
-	Proxy           *connection
+	// SudoPassword is this build's own: the login user's sudo password, for a program whose scripts become root with
+	// `sudo -S` (it reads one line of stdin for the password). When set, every script run on the connection (create,
+	// update, delete, read) gets the password and a line SudoStdinMarker before its own stdin, so the password is
+	// never in argv, the environment or a file on the host; the program's root wrapper skips to the marker, which
+	// keeps a script's own stdin intact whether sudo read the password or asked for none. A run setting: no diff.
+	SudoPassword *string
+	Proxy        *connection
+}
+
+// SudoStdinMarker is the line after the sudo password in a script's stdin (see connection.SudoPassword).
+const SudoStdinMarker = "SPARK_CLUSTER_STDIN"
+
+// stdinFor is what a script gets on stdin on this connection: its own, after the sudo password and the marker line
+// when the connection has a sudo password (nil stays nil otherwise).
+func (c *connection) stdinFor(own *string) *string {
+	if c == nil || c.SudoPassword == nil || *c.SudoPassword == "" {
+		return own
+	}
+	s := *c.SudoPassword + "\n" + SudoStdinMarker + "\n"
+	if own != nil {
+		s += *own
+	}
+	return &s
 }
 
 // target is user@host:port, used in messages. It contains no credentials.
@@ -305,6 +329,7 @@ func parseConnection(v resource.PropertyValue, path string, allowProxy bool) (*c
 		{"agentSocketPath", &c.AgentSocketPath},
 		{"hostKey", &c.HostKey},
 		{keyUnreachableHint, &c.UnreachableHint},
+		{keySudoPassword, &c.SudoPassword},
 	} {
 		if *f.dst, err = optString(m, f.key, path+"."+string(f.key)); err != nil {
 			return nil, err

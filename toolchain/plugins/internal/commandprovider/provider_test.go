@@ -823,6 +823,59 @@ func TestStdin(t *testing.T) {
 	}
 }
 
+// A connection's sudoPassword goes before every script's own stdin (create, read, delete), with the marker line,
+// never into the command line; changing it alone is no diff.
+func TestSudoPasswordOnStdin(t *testing.T) {
+	s := newTestSSHServer(t)
+	p, _ := newTestProvider(t)
+	conn := func(pw string) resource.PropertyValue {
+		return connectionTo(s, resource.PropertyMap{"sudoPassword": secret(str(pw))})
+	}
+	made := check(t, p, resource.PropertyMap{
+		"connection": conn("pass word 1"),
+		"create":     str("cat >/dev/null; echo made"),
+		"stdin":      str("own input\n"),
+		"read":       str("cat >/dev/null"),
+		"delete":     str("cat >/dev/null"),
+	})
+	id, state := mustCreate(t, p, made)
+	want := "pass word 1\n" + SudoStdinMarker + "\nown input\n"
+	if got := s.lastStdin(); got != want {
+		t.Errorf("create's stdin = %q, want %q", got, want)
+	}
+	_, _, cmds := s.stats()
+	for _, cmd := range cmds {
+		if strings.Contains(cmd, "pass word") {
+			t.Errorf("the password is in a command line: %q", cmd)
+		}
+	}
+	read(t, p, made, state)
+	if got := s.lastStdin(); got != "pass word 1\n"+SudoStdinMarker+"\nmade" {
+		t.Errorf("read's stdin = %q", got)
+	}
+	// A new password alone: no diff (nothing runs again).
+	changed := made.Copy()
+	changed["connection"] = conn("pass word 2")
+	if d := diff(t, p, made, check(t, p, changed)); d.GetChanges() != pulumirpc.DiffResponse_DIFF_NONE {
+		t.Errorf("a changed sudoPassword is a diff: %v", d.GetDiffs())
+	}
+	// Delete runs with the latest inputs' password.
+	if _, err := p.Delete(context.Background(), &pulumirpc.DeleteRequest{
+		Id: id, Urn: testURN, Type: RemoteCommandToken, Properties: mustMarshal(t, state),
+		OldInputs: mustMarshal(t, check(t, p, changed)),
+	}); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if got := s.lastStdin(); !strings.HasPrefix(got, "pass word 2\n"+SudoStdinMarker+"\n") {
+		t.Errorf("delete's stdin = %q", got)
+	}
+	// Without one, stdin is the script's own.
+	mustCreate(t, p, resource.PropertyMap{"connection": connectionTo(s, nil), "create": str("cat"), "stdin": str("x")})
+	if got := s.lastStdin(); got != "x" {
+		t.Errorf("stdin without a sudo password = %q", got)
+	}
+}
+
 func TestLoggingModes(t *testing.T) {
 	s := newTestSSHServer(t)
 	p, logs := newTestProvider(t)

@@ -147,7 +147,7 @@ func checkConnection(v resource.PropertyValue, path string, allowProxy bool,
 		}
 	}
 	for _, k := range []resource.PropertyKey{
-		"user", "password", "privateKey", "privateKeyPassword", "agentSocketPath", "hostKey", keyUnreachableHint,
+		"user", "password", "privateKey", "privateKeyPassword", "agentSocketPath", "hostKey", keyUnreachableHint, keySudoPassword,
 	} {
 		if _, err := optString(obj, k, path+"."+string(k)); err != nil && !obj[k].ContainsUnknowns() {
 			var pe *propertyError
@@ -193,7 +193,7 @@ func oldInputsOf(req *pulumirpc.DiffRequest) (resource.PropertyMap, error) {
 // gone, stop asking for PULUMI_COMMAND_STDOUT, or get read-backs, without running every command of a deployed
 // stack again. The engine records the new inputs all the same, and Delete reads
 // these settings from them (see deleteSettings).
-var dialSettingKeys = []resource.PropertyKey{"dialErrorLimit", "perDialTimeout", keyUnreachableHint}
+var dialSettingKeys = []resource.PropertyKey{"dialErrorLimit", "perDialTimeout", keyUnreachableHint, keySudoPassword}
 
 // withoutDialSettings is a connection without its dial settings (and its proxy's), for comparison.
 func withoutDialSettings(v resource.PropertyValue) resource.PropertyValue {
@@ -630,6 +630,7 @@ func deleteSettings(in *commandInputs, inputs resource.PropertyMap) {
 	}
 	in.Connection.DialErrorLimit, in.Connection.PerDialTimeout = latest.DialErrorLimit, latest.PerDialTimeout
 	in.Connection.UnreachableHint = latest.UnreachableHint
+	in.Connection.SudoPassword = latest.SudoPassword
 	if in.Connection.Proxy != nil && latest.Proxy != nil && latest.Proxy.address() == in.Connection.Proxy.address() {
 		in.Connection.Proxy.DialErrorLimit = latest.Proxy.DialErrorLimit
 		in.Connection.Proxy.PerDialTimeout = latest.Proxy.PerDialTimeout

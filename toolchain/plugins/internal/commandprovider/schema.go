@@ -38,6 +38,11 @@ func connectionType(description string, withProxy bool) map[string]any {
 		"user": map[string]any{
 			"type": "string", "default": defaultUser, "description": "The user that we should use for the connection.",
 		},
+		"sudoPassword": map[string]any{
+			"type": "string", "secret": true,
+			"description": "This build's own: the user's sudo password. Every script gets it and a line " + SudoStdinMarker +
+				" before its own stdin (for a `sudo -S` root wrapper). Changing it alone is no diff.",
+		},
 		"unreachableHint": map[string]any{
 			"type": "string",
 			"description": "This build's own: text added to the error when the host cannot be reached (what to do next). " +

@@ -373,8 +373,8 @@ func (p *Provider) run(ctx context.Context, spec runSpec) (string, string, error
 	}
 	session.Stdout = outW
 	session.Stderr = errW
-	if spec.stdin != nil {
-		session.Stdin = strings.NewReader(*spec.stdin)
+	if stdin := spec.conn.stdinFor(spec.stdin); stdin != nil {
+		session.Stdin = strings.NewReader(*stdin)
 	}
 
 	startAt := time.Now()
