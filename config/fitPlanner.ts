@@ -457,3 +457,9 @@ export function planFit(model: ModelDescription, plan: ServingPlan, nodes: reado
         message: `${what} does not fit: ${why.join("; ")}. Keys involved: ${keys.join(", ")}. ${next}`,
     };
 }
+
+/** The checkpoint's bytes on disk (parameters times the stored dtype's bytes), when the model's size is known. */
+export function checkpointBytes(model: ModelDescription): number | undefined {
+    const resolved = resolveSize(model);
+    return "size" in resolved ? resolved.size.paramsB * 1e9 * BYTES_PER_PARAM[resolved.size.dtype] : undefined;
+}

@@ -5,7 +5,7 @@
  * cannot judge offline, is reported in the stack's `fit` output.
  */
 import { ConfigIssue } from "./issues";
-import { ModelDescription, FitResult, planFit } from "./fitPlanner";
+import { FitNode, ModelDescription, FitResult, ServingPlan, planFit } from "./fitPlanner";
 import { DEFAULT_GPU_MEMORY_UTILIZATION, type Facts } from "./facts";
 import type { ParsedConfig } from "./schema";
 
@@ -14,11 +14,18 @@ export type FitReport =
     | { status: "fits"; summary: string; notes: string[]; /** With model.kvCacheMemoryBytes: the start-up check's utilization. */ startupUtilization?: number }
     | { status: "skipped"; reason: string };
 
+/** What the planner is asked: the model, the serving plan and the nodes (memory as configured), so the node check can ask again with each node's probed memory. */
+export interface FitInputs {
+    description: ModelDescription;
+    plan: ServingPlan;
+    nodes: FitNode[];
+}
+
 /**
- * Plans the fit of `parsed`. The model's size comes from `model.size`, else from the model
+ * The fit inputs of `parsed`. The model's size comes from `model.size`, else from the model
  * directory's config.json when the caller could read it (`hfConfig`), else it is unknown.
  */
-export function planModelFit(parsed: ParsedConfig, facts: Pick<Facts, "parallelism" | "enforceEager" | "rankOrder">, hfConfig?: unknown): FitResult {
+export function fitInputs(parsed: ParsedConfig, facts: Pick<Facts, "parallelism" | "enforceEager" | "rankOrder">, hfConfig?: unknown): FitInputs {
     const model = parsed.model;
     const description: ModelDescription = model.size
         ? { from: "size", name: model.source, size: model.size }
@@ -26,9 +33,9 @@ export function planModelFit(parsed: ParsedConfig, facts: Pick<Facts, "paralleli
           ? { from: "hf-config", name: model.source, config: hfConfig }
           : { from: "unknown", name: model.source };
     // vLLM's own start-up rule: one sequence of maxModelLen must fit; the summary says how many do.
-    return planFit(
+    return {
         description,
-        {
+        plan: {
             ...facts.parallelism,
             quantization: model.quantization,
             kvCacheDtype: model.kvCacheDtype,
@@ -39,11 +46,36 @@ export function planModelFit(parsed: ParsedConfig, facts: Pick<Facts, "paralleli
             enforceEager: facts.enforceEager,
             kvBudget: "one-sequence",
         },
-        facts.rankOrder
+        nodes: facts.rankOrder
             .map((name) => parsed.nodes.find((node) => node.name === name))
             .filter((node) => node !== undefined)
             .map((node) => ({ name: node.name, kind: node.kind, gpus: node.gpus, gpuMemoryGiB: node.gpuMemoryGiB })),
-    );
+    };
+}
+
+/** Plans the fit of `parsed` (see {@link fitInputs}). */
+export function planModelFit(parsed: ParsedConfig, facts: Pick<Facts, "parallelism" | "enforceEager" | "rankOrder">, hfConfig?: unknown): FitResult {
+    const inputs = fitInputs(parsed, facts, hfConfig);
+    return planFit(inputs.description, inputs.plan, inputs.nodes);
+}
+
+/** Each node's memory as a node reported it: unified memory's total (GiB), or its GPU's (GiB); undefined where not known. */
+export type ProbedMemory = Readonly<Record<string, { unifiedGiB?: number; gpuGiB?: number } | undefined>>;
+
+/**
+ * The fit again, with each node's memory as probed where the config does not set
+ * nodes[].gpuMemoryGiB: a unified-memory node (spark, thor) by its MemTotal, a workstation by
+ * what nvidia-smi reports of its GPU. A 64 GB Spark is then planned as one. Returns the nodes as
+ * planned (memory and where it came from) and the result.
+ */
+export function probedFit(inputs: FitInputs, memory: ProbedMemory): { result: FitResult; nodes: (FitNode & { memoryFrom: string })[] } {
+    const nodes = inputs.nodes.map((node) => {
+        const probed = memory[node.name];
+        if (node.gpuMemoryGiB !== undefined) return { ...node, memoryFrom: "nodes[].gpuMemoryGiB" };
+        const value = node.kind === "workstation" ? probed?.gpuGiB : probed?.unifiedGiB;
+        return value === undefined ? { ...node, memoryFrom: "the default" } : { ...node, gpuMemoryGiB: Math.floor(value * 100) / 100, memoryFrom: "probed" };
+    });
+    return { result: planFit(inputs.description, inputs.plan, nodes), nodes };
 }
 
 /** The issue that refuses a plan that cannot fit (with the proposal), or none. */

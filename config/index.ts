@@ -25,11 +25,14 @@ import { ClusterConfigSchema } from "./schema";
 import { checkSecretsAreSecret, checkSshKeySource } from "./secretRules";
 import { checkNoPrototypeKeys } from "./rawRules";
 import { fromZodIssue, zodMessage } from "./zodIssues";
-import { fitIssues, fitReport, planModelFit } from "./fitRule";
+import { fitInputs, fitIssues, fitReport } from "./fitRule";
+import { planFit } from "./fitPlanner";
 import { gatherFacts } from "./facts";
 import type { RawConfig } from "./raw";
 
-export type { FitReport } from "./fitRule";
+export type { FitReport, FitInputs, ProbedMemory } from "./fitRule";
+export { probedFit } from "./fitRule";
+export { checkpointBytes } from "./fitPlanner";
 export * from "./cablingRules";
 export * from "./dockerOptions";
 export * from "./facts";
@@ -72,10 +75,11 @@ export function parseConfig(raw: RawConfig): Config {
     if (crossFieldIssues.length > 0) {
         throw new ConfigError(crossFieldIssues);
     }
-    const fit = planModelFit(result.data, facts, raw.modelConfigJson);
+    const inputs = fitInputs(result.data, facts, raw.modelConfigJson);
+    const fit = planFit(inputs.description, inputs.plan, inputs.nodes);
     const fitProblems = fitIssues(fit);
     if (fitProblems.length > 0) {
         throw new ConfigError(fitProblems);
     }
-    return resolveConfig(result.data, raw.stack ?? "dev", fitReport(fit), facts);
+    return resolveConfig(result.data, raw.stack ?? "dev", fitReport(fit), facts, inputs);
 }

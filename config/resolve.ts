@@ -11,7 +11,7 @@ import { isSwitchless } from "./cablingRules";
 import { type FabricNode, planFabric } from "./fabric";
 import { DEFAULT_GPU_MEMORY_UTILIZATION, type Facts, NODE_KIND_TRAITS, RUNTIME_TRAITS, gatherFacts, runtimeOf } from "./facts";
 import { DEFAULT_OPEN_WEBUI_IMAGE, DEFAULT_OPEN_WEBUI_VENV, OpenWebuiDockerSchema, OpenWebuiVenvSchema } from "./frontendSchema";
-import type { FitReport } from "./fitRule";
+import { type FitInputs, type FitReport, fitInputs } from "./fitRule";
 import { formatIpv4, formatSubnet, parseCidr } from "./ipv4";
 import {
     CheckSchema,
@@ -55,7 +55,9 @@ export interface InterconnectInterface {
 }
 
 /** Whether a node configures lossless RoCE (PFC, nvidia-peermem), and why not when it does not. */
-export type RoceDecision = { enabled: true } | { enabled: false; /** Shown in the `roce` output: `skipped: …`. */ reason: string };
+export type RoceDecision =
+    | { enabled: true; /** Load nvidia-peermem (roce.peermem), and why (shown in the `roce` output). */ peermem: { load: boolean; reason: string } }
+    | { enabled: false; /** Shown in the `roce` output: `skipped: …`. */ reason: string };
 
 /** Another node's address that must answer over one of this node's links. */
 export interface Peer {
@@ -70,7 +72,16 @@ export interface NodeConfig {
     name: string;
     kind: NodeKind;
     head: boolean;
-    ssh: { host: string; port: number; user: string; privateKey: SshKey; hostKey?: string; connectTimeoutSeconds: number };
+    ssh: {
+        host: string;
+        port: number;
+        user: string;
+        privateKey: SshKey;
+        hostKey?: string;
+        connectTimeoutSeconds: number;
+        /** The user's sudo password (sudoPassword), on a node that does not log in as root. */
+        sudoPassword?: SecretString;
+    };
     gpus: number;
     /** GPU and OS share one memory pool (spark, thor): the model's pages are evicted from the page cache before vLLM starts. */
     unifiedMemory: boolean;
@@ -296,6 +307,8 @@ export interface Config {
     hfToken?: SecretString;
     /** Whether the model fits (the planner's estimate), or why it was not checked. */
     fit: FitReport;
+    /** What the planner was asked, for the node check to ask again with each node's probed memory (config.probedFit). */
+    fitInputs: FitInputs;
     /** The token of Ray's token authentication (ray executor): rayAuthToken, or derived from apiKey. */
     rayAuthToken: SecretString;
     /** The secret of the model sync's rsync daemon, derived from apiKey (unused for a local model). */
@@ -356,11 +369,25 @@ export function resolveTransport(requested: z.output<typeof NcclSchema>["transpo
 }
 
 /** A node's RoCE decision: lossless RoCE needs the roce transport, roce.enabled, and a node with RoCE. */
-export function resolveRoce(kind: NodeKind, transport: Transport, enabled: boolean): RoceDecision {
+export function resolveRoce(kind: NodeKind, transport: Transport, enabled: boolean, peermem: boolean | "auto" = "auto"): RoceDecision {
     if (transport !== "roce") return { enabled: false, reason: "skipped: the cluster uses socket transport" };
     if (!enabled) return { enabled: false, reason: "skipped: roce.enabled is false" };
     if (kind === "thor") return { enabled: false, reason: `skipped: a ${kind} has no RoCE` };
-    return { enabled: true };
+    return { enabled: true, peermem: resolvePeermem(kind, peermem) };
+}
+
+/**
+ * Whether a RoCE node loads nvidia-peermem (GPUDirect RDMA), and why. GB10 (a DGX Spark) does not
+ * support GPUDirect RDMA: NVIDIA's developer forum ("dgx-spark-gpudirect-rdma") says nvidia-peermem,
+ * dma-buf and GDRCopy do not work there and `modprobe nvidia-peermem` fails with "Invalid
+ * argument"; NCCL then moves data through host memory. A workstation's discrete GPU has it.
+ */
+export function resolvePeermem(kind: NodeKind, setting: boolean | "auto"): { load: boolean; reason: string } {
+    if (setting === true) return { load: true, reason: "roce.peermem is true" };
+    if (setting === false) return { load: false, reason: "roce.peermem is false" };
+    return kind === "workstation"
+        ? { load: true, reason: "a workstation's discrete GPU supports GPUDirect RDMA" }
+        : { load: false, reason: `a ${kind}'s GB10 does not support GPUDirect RDMA (nvidia-peermem fails to load there); NCCL goes through host memory` };
 }
 
 /** The other nodes' addresses that share a subnet with one of `node`'s interfaces. */
@@ -556,7 +583,13 @@ export function resolveFirewallPolicy(
 }
 
 /** Resolves a config that passed the schema and every cross-field rule (exactly one head, among others). */
-export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitReport, facts: Facts = gatherFacts(parsed)): Config {
+export function resolveConfig(
+    parsed: ParsedConfig,
+    stack: string,
+    fit: FitReport,
+    facts: Facts = gatherFacts(parsed),
+    fitPlanInputs: FitInputs = fitInputs(parsed, facts),
+): Config {
     const { totalGpus, hasThor } = facts;
     const { transport: requestedTransport, ...nccl } = parsed.nccl;
     const transport = resolveTransport(requestedTransport, hasThor);
@@ -589,6 +622,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
             privateKey: sshKeyOf(node),
             ...(node.ssh.hostKey !== undefined ? { hostKey: node.ssh.hostKey } : {}),
             connectTimeoutSeconds: node.ssh.connectTimeoutSeconds ?? DEFAULT_SSH_CONNECT_TIMEOUT_SECONDS,
+            ...(node.ssh.user !== "root" && parsed.sudoPassword !== undefined ? { sudoPassword: new SecretString(parsed.sudoPassword) } : {}),
         },
         gpus: node.gpus,
         unifiedMemory: NODE_KIND_TRAITS[node.kind].unifiedMemory,
@@ -596,7 +630,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         interconnect: interfaces[i].interconnect,
         ip: interfaces[i].interconnect[0].ip,
         peers: resolvePeers(interfaces[i], interfaces),
-        roce: resolveRoce(node.kind, transport, parsed.roce.enabled),
+        roce: resolveRoce(node.kind, transport, parsed.roce.enabled, parsed.roce.peermem),
         linkCheck: resolveLinkCheck(node.kind, parsed.interconnect.linkCheck),
         retired: node.retired === true,
         ...(fabric !== undefined ? { fabric: fabric[i] } : {}),
@@ -666,6 +700,7 @@ export function resolveConfig(parsed: ParsedConfig, stack: string, fit: FitRepor
         apiKey: new SecretString(parsed.apiKey),
         ...(parsed.hfToken !== undefined ? { hfToken: new SecretString(parsed.hfToken) } : {}),
         fit,
+        fitInputs: fitPlanInputs,
         rayAuthToken: new SecretString(parsed.rayAuthToken ?? deriveRayAuthToken(parsed.apiKey, stack)),
         modelSyncSecret: new SecretString(deriveModelSyncSecret(parsed.apiKey, stack, parsed.model.source)),
         rankOrder: facts.rankOrder,

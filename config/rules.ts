@@ -7,6 +7,7 @@
 import { checkOpenWebui } from "./frontendRules";
 import { checkCabling, isSwitchless } from "./cablingRules";
 import { ConfigIssue, describeValue, formatPath } from "./issues";
+import { CONFIG_NAMESPACE } from "./namespace";
 import { formatIpv4, formatSubnet, parseCidr, parseIpv4, subnetsOverlap } from "./ipv4";
 import { Facts, RUNTIME_TRAITS, gatherFacts, hasThorIn, localModelFacts, resolveParallelism, runtimeOf, totalGpusOf } from "./facts";
 import { HF_HOME_DIR } from "../components/render/paths";
@@ -100,6 +101,20 @@ export function checkUniqueNodeNames(nodes: readonly Pick<ParsedNode, "name">[])
         }
     });
     return issues;
+}
+
+/** A sudo password is only for nodes that log in as another user than root: set on a cluster of root logins, it is a mistake. */
+export function checkSudoPasswordUsed(sudoPasswordSet: boolean, nodes: readonly (Pick<ParsedNode, "name"> & { ssh: { user: string } })[]): ConfigIssue[] {
+    if (!sudoPasswordSet || nodes.some((node) => node.ssh.user !== "root")) return [];
+    return [
+        {
+            path: "sudoPassword",
+            message:
+                "is set, but every node logs in as root (nodes[].ssh.user), so no step uses it. Fix: remove it, or set ssh.user to the user whose sudo asks for it",
+            got: "a password",
+            example: `pulumi config rm ${CONFIG_NAMESPACE}:sudoPassword`,
+        },
+    ];
 }
 
 /** No two nodes share an SSH endpoint (host:port); host names compare case-insensitively. */
@@ -454,6 +469,7 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gather
         ...checkExactlyOneHead(config.nodes),
         ...checkUniqueNodeNames(config.nodes),
         ...checkUniqueSshEndpoints(config.nodes),
+        ...checkSudoPasswordUsed(config.sudoPassword !== undefined, config.nodes),
         ...checkSshHostOutsideInterconnect(config.nodes),
         ...checkUniqueAddresses(config.nodes),
         ...(isSwitchless(config.interconnect.topology) ? [] : checkAddressesInSubnets(config.nodes)),

@@ -52,6 +52,16 @@ export const InterconnectSchema = z.strictObject({
      * in one subnet of the cable's own (a /30 or /31 is enough). Only for `mesh` and `ring`; required there.
      */
     cables: z.array(CableSchema).optional().meta({ example: "[{ a: { node: spark-a, port: enp1s0f0np0 }, b: { node: spark-b, port: enp1s0f1np1 } }]" }),
+    /**
+     * Take the interconnect's ports over from the tools that claim them today: other netplan files
+     * that define a port (NVIDIA's `40-cx7.yaml`, NVIDIA Sync's `99-nvidia-sync-cluster.yaml`,
+     * DGX OS's NetworkManager profiles as `90-NM-*.yaml`) are moved aside, or rewritten without our
+     * ports, with a backup; NetworkManager is told to leave the ports alone (a conf.d drop-in); and
+     * addresses our config does not give the ports are removed. `destroy` puts the files and
+     * NetworkManager's hold back as they were. Without it, `up` stops at the node check naming each
+     * file, connection and address. Defaults to false.
+     */
+    takeOver: z.boolean().default(false).meta({ example: "true" }),
     /** MTU of the interconnect interfaces (a switch must carry it too). Defaults to 9000. */
     mtu: z.int().min(1280).max(9216).default(9000).meta({ example: "9000" }),
     /** What `up` and the read-back check on every interconnect link (its state, speed and MTU end to end). */
@@ -105,8 +115,16 @@ export const RoceSchema = z.strictObject({
      * 26 (AF31, which the ConnectX default map already puts on priority 3).
      */
     dscp: z.int().min(0).max(63).default(26).meta({ example: "26" }),
-    /** Load nvidia-peermem for GPUDirect RDMA, persisted across reboot. Defaults to true. */
-    peermem: z.boolean().default(true).meta({ example: "true" }),
+    /**
+     * Load nvidia-peermem for GPUDirect RDMA, persisted across reboot. `auto`: on a workstation (a
+     * discrete GPU) only; a DGX Spark's GB10 does not support GPUDirect RDMA (nvidia-peermem fails
+     * to load there: "Invalid argument") and NCCL moves data through host memory. `true` loads it on
+     * every RoCE node, `false` on none. Defaults to "auto".
+     */
+    peermem: z
+        .union([z.boolean(), z.literal("auto")])
+        .default("auto")
+        .meta({ example: "auto (or true, false)" }),
 });
 
 /** NCCL settings, rendered to /etc/nccl.conf and the runtime's env file. */
@@ -474,6 +492,18 @@ export const ClusterConfigSchema = z.strictObject({
     sshPrivateKeyPath: keyFilePath()
         .optional()
         .meta({ example: `pulumi config set ${CONFIG_NAMESPACE}:sshPrivateKeyPath /home/you/.ssh/id_ed25519` }),
+    /**
+     * SECRET. The sudo password of the login user (nodes[].ssh.user) on every node that does not log
+     * in as root: DGX OS's admin user gets sudo that asks for its password. Every step sends it on
+     * stdin to `sudo -S`, never in argv, a file or a log. Not needed with passwordless sudo. Defaults to none.
+     */
+    sudoPassword: z
+        .string()
+        .min(1)
+        .max(256)
+        .regex(/^[^\0-\x1f\x7f]+$/, { error: "must be one line of text (no line breaks or control characters)" })
+        .optional()
+        .meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:sudoPassword` }),
     /** SECRET. Key clients must send to the OpenAI-compatible endpoint, at least 16 characters. Required. */
     apiKey: z
         .string()

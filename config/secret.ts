@@ -3,7 +3,7 @@
 import { inspect } from "node:util";
 
 /** Top-level keys whose values are secrets: they must be set with `pulumi config set --secret`. */
-export const SECRET_KEYS = ["sshPrivateKey", "apiKey", "hfToken", "rayAuthToken", "openWebuiAdminPassword"] as const;
+export const SECRET_KEYS = ["sshPrivateKey", "sudoPassword", "apiKey", "hfToken", "rayAuthToken", "openWebuiAdminPassword"] as const;
 export type SecretKey = (typeof SECRET_KEYS)[number];
 
 const REDACTED = "[secret]";

@@ -958,6 +958,7 @@ describe("a minimal config gets the documented defaults", () => {
     test("cluster sections", () => {
         assert.deepEqual(config.interconnect, {
             topology: "pair",
+            takeOver: false,
             mtu: 9000,
             linkCheck: { lowSpeed: "refuse", rdmaBandwidth: { enabled: false, durationSeconds: 5, waitSeconds: 120, port: 18515 } },
         });
@@ -966,7 +967,12 @@ describe("a minimal config gets the documented defaults", () => {
             config.nodes.map((n) => (n.kind === "spark" ? { minSpeedMbps: 200000, lowSpeed: "refuse" } : { lowSpeed: "refuse" })),
             "a Spark checks for its ConnectX-7 port speed, other nodes only report theirs",
         );
-        assert.deepEqual(config.roce, { enabled: true, priority: 3, trustDscp: true, dscp: 26, peermem: true });
+        assert.deepEqual(config.roce, { enabled: true, priority: 3, trustDscp: true, dscp: 26, peermem: "auto" });
+        assert.deepEqual(
+            config.nodes.map((n) => (n.roce.enabled ? n.roce.peermem.load : undefined)),
+            config.nodes.map((n) => n.kind === "workstation"),
+            "nvidia-peermem on a workstation only: a Spark's GB10 has no GPUDirect RDMA",
+        );
         assert.deepEqual(config.nccl, { debug: "WARN", overrides: {} });
         assert.deepEqual(config.ray, {
             port: 6379,
