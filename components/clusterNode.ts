@@ -4,7 +4,7 @@ import { ClusterCheck } from "./clusterCheck";
 import { Firewall } from "./firewall";
 import { NcclConfig } from "./ncclConfig";
 import { NetplanInterconnect } from "./netplanInterconnect";
-import { SSH_READY_SCRIPT, recordedHostKey } from "./hostKey";
+import { SSH_LOGIN_SCRIPT, SSH_READY_SCRIPT, recordedHostKey } from "./hostKey";
 import { Connection, NodeHost, nodeConnection } from "./nodeConnection";
 import { hcasFor, parseIbdev2netdev, parseRayVersion, resolveInterfaceNames } from "./nodeFacts";
 import { typeToken } from "./package";
@@ -12,6 +12,9 @@ import { fabricNcclSelection, fabricNetplanSpec, forwardingPlan } from "./render
 import { cablingCheckScript, lldpProbeScript } from "./render/lldp";
 import { linkResults } from "./render/netplan";
 import { probeScript, rayProbeScript } from "./render/probe";
+import { FirstContactFacts, firstContactProbe, firstContactReadScript, firstContactScript, parseFirstContact } from "./render/firstContact";
+import { takeOverPlan } from "./render/takeOver";
+import { FACT_SECTION_PREFIX } from "./render/facts";
 import { engineStrategy } from "./render/engine";
 import { rdmaBandwidthScript } from "./render/rdmaBandwidth";
 import type { VllmProbeResult } from "./render/vllmCompat";
@@ -73,8 +76,16 @@ export class ClusterNode extends pulumi.ComponentResource {
     public readonly rayVersion: pulumi.Output<string | undefined>;
     /** What the vLLM probe found in the node's runtime: its vLLM version and, for docker, the image's ID. */
     public readonly vllm: pulumi.Output<VllmProbeResult>;
-    /** The node's read-only probes (hardware, vLLM, Ray): the cluster's vLLM check waits for them. */
+    /** The node's read-only probes (hardware, vLLM, Ray, first contact): the cluster's checks wait for them. */
     public readonly probes: pulumi.Resource[];
+    /** What the first-contact probe found: memory, GPUs, other tools' netplan files, NetworkManager, addresses, Docker, disk. */
+    public readonly firstContact: pulumi.Output<FirstContactFacts>;
+    /** Whether that probe has run on the node (a retired node never probed has no output). */
+    public readonly firstContactProbed: pulumi.Output<boolean>;
+    /** The interconnect's interface names, as configured or detected (ibdev2netdev). */
+    public readonly interfaceNames: pulumi.Output<string[]>;
+    /** The take-over of other tools' claims on the interconnect's ports (interconnect.takeOver). */
+    public readonly takeOver?: pulumi.Resource;
     /** PFC result (`enabled: …` / `lossy: …` / `skipped: …`). */
     public readonly roceStatus: pulumi.Output<string>;
     /** The RoCE chain on this node: PFC status, priority, trust, DSCP and NCCL's traffic class. */
@@ -91,10 +102,16 @@ export class ClusterNode extends pulumi.ComponentResource {
         // The SSH step checks the configured host key, if any; every later command the configured one,
         // or the one the SSH step recorded on first contact.
         const connection = nodeConnection(node);
-        const sshStep = new NodeHost(node.ssh.hostKey ? pinHostKey(connection, node.ssh.hostKey) : connection, node.ssh.user);
-        const ssh = sshStep.command(`${node.name}-ssh`, { create: SSH_READY_SCRIPT }, this.childOptions());
+        const sudoPassword = node.ssh.sudoPassword !== undefined;
+        const sshStep = new NodeHost(node.ssh.hostKey ? pinHostKey(connection, node.ssh.hostKey) : connection, node.ssh.user, sudoPassword);
+        // A root login's step is the root check it always was; another user's proves it can become root, and says how.
+        const ssh = sshStep.command(
+            `${node.name}-ssh`,
+            node.ssh.user === "root" ? { create: SSH_READY_SCRIPT } : { create: SSH_LOGIN_SCRIPT, asLoginUser: true },
+            this.childOptions(),
+        );
         this.hostKey = node.ssh.hostKey ? pulumi.output(node.ssh.hostKey) : ssh.stdout.apply((out) => recordedHostKey(out) ?? "");
-        this.host = new NodeHost(pinHostKey(connection, this.hostKey), node.ssh.user);
+        this.host = new NodeHost(pinHostKey(connection, this.hostKey), node.ssh.user, sudoPassword);
         const hardware = this.host.command(`${node.name}-probe`, { create: probeScript() }, this.childOptions({ dependsOn: [ssh] }));
         const rayProbe =
             cluster.executor.ray !== undefined
@@ -114,6 +131,15 @@ export class ClusterNode extends pulumi.ComponentResource {
         );
         this.vllm = vllmProbe.stdout.apply(engine.parseProbe);
         const devices = hardware.stdout.apply(parseIbdev2netdev);
+        // First contact: the node as its owner left it, read before anything changes (the node check judges it).
+        const contact = firstContactProbe(node.runtime.kind === "docker" ? { dockerImage: node.runtime.image } : {});
+        const facts = this.host.command(
+            `${node.name}-facts`,
+            { create: firstContactScript(contact), read: firstContactReadScript(contact) },
+            this.childOptions({ dependsOn: [ssh] }),
+        );
+        this.firstContact = facts.stdout.apply((out) => parseFirstContact(contact, out ?? ""));
+        this.firstContactProbed = facts.stdout.apply((out) => (out ?? "").includes(FACT_SECTION_PREFIX));
         // A mesh or ring: its cables against LLDP where lldpd runs; a mismatch stops the cluster
         // before anything changes anywhere (the cluster's vLLM check waits for every probe).
         let cabling: pulumi.Resource | undefined;
@@ -127,7 +153,7 @@ export class ClusterNode extends pulumi.ComponentResource {
                 this.childOptions({ dependsOn: [lldp] }),
             );
         }
-        this.probes = [hardware, vllmProbe, ...(rayProbe ? [rayProbe] : []), ...(cabling ? [cabling] : [])];
+        this.probes = [hardware, vllmProbe, ...(rayProbe ? [rayProbe] : []), ...(cabling ? [cabling] : []), facts];
         // The host layers start after the probes of this node and the cluster's vLLM check, which
         // waits for every node's probes: a runtime that cannot run what we render, on any node,
         // stops the cluster before anything changes anywhere.
@@ -139,6 +165,18 @@ export class ClusterNode extends pulumi.ComponentResource {
                 d,
             ),
         );
+        this.interfaceNames = names;
+        // interconnect.takeOver: other tools' netplan files and NetworkManager off our ports, with a backup destroy puts back.
+        if (cluster.interconnect.takeOver) {
+            const plan = names.apply((n) =>
+                takeOverPlan({ node: node.name, interfaces: node.interconnect.map((iface, i) => ({ name: n[i], address: iface.address })) }),
+            );
+            this.takeOver = this.host.command(
+                `${node.name}-takeover`,
+                { create: plan.apply((p) => p.create), delete: plan.apply((p) => p.delete), read: plan.apply((p) => p.read) },
+                this.childOptions({ dependsOn: probe, customTimeouts: { create: "5m", update: "5m", delete: "5m" } }),
+            );
+        }
 
         if (cluster.firewall.enabled) {
             this.firewall = new Firewall(`${node.name}-firewall`, { host: this.host, spec: node.firewall }, this.childOptions({ dependsOn: probe }));
@@ -166,7 +204,7 @@ export class ClusterNode extends pulumi.ComponentResource {
                     };
                 }),
             },
-            this.childOptions({ dependsOn: probe }),
+            this.childOptions({ dependsOn: this.takeOver ? [...probe, this.takeOver] : probe }),
         );
         if (node.fabric !== undefined && node.fabric.forwardingOn.length > 0) {
             // After the interconnect (its interfaces carry the flags); the transit rules need the firewall's forward chain too.
@@ -183,7 +221,7 @@ export class ClusterNode extends pulumi.ComponentResource {
                     host: this.host,
                     interfaces: pulumi.all([names, devices]).apply(([n, d]) => n.filter((name) => d.some((dev) => dev.netdev === name))),
                     ...roceChainPlan(cluster).pfc,
-                    peermem: cluster.roce.peermem,
+                    peermem: node.roce.peermem.load,
                 },
                 this.childOptions({ dependsOn: [this.interconnect] }),
             );
@@ -194,7 +232,14 @@ export class ClusterNode extends pulumi.ComponentResource {
         const trafficClass = roceChainPlan(cluster).trafficClass;
         this.roce = this.roceStatus.apply((status): RoceChain => ({
             status,
-            ...(node.roce.enabled ? { priority: cluster.roce.priority, trust: cluster.roce.trustDscp ? "dscp" : "pcp", dscp: cluster.roce.dscp } : {}),
+            ...(node.roce.enabled
+                ? {
+                      priority: cluster.roce.priority,
+                      trust: cluster.roce.trustDscp ? "dscp" : "pcp",
+                      dscp: cluster.roce.dscp,
+                      peermem: `${node.roce.peermem.load ? "loaded" : "not loaded"}: ${node.roce.peermem.reason}`,
+                  }
+                : {}),
             ...(trafficClass !== undefined ? { trafficClass } : {}),
         }));
         this.nccl = new NcclConfig(

@@ -4,7 +4,7 @@
 // command provider's (connection.hostKey): a changed key fails the command
 // before it runs anything, and is not retried.
 import { createHash } from "node:crypto";
-import { bashScript } from "./render/host/shell";
+import { SUDO_STDIN_MARKER, bashScript } from "./render/host/shell";
 
 /** The line of the SSH step's output that carries a host key. */
 export const HOST_KEY_PREFIX = "host-key=";
@@ -20,6 +20,50 @@ export const SSH_READY_SCRIPT = bashScript([
     `  if [ -r "$key" ]; then echo "${HOST_KEY_PREFIX}$(cut -d' ' -f1,2 "$key")"; fi`,
     `done`,
 ]);
+
+/** The line of the SSH step's output (a login other than root) that says how it becomes root. */
+export const ROOT_ACCESS_PREFIX = "root-access=";
+
+const HOST_KEY_LINES = [
+    `for key in /etc/ssh/ssh_host_ed25519_key.pub /etc/ssh/ssh_host_ecdsa_key.pub /etc/ssh/ssh_host_rsa_key.pub; do`,
+    `  if [ -r "$key" ]; then echo "${HOST_KEY_PREFIX}$(cut -d' ' -f1,2 "$key")"; fi`,
+    `done`,
+];
+
+/**
+ * The SSH step of a node that logs in as another user than root (DGX OS's admin user): runs as that
+ * user, proves it can become root (passwordless sudo, or sudo with the password the provider puts
+ * on stdin, before the marker line: config sudoPassword), says which, and prints the host keys. A
+ * user that cannot become root fails here, naming the fix, before anything else runs on the node.
+ */
+export const SSH_LOGIN_SCRIPT = bashScript([
+    `echo "ssh ok: $(hostname) as $(id -un)"`,
+    // The sudo password and the marker line, when the connection has one (nothing to read otherwise).
+    `pw=; IFS= read -r pw || true; [ "$pw" = ${SUDO_STDIN_MARKER} ] && pw=`,
+    `while [ -n "$pw" ] && IFS= read -r line && [ "$line" != ${SUDO_STDIN_MARKER} ]; do :; done`,
+    `if [ "$(id -u)" = 0 ]; then`,
+    `  echo "${ROOT_ACCESS_PREFIX}root"`,
+    `elif why=$(sudo -n true 2>&1); then`,
+    `  echo "${ROOT_ACCESS_PREFIX}sudo without a password"`,
+    `elif [ -n "$pw" ]; then`,
+    `  if printf '%s\n' "$pw" | sudo -k -S -p '' true 2>/dev/null; then`,
+    `    echo "${ROOT_ACCESS_PREFIX}sudo with its password (spark-cluster:sudoPassword)"`,
+    `  else`,
+    `    echo "spark-cluster: sudo refused the password in spark-cluster:sudoPassword for $(id -un) on $(hostname). Fix: pulumi config set --secret spark-cluster:sudoPassword (the sudo password of $(id -un))" >&2`,
+    `    exit 1`,
+    `  fi`,
+    `else`,
+    `  echo "spark-cluster: $(id -un) on $(hostname) cannot become root without a password (sudo: $why). Fix: pulumi config set --secret spark-cluster:sudoPassword (the sudo password of $(id -un)), or give $(id -un) passwordless sudo, or log in as root (nodes[].ssh.user)" >&2`,
+    `  exit 1`,
+    `fi`,
+    ...HOST_KEY_LINES,
+]);
+
+/** How the SSH step found the login user becomes root (`root`, `sudo without a password`, ...), or undefined (a root login's step does not say). */
+export function parseRootAccess(output: string): string | undefined {
+    const line = output.split("\n").find((l) => l.startsWith(ROOT_ACCESS_PREFIX));
+    return line === undefined ? undefined : line.slice(ROOT_ACCESS_PREFIX.length).trim();
+}
 
 /** The host key to pin from the SSH step's output: the first one it printed (ed25519 where the node has one). */
 export function recordedHostKey(output: string): string | undefined {

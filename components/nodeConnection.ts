@@ -7,14 +7,18 @@ import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import * as command from "@pulumi/command";
 import type { NodeConfig } from "../config";
-import { remoteCommand } from "./render/host/shell";
+import { RootAccess, remoteCommand, rootAccessOf, shellQuote } from "./render/host/shell";
 import { unreachableHint } from "./render/unreachableHint";
 
 /**
  * A remote.Command's connection, with our command provider's own `unreachableHint`: the text it
  * adds to the error when the host cannot be reached (no diff when it changes).
  */
-export type Connection = command.types.input.remote.ConnectionArgs & { unreachableHint?: pulumi.Input<string> };
+export type Connection = command.types.input.remote.ConnectionArgs & {
+    unreachableHint?: pulumi.Input<string>;
+    /** The login user's sudo password (config sudoPassword): the provider puts it on every script's stdin, before the marker line. */
+    sudoPassword?: pulumi.Input<string>;
+};
 
 const COMMAND_TYPE = "command:remote:Command";
 
@@ -30,20 +34,29 @@ export interface RemoteStep {
     header?: pulumi.Input<string>;
     /** Values whose change replaces the command. Defaults to none. */
     triggers?: pulumi.Input<pulumi.Input<string>[]>;
+    /** Run the scripts as the login user, not as root (the SSH step of a login other than root). Defaults to false. */
+    asLoginUser?: boolean;
 }
 
 /** What a step needs to run scripts on one node: its connection, and its scripts turned into root commands. */
 export class NodeHost {
+    /** How a step becomes root on this node. */
+    readonly rootAccess: RootAccess;
+
     constructor(
-        /** The node's SSH connection (secret: it holds the private key). */
+        /** The node's SSH connection (secret: it holds the private key, and the sudo password when there is one). */
         readonly connection: pulumi.Output<Connection>,
-        /** The SSH login user: commands go through `sudo -n` unless it is root. */
+        /** The SSH login user: commands go through sudo unless it is root. */
         readonly sshUser: string,
-    ) {}
+        /** The connection carries the user's sudo password (config sudoPassword): commands go through `sudo -S`. */
+        sudoPassword = false,
+    ) {
+        this.rootAccess = rootAccessOf(sshUser, sudoPassword);
+    }
 
     /** The command line that runs `script` as root on this node. */
     asRoot(script: string): string {
-        return remoteCommand(script, this.sshUser);
+        return remoteCommand(script, this.sshUser, this.rootAccess);
     }
 
     /**
@@ -54,11 +67,11 @@ export class NodeHost {
      * re-runs the step when it changes); `triggers` replace the command when they change.
      */
     command(name: string, args: RemoteStep, opts: pulumi.CustomResourceOptions): command.remote.Command {
-        const asRoot = (script: pulumi.Input<string>) =>
-            typeof script === "string" ? this.asRoot(script) : pulumi.output(script).apply((s) => this.asRoot(s));
+        const wrap = args.asLoginUser === true ? (s: string) => `bash -c ${shellQuote(s)}` : (s: string) => this.asRoot(s);
+        const asRoot = (script: pulumi.Input<string>) => (typeof script === "string" ? wrap(script) : pulumi.output(script).apply(wrap));
         const read = args.read === undefined ? undefined : asRoot(args.read);
         const create =
-            args.header === undefined ? asRoot(args.create) : pulumi.all([args.header, args.create]).apply(([header, script]) => header + this.asRoot(script));
+            args.header === undefined ? asRoot(args.create) : pulumi.all([args.header, args.create]).apply(([header, script]) => header + wrap(script));
         return new command.remote.Command(
             name,
             {
@@ -220,5 +233,6 @@ export function nodeConnection(node: NodeConfig): pulumi.Output<Connection> {
         dialErrorLimit,
         perDialTimeout,
         unreachableHint: unreachableHint(node),
+        ...(node.ssh.sudoPassword !== undefined ? { sudoPassword: node.ssh.sudoPassword.reveal() } : {}),
     });
 }

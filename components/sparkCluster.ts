@@ -13,6 +13,9 @@ import { RayWorker } from "./rayWorker";
 import { VllmServer, apiBaseUrl } from "./vllmServer";
 import { engineStrategy } from "./render/engine";
 import { openWebuiPlan } from "./render/openWebui";
+import type { FirstContactFacts } from "./render/firstContact";
+import { nodeCheckScript } from "./render/firstContactFindings";
+import { clusterFindings } from "./render/nodeCheck";
 import type { RoceChain } from "./render/roceChain";
 
 const TYPE = typeToken("SparkCluster");
@@ -115,6 +118,18 @@ export class SparkCluster extends pulumi.ComponentResource {
         // A retired node keeps the probe output it had (its commands ignore every change), so retiring
         // a node changes nothing here; one that was never probed is left out.
         const checkOn = nodes.find((n) => !n.node.retired) ?? head;
+        // First contact: each node as its owner left it (other tools' netplan files, NetworkManager,
+        // addresses, GPUs, Docker, disk) and the fit on the memory it reports. A finding that blocks
+        // stops every node before anything changes: the vLLM check, which every host layer waits
+        // for, waits for this one.
+        const reports = pulumi
+            .all(nodes.map((n) => pulumi.all([n.firstContact, n.interfaceNames, n.firstContactProbed])))
+            .apply((all) => all.map(([facts, interfaces, probed], i) => ({ node: nodes[i].node, facts: facts as FirstContactFacts, interfaces, probed })));
+        const nodeCheck = checkOn.host.command(
+            `${name}-node-check`,
+            { create: reports.apply((all) => nodeCheckScript(clusterFindings(config, all))) },
+            { parent: this, dependsOn: nodes.flatMap((n) => n.probes), ...(checkOn.node.retired ? { transformations: [retiredCommand] } : {}) },
+        );
         const checked = nodes.map((n) =>
             n.vllm.apply((probe) => ({ node: n.node.name, runtime: n.node.runtime, probe, argv: engine.serveArgv(config.model, serverOf(n)) })),
         );
@@ -123,7 +138,7 @@ export class SparkCluster extends pulumi.ComponentResource {
             {
                 create: pulumi.all(checked).apply((all) => engine.checkScript(all.filter((c, i) => !(nodes[i].node.retired && c.probe.version === "none")))),
             },
-            { parent: this, dependsOn: nodes.flatMap((n) => n.probes), ...(checkOn.node.retired ? { transformations: [retiredCommand] } : {}) },
+            { parent: this, dependsOn: [...nodes.flatMap((n) => n.probes), nodeCheck], ...(checkOn.node.retired ? { transformations: [retiredCommand] } : {}) },
         );
         vllmCheckCreated(vllmCheckStep);
 

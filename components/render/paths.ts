@@ -107,3 +107,8 @@ export const CONTAINER_NAMES = {
 export function unitPath(name: string): string {
     return `${UNIT_DIR}/${name}.service`;
 }
+
+/** What the take-over (interconnect.takeOver) moved aside: other tools' netplan files, NetworkManager's active profiles. */
+export const TAKEOVER_STATE_DIR = `${STATE_DIR}/takeover`;
+/** Our NetworkManager drop-in (interconnect.takeOver): NetworkManager leaves the interconnect's ports alone. */
+export const NM_UNMANAGED_CONF = "/etc/NetworkManager/conf.d/60-spark-cluster-interconnect.conf";

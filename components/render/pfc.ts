@@ -136,7 +136,13 @@ export function pfcApplyScript(spec: PfcSpec): string {
                   heredoc(`sc_install_file ${PEERMEM_CONF} 644 >/dev/null`, spec.peermemConf),
                   `if modprobe nvidia-peermem; then peermem=loaded; else peermem="not available"; fi`,
               ]
-            : [`peermem=off`]),
+            : [
+                  // An earlier apply with nvidia-peermem on (the default before it depended on the node's GPU): undo it.
+                  `sc_remove_file ${PEERMEM_CONF} >/dev/null`,
+                  `if [ "$(cat ${STATE_DIR}/peermem-was-loaded 2>/dev/null)" = no ]; then modprobe -r nvidia-peermem 2>/dev/null || true; fi`,
+                  `rm -f ${STATE_DIR}/peermem-was-loaded`,
+                  `peermem=off`,
+              ]),
         `echo "status=enabled: PFC ${spec.pfcVector} on ${spec.interfaces.join(",")}${spec.trustDscp ? `, trust dscp, DSCP ${spec.dscp} -> priority ${spec.priority}` : ", trust pcp"}; nvidia-peermem $peermem"`,
     ]);
 }

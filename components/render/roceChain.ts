@@ -43,6 +43,8 @@ export interface RoceChain {
     dscp?: number;
     /** NCCL_IB_TC as rendered into NCCL's environment. */
     trafficClass?: number;
+    /** Whether nvidia-peermem (GPUDirect RDMA) is loaded on this node, and why (roce.peermem). */
+    peermem?: string;
 }
 
 /** The RoCE settings a cluster's nodes render, from the resolved config: one decision, read by ClusterNode and the tests. */

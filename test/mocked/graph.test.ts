@@ -444,6 +444,7 @@ const RAY_PAIR: Readonly<Record<string, string>> = {
             [`${node}-probe`, COMMAND],
             [`${node}-vllm-probe`, COMMAND],
             [`${node}-ray-probe`, COMMAND],
+            [`${node}-facts`, COMMAND],
             [`${node}-interconnect`, COMPONENT("NetplanInterconnect")],
             [`${node}-interconnect-apply`, COMMAND],
             [`${node}-roce`, COMPONENT("RocePfc")],
@@ -456,6 +457,7 @@ const RAY_PAIR: Readonly<Record<string, string>> = {
     ),
     "spark-a": COMPONENT("ClusterNode"),
     "spark-b": COMPONENT("ClusterNode"),
+    "dev-node-check": COMMAND,
     "dev-vllm-check": COMMAND,
     "spark-a-ray-head": COMPONENT("RayHead"),
     "spark-a-ray-head-auth": COMMAND,
@@ -507,6 +509,7 @@ describe("a two-Spark Ray cluster", () => {
             "spark-a-probe": "spark-a",
             "spark-a-vllm-probe": "spark-a",
             "spark-a-ray-probe": "spark-a",
+            "spark-a-facts": "spark-a",
             "spark-a-interconnect": "spark-a",
             "spark-a-interconnect-apply": "spark-a-interconnect",
             "spark-a-roce": "spark-a",
@@ -520,6 +523,7 @@ describe("a two-Spark Ray cluster", () => {
             "spark-b-probe": "spark-b",
             "spark-b-vllm-probe": "spark-b",
             "spark-b-ray-probe": "spark-b",
+            "spark-b-facts": "spark-b",
             "spark-b-interconnect": "spark-b",
             "spark-b-interconnect-apply": "spark-b-interconnect",
             "spark-b-roce": "spark-b",
@@ -539,6 +543,7 @@ describe("a two-Spark Ray cluster", () => {
             "spark-a-vllm-secrets": "spark-a-vllm",
             "spark-a-vllm-unit": "spark-a-vllm",
             "spark-a-vllm-ready": "spark-a-vllm",
+            "dev-node-check": "dev",
             "dev-vllm-check": "dev",
             "dev-model": "dev",
             "dev-model-download": "dev-model",
@@ -560,7 +565,7 @@ describe("a two-Spark Ray cluster", () => {
     it("names each node after itself and every other child `${parent}-<step>`", async () => {
         const result = await scenario("base");
         for (const r of result.resources.filter((r) => r.parent !== undefined)) {
-            const prefix = r.parent === "dev" ? /^(spark-[ab]|dev-model|dev-vllm-check)$/ : new RegExp(`^${r.parent}-[a-z-]+$`);
+            const prefix = r.parent === "dev" ? /^(spark-[ab]|dev-model|dev-node-check|dev-vllm-check)$/ : new RegExp(`^${r.parent}-[a-z-]+$`);
             assert.match(r.name, prefix, `${r.name} (parent ${r.parent})`);
         }
     });
@@ -572,20 +577,42 @@ describe("a two-Spark Ray cluster", () => {
             "spark-a-probe": ["spark-a-ssh"],
             "spark-a-vllm-probe": ["spark-a-ssh"],
             "spark-a-ray-probe": ["spark-a-ssh"],
-            // Every node's host layers wait for the cluster's vLLM check, which waits for every node's probes.
-            "spark-a-firewall": ["spark-a-probe", "spark-a-vllm-probe", "spark-a-ray-probe", "dev-vllm-check"],
-            "spark-a-interconnect": ["spark-a-probe", "spark-a-vllm-probe", "spark-a-ray-probe", "dev-vllm-check"],
+            "spark-a-facts": ["spark-a-ssh"],
+            // Every node's host layers wait for the cluster's vLLM check, which waits for every node's probes and the node check.
+            "spark-a-firewall": ["spark-a-probe", "spark-a-vllm-probe", "spark-a-ray-probe", "spark-a-facts", "dev-vllm-check"],
+            "spark-a-interconnect": ["spark-a-probe", "spark-a-vllm-probe", "spark-a-ray-probe", "spark-a-facts", "dev-vllm-check"],
             "spark-a-roce": ["spark-a-interconnect"],
             "spark-a-nccl": ["spark-a-interconnect", "spark-a-roce"],
             "spark-b-probe": ["spark-b-ssh"],
             "spark-b-vllm-probe": ["spark-b-ssh"],
             "spark-b-ray-probe": ["spark-b-ssh"],
-            // Every node's host layers wait for the cluster's vLLM check, which waits for every node's probes.
-            "spark-b-firewall": ["spark-b-probe", "spark-b-vllm-probe", "spark-b-ray-probe", "dev-vllm-check"],
-            "spark-b-interconnect": ["spark-b-probe", "spark-b-vllm-probe", "spark-b-ray-probe", "dev-vllm-check"],
+            "spark-b-facts": ["spark-b-ssh"],
+            // Every node's host layers wait for the cluster's vLLM check, which waits for every node's probes and the node check.
+            "spark-b-firewall": ["spark-b-probe", "spark-b-vllm-probe", "spark-b-ray-probe", "spark-b-facts", "dev-vllm-check"],
+            "spark-b-interconnect": ["spark-b-probe", "spark-b-vllm-probe", "spark-b-ray-probe", "spark-b-facts", "dev-vllm-check"],
             "spark-b-roce": ["spark-b-interconnect"],
             "spark-b-nccl": ["spark-b-interconnect", "spark-b-roce"],
-            "dev-vllm-check": ["spark-a-probe", "spark-a-vllm-probe", "spark-a-ray-probe", "spark-b-probe", "spark-b-vllm-probe", "spark-b-ray-probe"],
+            "dev-node-check": [
+                "spark-a-probe",
+                "spark-a-vllm-probe",
+                "spark-a-ray-probe",
+                "spark-a-facts",
+                "spark-b-probe",
+                "spark-b-vllm-probe",
+                "spark-b-ray-probe",
+                "spark-b-facts",
+            ],
+            "dev-vllm-check": [
+                "spark-a-probe",
+                "spark-a-vllm-probe",
+                "spark-a-ray-probe",
+                "spark-a-facts",
+                "spark-b-probe",
+                "spark-b-vllm-probe",
+                "spark-b-ray-probe",
+                "spark-b-facts",
+                "dev-node-check",
+            ],
             "spark-a-ray-head": ["spark-a-interconnect", "spark-a-nccl", "spark-a-firewall"],
             "spark-a-ray-head-unit": ["spark-a-ray-head-auth"],
             "spark-b-ray-worker-unit": ["spark-b-ray-worker-auth"],
@@ -620,6 +647,9 @@ describe("a two-Spark Ray cluster", () => {
                 `${node}-ray-probe`,
                 `${node}-ssh`,
                 "dev-vllm-check",
+                "dev-node-check",
+                "spark-a-facts",
+                "spark-b-facts",
                 "spark-a-vllm-probe",
                 "spark-b-vllm-probe",
             );
@@ -644,7 +674,7 @@ describe("a two-Spark Ray cluster", () => {
         notAfter("dev-model-serve", "dev-model-pull-spark-b");
         notAfter("dev-model-pull-spark-b", "dev-model-serve");
         // Nodes converge their host layers in parallel: each waits for the other's read-only probes (the vLLM check), nothing else of it.
-        const probeSteps = /-(ssh|probe|vllm-probe|ray-probe)$/;
+        const probeSteps = /-(ssh|probe|vllm-probe|ray-probe|facts)$/;
         for (const step of ["interconnect-apply", "roce-apply", "nccl-files"]) {
             const other = (n: string, prefix: string) => n.startsWith(prefix) && !probeSteps.test(n);
             assert.ok(![...waitsFor(result, `spark-a-${step}`)].some((n) => other(n, "spark-b-")), `spark-a-${step} waits for spark-b`);
@@ -672,7 +702,8 @@ describe("a two-Spark Ray cluster", () => {
                     continue;
                 }
                 const { sudo, script } = scriptOf(text);
-                const onSparkB = r.name.startsWith("spark-b-") || r.name.endsWith("-spark-b");
+                // The SSH step of a login other than root runs as that user: it proves the user can become root.
+                const onSparkB = (r.name.startsWith("spark-b-") || r.name.endsWith("-spark-b")) && r.name !== "spark-b-ssh";
                 assert.equal(sudo, onSparkB, `${r.name}.${key}: sudo -n exactly for the ubuntu user`);
                 const check = bashN(script);
                 assert.equal(check.status, 0, `${r.name}.${key}: bash -n failed:\n${check.stderr}`);
@@ -684,13 +715,16 @@ describe("a two-Spark Ray cluster", () => {
                 .map((r) => r.name)
                 .sort(),
             [
+                "dev-node-check",
                 "dev-vllm-check",
+                "spark-a-facts",
                 "spark-a-probe",
                 "spark-a-ray-head-ready",
                 "spark-a-ray-probe",
                 "spark-a-ssh",
                 "spark-a-vllm-probe",
                 "spark-a-vllm-ready",
+                "spark-b-facts",
                 "spark-b-probe",
                 "spark-b-ray-probe",
                 "spark-b-ssh",
@@ -743,7 +777,8 @@ describe("a two-Spark Ray cluster", () => {
 
     it("exports the endpoint on the head's SSH address, the transport and each node's PFC status", async () => {
         const result = await scenario("base");
-        const chain = { status: "enabled: test", priority: 3, trust: "dscp", dscp: 26, trafficClass: 106 };
+        const peermem = "not loaded: a spark's GB10 does not support GPUDirect RDMA (nvidia-peermem fails to load there); NCCL goes through host memory";
+        const chain = { status: "enabled: test", priority: 3, trust: "dscp", dscp: 26, trafficClass: 106, peermem };
         assert.deepEqual(result.outputs.roce, { "spark-a": chain, "spark-b": chain });
         assert.equal(result.outputs.endpoint, "http://10.0.0.11:8000/v1");
         assert.equal(result.outputs.servedModel, "qwen2.5-7b");

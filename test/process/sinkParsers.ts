@@ -20,6 +20,7 @@ import * as fs from "node:fs";
 import * as http from "node:http";
 import * as os from "node:os";
 import * as path from "node:path";
+import { SUDO_STDIN_SKIP } from "../../components/render/host/shell";
 
 // ---------------------------------------------------------------------------------------------
 // Environment files
@@ -253,12 +254,19 @@ export function decodeRemoteCommand(line: string): { comments: string[]; sudo: b
     let start = 0;
     while (lines[start]?.startsWith("# ")) start++;
     const rest = lines.slice(start).join("\n");
-    const match = /^(sudo -n )?bash -c ('(?:[^']|'"'"')*')$/.exec(rest);
+    // root, `sudo -n` (passwordless sudo) or `sudo -k -S -p ''` (sudo that reads its password from stdin).
+    const match = /^(sudo -n |sudo -k -S -p '' )?bash -c ('(?:[^']|'"'"')*')$/.exec(rest);
     if (!match) throw new Error(`not a remote command line: ${JSON.stringify(rest.slice(0, 120))}`);
     const quoted = match[2];
     const parts = quoted.slice(1, -1).split(`'"'"'`);
     if (parts.some((part) => part.includes("'"))) throw new Error("a single quote outside shellQuote's '\"'\"' escapes");
-    return { comments: lines.slice(0, start), sudo: match[1] !== undefined, script: parts.join("'"), quoted };
+    let script = parts.join("'");
+    if (match[1] === "sudo -k -S -p '' ") {
+        // The wrapper's own first line: skip stdin up to the marker (components/render/host/shell.ts).
+        if (!script.startsWith(SUDO_STDIN_SKIP)) throw new Error("a sudo -S command line without the stdin skip before its script");
+        script = script.slice(SUDO_STDIN_SKIP.length);
+    }
+    return { comments: lines.slice(0, start), sudo: match[1] !== undefined, script, quoted };
 }
 
 /** One item of a script as {@link lexShell} reads it. */

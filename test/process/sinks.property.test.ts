@@ -288,7 +288,7 @@ function variantBase(variant: VariantName): Values {
 }
 
 function secretKeysOf(values: Values): string[] {
-    return ["sshPrivateKey", "apiKey", "hfToken", "rayAuthToken", "openWebuiAdminPassword"].filter((k) => values[k] !== undefined);
+    return ["sshPrivateKey", "sudoPassword", "apiKey", "hfToken", "rayAuthToken", "openWebuiAdminPassword"].filter((k) => values[k] !== undefined);
 }
 
 /** Sets `value` at `at` (`["nodes", 1, "ssh", "user"]`) in a copy of `values`. */
@@ -569,6 +569,12 @@ const KEYS: Key[] = [
         examples: ["refuse", "warn"],
     },
     {
+        path: "roce.peermem",
+        decides: "decides whether nvidia-peermem loads (auto: on a workstation only), a choice, not text on a host",
+        lanes: [{ variant: "mp", at: ["roce", "peermem"] }],
+        examples: ["auto"],
+    },
+    {
         path: "nccl.transport",
         decides: "decides the NCCL variables (auto resolves to roce or socket)",
         lanes: [{ variant: "mp", at: ["nccl", "transport"] }],
@@ -795,6 +801,19 @@ const KEYS: Key[] = [
         ],
         examples: [SSH_KEY("b3BlbnNzaC1rZXktdjEAAAAABG5vbmU="), "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\n"],
         secret: true,
+    },
+    {
+        // The login user's sudo password: it rides in each command's connection (our provider puts it on the
+        // script's stdin, before the marker), never in a script, a file or argv.
+        path: "sudoPassword",
+        lanes: [
+            { variant: "mp", at: ["sudoPassword"], sentinel: "zqsudopasszq" },
+            { variant: "ray", at: ["sudoPassword"], sentinel: "zqsudopasszq" },
+        ],
+        examples: ["correct horse battery staple", "p@ss;w0rd#1=$HOME 'x' \"y\""],
+        secret: true,
+        mustAccept: (value) => /^[\x20-\x7e]+$/.test(value) && value.length <= 256,
+        generate: () => printable(40).map((body) => "s" + body + "s"),
     },
     {
         path: "sshPrivateKeyPath",

@@ -104,7 +104,7 @@ function renderedScripts(config: Config): Map<string, string> {
                 priority: config.roce.priority,
                 trustDscp: config.roce.trustDscp,
                 dscp: config.roce.dscp,
-                peermem: config.roce.peermem,
+                peermem: node.roce.enabled && node.roce.peermem.load,
             });
             add(`${node.name}-roce-apply${suffix}`, pfc.step.create, pfc.step.delete, pfc.step.read);
         }

@@ -21,13 +21,36 @@ export function bashScript(lines: readonly string[]): string {
     return ["set -euo pipefail", ...lines].join("\n") + "\n";
 }
 
+/** How a step becomes root: it logs in as root, or uses sudo without or with a password. */
+export type RootAccess = "root" | "sudo" | "sudo-password";
+
 /**
- * The command a remote.Command runs: the script handed to bash on stdin-free
- * `bash -c`, as root (through `sudo -n` when the SSH user is not root).
+ * The line our command provider puts after the sudo password on a script's stdin
+ * (toolchain/plugins: connection.sudoPassword, SudoStdinMarker).
  */
-export function remoteCommand(script: string, sshUser: string): string {
+export const SUDO_STDIN_MARKER = "SPARK_CLUSTER_STDIN";
+
+/**
+ * With a sudo password, the root script first skips what stdin holds up to the marker line: the
+ * password's line when sudo asked for none (passwordless sudo), nothing but the marker when it
+ * read it. The script's own stdin follows, untouched. Bounded by stdin's length (no wait).
+ */
+export const SUDO_STDIN_SKIP = `while IFS= read -r sc_stdin_line && [ "$sc_stdin_line" != ${SUDO_STDIN_MARKER} ]; do :; done; unset sc_stdin_line\n`;
+
+/** How a login user becomes root: root itself, sudo, or sudo that asks for a password. */
+export function rootAccessOf(sshUser: string, sudoPassword: boolean): RootAccess {
+    return sshUser === "root" ? "root" : sudoPassword ? "sudo-password" : "sudo";
+}
+
+/**
+ * The command a remote.Command runs: the script handed to bash on stdin-free `bash -c`, as root
+ * (through `sudo -n` when the SSH user is not root; through `sudo -S`, which reads the password
+ * from stdin's first line, when its sudo asks for one: `-k` makes it ask whatever it cached).
+ */
+export function remoteCommand(script: string, sshUser: string, access: RootAccess = rootAccessOf(sshUser, false)): string {
+    if (access === "sudo-password") return `sudo -k -S -p '' bash -c ${shellQuote(SUDO_STDIN_SKIP + script)}`;
     const bash = `bash -c ${shellQuote(script)}`;
-    return sshUser === "root" ? bash : `sudo -n ${bash}`;
+    return access === "root" ? bash : `sudo -n ${bash}`;
 }
 
 /** Short, stable content hash used in unit comments and heredoc delimiters. */
