@@ -1,17 +1,25 @@
-// The day-to-day commands on a deployed stack, run from the project's root:
+// The day-to-day commands on a stack, run from the project's root:
+//   npm run doctor -- --stack NAME [--config-file FILE] [--json]
 //   npm run status -- --stack NAME [--config-file FILE] [--json]
 //   npm run logs -- --stack NAME [NODE] [--config-file FILE] [--lines N] [--since TIME] [--follow]
-// Both read the stack's config with the project's own parser (config/), reach each node over SSH
-// with the key the program uses and the host key the stack pinned (nodes[].ssh.hostKey, or the one
-// recorded on first contact: the `hostKeys` output), and run a script as root there (ops/status.ts,
-// ops/logs.ts). The API key is read on the node; nothing here prints or passes a secret.
+// Each reads the stack's config with the project's own parser (config/), reaches each node over
+// SSH with the key the program uses and the host key the stack pinned (nodes[].ssh.hostKey, or the
+// one recorded on first contact: the `hostKeys` output; doctor, before the first up, shows the key
+// it meets instead), and runs a script as root there (ops/doctor.ts, status.ts, logs.ts), through
+// sudo when the login is not root: with its password (sudoPassword) on stdin, never in argv. The
+// API key is read on the node; nothing here prints or passes a secret in argv.
 import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { CONFIG_NAMESPACE, ConfigError, decodeConfigValue, parseConfig, type Config, type NodeConfig } from "../config";
-import { hostKeyFingerprint } from "../components/hostKey";
-import { remoteCommand } from "../components/render/host/shell";
+import { SSH_LOGIN_SCRIPT, hostKeyFingerprint, parseRootAccess } from "../components/hostKey";
+import { SUDO_STDIN_MARKER, remoteCommand, rootAccessOf, shellQuote } from "../components/render/host/shell";
+import { parseIbdev2netdev, resolveInterfaceNames } from "../components/nodeFacts";
+import { probeScript } from "../components/render/probe";
+import { firstContactProbe, firstContactScript, parseFirstContact } from "../components/render/firstContact";
+import { clusterFindings, type NodeReport } from "../components/render/nodeCheck";
+import { DoctorLogin, doctorExitCode, doctorJson, loginFindings, renderDoctor } from "./doctor";
 import { stackConfigFile } from "../components/render/tryIt";
 import { LOGS_DEFAULTS, LogsOptions, logsOptionsProblem, nodeLogsScript } from "./logs";
 import { judgeNode, nodeStatusScript, parseNodeReport, renderStatus, statusExitCode, statusExpectations, statusJson } from "./status";
@@ -26,7 +34,7 @@ const LOGS_SECONDS = 120;
 class UsageError extends Error {}
 
 interface Args {
-    command: "status" | "logs";
+    command: "status" | "logs" | "doctor";
     stack: string;
     configFile?: string;
     json: boolean;
@@ -35,14 +43,15 @@ interface Args {
 }
 
 const USAGE = [
-    "usage: npm run status -- --stack NAME [--config-file FILE] [--json]",
+    "usage: npm run doctor -- --stack NAME [--config-file FILE] [--json]",
+    "       npm run status -- --stack NAME [--config-file FILE] [--json]",
     "       npm run logs -- --stack NAME [NODE] [--config-file FILE] [--lines N] [--since TIME] [--follow]",
 ].join("\n");
 
 /** The command line, checked. */
 export function parseArgs(argv: readonly string[]): Args {
     const [command, ...rest] = argv;
-    if (command !== "status" && command !== "logs") throw new UsageError(`unknown command ${JSON.stringify(command)}`);
+    if (command !== "status" && command !== "logs" && command !== "doctor") throw new UsageError(`unknown command ${JSON.stringify(command)}`);
     const args: Args = { command, stack: "", json: false, logs: { ...LOGS_DEFAULTS } };
     for (let i = 0; i < rest.length; i++) {
         const arg = rest[i];
@@ -53,7 +62,7 @@ export function parseArgs(argv: readonly string[]): Args {
         };
         if (arg === "--stack" || arg === "-s") args.stack = value();
         else if (arg === "--config-file") args.configFile = value();
-        else if (arg === "--json" && command === "status") args.json = true;
+        else if (arg === "--json" && command !== "logs") args.json = true;
         else if (arg === "--follow" && command === "logs") args.logs.follow = true;
         else if (arg === "--lines" && command === "logs") args.logs.lines = Number(value());
         else if (arg === "--since" && command === "logs") args.logs.since = value();
@@ -66,15 +75,16 @@ export function parseArgs(argv: readonly string[]): Args {
     return args;
 }
 
-/** Runs a program; resolves with its stdout, rejects with its stderr. Bounded by `seconds`. */
-function runProgram(file: string, args: string[], seconds: number, env: NodeJS.ProcessEnv = process.env): Promise<string> {
+/** Runs a program (with `stdin`, when given); resolves with its stdout, rejects with its stderr. Bounded by `seconds`. */
+function runProgram(file: string, args: string[], seconds: number, env: NodeJS.ProcessEnv = process.env, stdin?: string): Promise<string> {
     return new Promise((resolve, reject) => {
-        const child = spawn(file, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+        const child = spawn(file, args, { cwd: ROOT, env, stdio: [stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"] });
+        if (stdin !== undefined) child.stdin?.end(stdin);
         let out = "";
         let err = "";
         const timer = setTimeout(() => child.kill("SIGTERM"), seconds * 1000);
-        child.stdout.on("data", (d: Buffer) => (out += d.toString()));
-        child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+        child.stdout?.on("data", (d: Buffer) => (out += d.toString()));
+        child.stderr?.on("data", (d: Buffer) => (err += d.toString()));
         child.on("error", (e) => {
             clearTimeout(timer);
             reject(e);
@@ -159,8 +169,27 @@ async function knownHostsLine(node: NodeConfig, fingerprints: Record<string, str
     return `${node.name} ${key}`;
 }
 
-/** ssh argv to run `script` as root on `node`, host key checked against `knownHosts`. */
-function sshArgv(node: NodeConfig, dir: string, knownHosts: string, script: string): string[] {
+/**
+ * What a script run on `node` gets first on stdin: the login user's sudo password and the marker
+ * line, as our command provider sends them (connection.sudoPassword); nothing without a password.
+ */
+export function sudoStdin(node: NodeConfig): string {
+    return node.ssh.sudoPassword === undefined ? "" : `${node.ssh.sudoPassword.reveal()}\n${SUDO_STDIN_MARKER}\n`;
+}
+
+/** The command line that runs `script` as root on `node` (through sudo when its login is not root). */
+export function rootCommandFor(node: NodeConfig, script: string): string {
+    return remoteCommand(script, node.ssh.user, rootAccessOf(node.ssh.user, node.ssh.sudoPassword !== undefined));
+}
+
+/** Runs `script` as root on `node` over SSH; resolves with its stdout. */
+function runAsRoot(node: NodeConfig, dir: string, knownHosts: string, script: string, seconds: number): Promise<string> {
+    const stdin = sudoStdin(node);
+    return runProgram("ssh", sshArgv(node, dir, knownHosts, rootCommandFor(node, script)), seconds, process.env, stdin === "" ? undefined : stdin);
+}
+
+/** ssh argv to run the command line `command` on `node`, host key checked against `knownHosts`. */
+function sshArgv(node: NodeConfig, dir: string, knownHosts: string, command: string): string[] {
     const known = path.join(dir, `known_hosts.${node.name}`);
     fs.writeFileSync(known, `${knownHosts}\n`, { mode: 0o600 });
     const key = node.ssh.privateKey;
@@ -199,7 +228,7 @@ function sshArgv(node: NodeConfig, dir: string, knownHosts: string, script: stri
         "-p",
         String(node.ssh.port),
         `${node.ssh.user}@${node.ssh.host}`,
-        remoteCommand(script, node.ssh.user),
+        command,
     ];
 }
 
@@ -214,7 +243,7 @@ async function status(args: Args): Promise<number> {
                 const node = config.nodes.find((n) => n.name === expect.node) as NodeConfig;
                 try {
                     const known = await knownHostsLine(node, fingerprints);
-                    const out = await runProgram("ssh", sshArgv(node, dir, known, nodeStatusScript(expect)), STATUS_SECONDS);
+                    const out = await runAsRoot(node, dir, known, nodeStatusScript(expect), STATUS_SECONDS);
                     return judgeNode(expect, parseNodeReport(out));
                 } catch (err) {
                     return judgeNode(expect, undefined, (err as Error).message.replace(/\s+/g, " ").trim());
@@ -253,7 +282,7 @@ async function logs(args: Args): Promise<number> {
             for (const node of nodes) {
                 console.log(`==> ${node.name} (${node.ssh.user}@${node.ssh.host}) <==`);
                 try {
-                    process.stdout.write(await runProgram("ssh", sshArgv(node, dir, await knownHostsLine(node, fingerprints), script), LOGS_SECONDS));
+                    process.stdout.write(await runAsRoot(node, dir, await knownHostsLine(node, fingerprints), script, LOGS_SECONDS));
                 } catch (err) {
                     console.error(`${node.name}: ${(err as Error).message}`);
                     rc = 1;
@@ -264,10 +293,12 @@ async function logs(args: Args): Promise<number> {
         // Every node at once, each line prefixed with its node, until Ctrl-C (or every session ends).
         const children = await Promise.all(
             nodes.map(async (node) => {
-                const child = spawn("ssh", sshArgv(node, dir, await knownHostsLine(node, fingerprints), script), {
+                const child = spawn("ssh", sshArgv(node, dir, await knownHostsLine(node, fingerprints), rootCommandFor(node, script)), {
                     cwd: ROOT,
                     stdio: ["pipe", "pipe", "pipe"],
                 });
+                // The sudo password first (when there is one); stdin then stays open until Ctrl-C.
+                if (node.ssh.sudoPassword !== undefined) child.stdin.write(sudoStdin(node));
                 prefixLines(child.stdout, `${node.name} | `, process.stdout);
                 prefixLines(child.stderr, `${node.name} | `, process.stderr);
                 return child;
@@ -288,6 +319,95 @@ async function logs(args: Args): Promise<number> {
     }
 }
 
+/**
+ * The node's host key for doctor: the configured or pinned one (as status checks it), or, before the
+ * first up has pinned one, the key the node presents now, shown by its fingerprint (first contact).
+ */
+async function doctorHostKey(node: NodeConfig, fingerprints: Record<string, string>): Promise<{ line: string; said: string }> {
+    if (node.ssh.hostKey !== undefined || fingerprints[node.name] !== undefined) {
+        const line = await knownHostsLine(node, fingerprints);
+        return { line, said: `${hostKeyFingerprint(line.split(" ").slice(1).join(" "))} (pinned)` };
+    }
+    const scanned = await runProgram(
+        "ssh-keyscan",
+        ["-T", String(CONNECT_SECONDS), "-p", String(node.ssh.port), "-t", "ed25519", node.ssh.host],
+        CONNECT_SECONDS * 3,
+    );
+    const key = scanned
+        .split("\n")
+        .filter((line) => line !== "" && !line.startsWith("#"))
+        .map((line) => line.split(/\s+/).slice(1, 3).join(" "))[0];
+    if (key === undefined) throw new Error(`ssh-keyscan got no ed25519 host key from ${node.ssh.host}:${node.ssh.port}`);
+    return {
+        line: `${node.name} ${key}`,
+        said: `${hostKeyFingerprint(key)} (seen now, not pinned yet: the first up pins it; compare with ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub on the node, or set nodes[].ssh.hostKey)`,
+    };
+}
+
+async function doctor(args: Args): Promise<number> {
+    const [config, fingerprints] = await Promise.all([loadConfig(args), pinnedFingerprints(args)]);
+    const dir = scratch();
+    try {
+        const nodes = config.nodes.filter((n) => !n.retired);
+        const results = await Promise.all(
+            nodes.map(async (node): Promise<{ login: DoctorLogin; report?: NodeReport }> => {
+                const target = `${node.ssh.user}@${node.ssh.host}:${node.ssh.port}`;
+                try {
+                    const key = await doctorHostKey(node, fingerprints);
+                    const stdin = sudoStdin(node);
+                    const loginOut = await runProgram(
+                        "ssh",
+                        sshArgv(node, dir, key.line, `bash -c ${shellQuote(SSH_LOGIN_SCRIPT)}`),
+                        STATUS_SECONDS,
+                        process.env,
+                        stdin === "" ? undefined : stdin,
+                    );
+                    const login: DoctorLogin = { node: node.name, target, hostKey: key.said, rootAccess: parseRootAccess(loginOut) ?? "root" };
+                    const contact = firstContactProbe(node.runtime.kind === "docker" ? { dockerImage: node.runtime.image } : {});
+                    const [hardware, facts] = await Promise.all([
+                        runAsRoot(node, dir, key.line, probeScript(), STATUS_SECONDS),
+                        runAsRoot(node, dir, key.line, firstContactScript(contact), STATUS_SECONDS),
+                    ]);
+                    let interfaces: string[];
+                    try {
+                        interfaces = resolveInterfaceNames(
+                            node.name,
+                            node.interconnect.map((i) => i.name),
+                            parseIbdev2netdev(hardware),
+                        );
+                    } catch (err) {
+                        return { login: { ...login, error: (err as Error).message } };
+                    }
+                    return { login, report: { node, facts: parseFirstContact(contact, facts), interfaces, probed: true } };
+                } catch (err) {
+                    return { login: { node: node.name, target, error: (err as Error).message.replace(/\s+/g, " ").trim() } };
+                }
+            }),
+        );
+        const reports = results.flatMap((r) => (r.report ? [r.report] : []));
+        const logins = results.map((r) => r.login);
+        // The fit on reported memory needs every node's report; with a node missing it is not judged.
+        const findings = [
+            ...loginFindings(logins),
+            ...(reports.length === nodes.length
+                ? clusterFindings(config, reports)
+                : reports.flatMap((r) => clusterFindings(config, [r]).filter((f) => f.topic !== "fit"))),
+        ];
+        console.log(
+            args.json
+                ? doctorJson(args.stack, logins, findings)
+                : renderDoctor(
+                      args.stack,
+                      nodes.map((n) => n.name),
+                      findings,
+                  ),
+        );
+        return doctorExitCode(findings);
+    } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+    }
+}
+
 async function main(): Promise<void> {
     let args: Args;
     try {
@@ -297,7 +417,7 @@ async function main(): Promise<void> {
         process.exit(2);
     }
     try {
-        process.exit(args.command === "status" ? await status(args) : await logs(args));
+        process.exit(args.command === "status" ? await status(args) : args.command === "doctor" ? await doctor(args) : await logs(args));
     } catch (err) {
         console.error(`${args.command}: ${(err as Error).message}`);
         process.exit(2);
