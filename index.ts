@@ -1,11 +1,10 @@
 // Entry point: parse the stack's config once, build the cluster from it, and
 // export what a user needs to reach it.
-import * as fs from "node:fs";
 import * as pulumi from "@pulumi/pulumi";
 import { ConfigError, parseConfig } from "./config";
 import { clusterSummary } from "./components/clusterSummary";
 import { SparkCluster } from "./components/sparkCluster";
-import { stackConfigFile, tryItCommand } from "./components/render/tryIt";
+import { tryItCommand } from "./components/render/tryIt";
 import { readStackConfig } from "./stackConfig";
 
 function loadConfig() {
@@ -49,11 +48,10 @@ export const rayDashboard = sparkCluster.dashboard;
 export const openWebui = sparkCluster.openWebui;
 /**
  * Try it: a curl line to paste into bash, every value quoted. The API key stays in config and is read
- * when the line runs (`pulumi config get spark-cluster:apiKey`, with `--config-file` for a stack under stacks/).
+ * when the line runs (`./scripts/pulumi.sh … config get spark-cluster:apiKey`, which finds a stack under stacks/ itself).
  */
 export const tryIt = tryItCommand({
     endpoint: sparkCluster.endpoint,
     servedModel: sparkCluster.servedModel,
     stack: pulumi.getStack(),
-    configFile: stackConfigFile(pulumi.getStack(), (file) => fs.existsSync(file)),
 });

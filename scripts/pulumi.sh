@@ -4,9 +4,12 @@
 #   ./scripts/pulumi.sh --stack dev preview
 # works on a fresh clone. For the lab stack "dev" the lab passphrase is used
 # unless you set PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE.
-# With --config-file (a stack kept under stacks/), the new stack's encryption
-# salt goes into that file: `pulumi stack init` has no --config-file and would
-# leave a Pulumi.<stack>.yaml of its own at the project's root.
+# A stack kept under stacks/ (stacks/Pulumi.<stack>.yaml, with no Pulumi.<stack>.yaml
+# at the project's root) is found without --config-file: the commands that take one
+# (up, preview, destroy, refresh, config, import, watch) get it added after their name.
+# With --config-file (given, or found so), the new stack's encryption salt goes into
+# that file: `pulumi stack init` has no --config-file and would leave a
+# Pulumi.<stack>.yaml of its own at the project's root.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$SPARK_ROOT"
@@ -24,6 +27,13 @@ for arg in "$@"; do
   case "$arg" in --stack=*) stack="${arg#--stack=}" ;; --config-file=*) config_file="${arg#--config-file=}" ;; esac
   prev="$arg"
 done
+
+# The stack's file under stacks/, when it has no file at the root and none was given.
+found_config_file=""
+if [ -z "$config_file" ] && [ -n "$stack" ] && [ ! -e "Pulumi.$stack.yaml" ] && [ -f "stacks/Pulumi.$stack.yaml" ]; then
+  found_config_file="stacks/Pulumi.$stack.yaml"
+  config_file="$found_config_file"
+fi
 
 if [ "$stack" = "dev" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE:-}" ] && [ -z "${PULUMI_CONFIG_PASSPHRASE_FILE:-}" ]; then
   export PULUMI_CONFIG_PASSPHRASE="$SPARK_LAB_PASSPHRASE"
@@ -74,6 +84,24 @@ if [ -n "$stack" ] && ! selected_already && ! pulumi stack select "$stack" --non
     fi
     rm -f -- "$root_file"
   fi
+fi
+
+# --config-file goes right after the command's name (the flags of `config` are inherited by its
+# subcommands), and only to the commands that have it.
+if [ -n "$found_config_file" ]; then
+  args=() added=0 prev=""
+  for arg in "$@"; do
+    args+=("$arg")
+    if [ "$added" = 0 ] && [[ "$arg" != -* ]] && [ "$prev" != --stack ] && [ "$prev" != -s ]; then
+      case "$arg" in
+        up | update | preview | pre | destroy | down | refresh | config | import | watch)
+          args+=(--config-file "$found_config_file"); added=1 ;;
+        *) added=2 ;;  # another command: no --config-file
+      esac
+    fi
+    prev="$arg"
+  done
+  set -- "${args[@]}"
 fi
 
 exec pulumi "$@"

@@ -8,25 +8,15 @@ export interface TryItSpec {
     endpoint: string;
     servedModel: string;
     stack: string;
-    /** The stack's config file when it is not Pulumi.<stack>.yaml at the project's root (stacks/Pulumi.<stack>.yaml). */
-    configFile?: string;
 }
 
 /**
  * `curl` of one chat completion. The API key is read when the line runs, from the stack's config
- * through scripts/pulumi.sh (with `--config-file` for a stack kept under stacks/), never written
- * into the output.
+ * through scripts/pulumi.sh (which finds a stack kept under stacks/ by itself), never written into
+ * the output.
  */
 export function tryItCommand(spec: TryItSpec): string {
-    const keyCommand = shellJoin([
-        "./scripts/pulumi.sh",
-        "--stack",
-        spec.stack,
-        ...(spec.configFile !== undefined ? ["--config-file", spec.configFile] : []),
-        "config",
-        "get",
-        `${CONFIG_NAMESPACE}:apiKey`,
-    ]);
+    const keyCommand = shellJoin(["./scripts/pulumi.sh", "--stack", spec.stack, "config", "get", `${CONFIG_NAMESPACE}:apiKey`]);
     const body = JSON.stringify({ model: spec.servedModel, messages: [{ role: "user", content: "Hello" }] });
     return [
         "curl -s",
