@@ -7,7 +7,10 @@
 #   lab/lab.sh kill NODE UNIT [--signal SIG]    systemctl kill --signal=SIG (default SIGKILL) UNIT on NODE
 #   lab/lab.sh kill NODE --container NAME       docker kill NAME on NODE (SIGKILL)
 #   lab/lab.sh vllm-layer                       build the real-vLLM layer alone; prints its directory
+#   lab/lab.sh exec NODE SCRIPT                 run SCRIPT with bash as root inside NODE (nsenter; no SSH needed)
+#   lab/lab.sh set-memory NODE GIB|host         LAB STAND-IN: NODE's /proc/meminfo reports GIB GiB in all, or the host's again
 #   (LAB_REAL_VLLM=1 lab/lab.sh up ... gives every node the real vLLM in /opt/lab-vllm)
+#   (LAB_FLAVOUR=dgx-os lab/lab.sh up ... gives the Sparks DGX OS's shape: NetworkManager, an admin user, no root login)
 #   lab/lab.sh open-webui-layer                 build the Open WebUI layer alone (every node has it: /opt/lab-open-webui)
 # See lab/README.md for how it works, what it costs and what is simulated.
 set -euo pipefail
@@ -22,7 +25,7 @@ source "${LAB_DIR}/lib/net.sh"
 source "${LAB_DIR}/lib/nodes.sh"
 
 usage() {
-  sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -64,11 +67,18 @@ cmd_up() {
   if [[ -n "${current}" && "$(cat "${LAB_STATE}/real-vllm" 2>/dev/null || echo 0)" != "${LAB_REAL_VLLM:-0}" ]]; then
     die "the lab is up with LAB_REAL_VLLM=$(cat "${LAB_STATE}/real-vllm" 2>/dev/null || echo 0); run 'lab/lab.sh down' first"
   fi
+  local flavour="${LAB_FLAVOUR:-debian}"
+  [[ "${flavour}" == debian || "${flavour}" == dgx-os ]] || die "LAB_FLAVOUR=${flavour}: give debian (the default) or dgx-os"
+  if [[ -n "${current}" && "$(cat "${LAB_STATE}/flavour" 2>/dev/null || echo debian)" != "${flavour}" ]]; then
+    die "the lab is up with LAB_FLAVOUR=$(cat "${LAB_STATE}/flavour" 2>/dev/null || echo debian); run 'lab/lab.sh down' first"
+  fi
   build_layers
   case "${topology}" in mesh-3 | ring-4 | ring-4-miscabled) fetch_lldpd_debs ;; esac
+  [[ "${flavour}" == dgx-os ]] && fetch_nm_debs
   ensure_key
   echo "${topology}" >"${LAB_STATE}/topology"
   echo "${LAB_REAL_VLLM:-0}" >"${LAB_STATE}/real-vllm"
+  echo "${flavour}" >"${LAB_STATE}/flavour"
   ensure_mgmt_bridge
   for n in ${nodes}; do
     ensure_ns "$(ns_of "${n}")"
@@ -109,7 +119,7 @@ cmd_down() {
     stop_node "${n}"
   done
   teardown_network
-  rm -f "${LAB_STATE}/topology" "${LAB_STATE}/real-vllm"
+  rm -f "${LAB_STATE}/topology" "${LAB_STATE}/real-vllm" "${LAB_STATE}/flavour"
   rmdir "${LAB_STATE}/nodes" 2>/dev/null || true
   log "lab is down"
 }
@@ -179,7 +189,7 @@ cmd_status_inner() {
   for n in $(topology_nodes "${topology}"); do
     if ! node_running "${n}"; then
       state="NOT RUNNING"; rc=1
-    elif ssh_node "${n}" true >/dev/null 2>&1; then
+    elif ssh_login "${n}" true >/dev/null 2>&1; then
       state="ssh ok"
     else
       state="SSH NOT ANSWERING"; rc=1
@@ -187,6 +197,30 @@ cmd_status_inner() {
     printf '%-8s %-12s %-12s %s\n' "${n}" "$(node_kind "${n}")" "$(node_addr "${n}")" "${state}"
   done
   return "${rc}"
+}
+
+# LAB STAND-IN for a node's memory: a DGX Spark has 128 GB or (since 2026) 64 GB of unified memory,
+# which the OS reports in /proc/meminfo (NVML says [N/A] on GB10). The lab's nodes share this
+# host's memory, so a node "has" GIB GiB by a file bind-mounted over its /proc/meminfo (the host's
+# lines, with MemTotal set to GIB GiB and MemFree/MemAvailable at most 90% of it). `host` removes it.
+cmd_set_memory() {
+  [[ $# -eq 2 ]] || usage
+  local node="$1" gib="$2" kib
+  need_root
+  require_running_node "${node}"
+  if [[ "${gib}" == host ]]; then
+    node_exec "${node}" 'if mountpoint -q /proc/meminfo; then umount /proc/meminfo; fi; rm -f /run/lab-sim/meminfo'
+    log "${node}: /proc/meminfo is the host's again"
+    return 0
+  fi
+  [[ "${gib}" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "set-memory: give GiB as a number (e.g. 59.6) or host"
+  kib="$(awk -v g="${gib}" 'BEGIN { printf "%d", g * 1048576 }')"
+  awk -v total="${kib}" '
+    $1 == "MemTotal:" { printf "MemTotal:       %8d kB\n", total; next }
+    $1 == "MemFree:" || $1 == "MemAvailable:" { v = $2; if (v > total * 0.9) v = int(total * 0.9); printf "%-16s%8d kB\n", $1, v; next }
+    { print }' /proc/meminfo |
+    node_exec "${node}" 'mkdir -p /run/lab-sim && cat > /run/lab-sim/meminfo && { mountpoint -q /proc/meminfo || mount --bind /run/lab-sim/meminfo /proc/meminfo; }'
+  log "${node}: /proc/meminfo reports ${gib} GiB in all (LAB STAND-IN)"
 }
 
 # Build (or find) the real-vLLM layer without touching any lab; prints its directory.
@@ -224,6 +258,8 @@ main() {
     status) [[ $# -eq 0 ]] || usage; cmd_status_inner ;;
     reboot) cmd_reboot "$@" ;;
     kill) cmd_kill "$@" ;;
+    exec) [[ $# -eq 2 ]] || usage; require_running_node "$1"; node_exec "$1" "$2" ;;
+    set-memory) cmd_set_memory "$@" ;;
     vllm-layer) [[ $# -eq 0 ]] || usage; cmd_vllm_layer ;;
     open-webui-layer) [[ $# -eq 0 ]] || usage; cmd_open_webui_layer ;;
     -h|--help|help) usage ;;

@@ -33,6 +33,29 @@ lldpd_debs_dir() {
   echo "${LAB_CACHE}/debs/lldpd-$(layer_hash "$(basename "$(base_layer_dir)")" "$(declare -f fetch_lldpd_debs)")"
 }
 
+# NetworkManager for the dgx-os flavour (LAB_FLAVOUR=dgx-os): Debian 12's real network-manager
+# (1.42) and what it depends on beyond the base layer (no recommends), fetched like lldpd's and
+# installed into each Spark's own upper layer by populate_node.
+nm_debs_dir() {
+  echo "${LAB_CACHE}/debs/network-manager-$(layer_hash "$(basename "$(base_layer_dir)")" "$(declare -f fetch_nm_debs)")"
+}
+
+fetch_nm_debs() {
+  local dir tmp pkgs
+  dir="$(nm_debs_dir)"
+  [[ -f "${dir}/.lab-debs-complete" ]] && return 0
+  tmp="${dir}.tmp.$$"
+  rm -rf --one-file-system "${tmp}"
+  mkdir -p "${tmp}"
+  log "downloading network-manager and the packages it needs beyond the base layer (first run only) -> ${dir}"
+  mapfile -t pkgs < <(apt-get install --dry-run -qq --no-install-recommends -o Dir::State::status="$(base_layer_dir)/var/lib/dpkg/status" network-manager 2>/dev/null |
+    awk '$1 == "Inst" { print $2 }')
+  (( ${#pkgs[@]} > 0 )) || die "apt cannot resolve network-manager against the base layer (run apt-get update on this host)"
+  (cd "${tmp}" && apt-get download -qq "${pkgs[@]}") >/dev/null 2>&1 || die "apt-get download ${pkgs[*]} failed"
+  touch "${tmp}/.lab-debs-complete"
+  mv "${tmp}" "${dir}"
+}
+
 fetch_lldpd_debs() {
   local dir tmp pkgs
   dir="$(lldpd_debs_dir)"

@@ -54,10 +54,42 @@ node_running() {
   pid_is_node_nspawn "${pid}" "$1"
 }
 
+# The running lab's flavour (LAB_FLAVOUR at `up`): debian, or dgx-os (see populate_dgx_os).
+lab_flavour() { cat "${LAB_STATE}/flavour" 2>/dev/null || echo "${LAB_FLAVOUR:-debian}"; }
+# A Spark of the dgx-os flavour: no root login over SSH, an admin user whose sudo asks for a password.
+node_is_dgx_os() { [[ "$(lab_flavour)" == dgx-os && "$(node_kind "$1")" == spark ]]; }
+# The dgx-os flavour's admin user and its password: lab-only values, documented in lab/README.md
+# (the user NVIDIA's playbooks show; the password protects nothing but the lab).
+LAB_DGX_USER=nvidia
+LAB_DGX_PASSWORD='spark lab sudo 1'
+
+# Run a command line as root inside NODE without SSH: nsenter into its container's namespaces
+# (by the recorded leader pid), with the node's root, a clean environment and this stdin.
+node_exec() {
+  local node="$1" leader; shift
+  leader="$(recorded_leader "${node}")"
+  [[ -n "${leader}" ]] || { echo "lab: ${node} is not running" >&2; return 1; }
+  nsenter --target "${leader}" --mount --uts --ipc --net --pid --root --wd -- \
+    /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 /bin/bash -c "$*"
+}
+
+# Root on NODE for the lab's own work: SSH as root, or (dgx-os Sparks, which offer no root login) node_exec.
 ssh_node() {
   local node="$1"; shift
+  if node_is_dgx_os "${node}"; then
+    node_exec "${node}" "$@"
+    return
+  fi
   ssh -i "${LAB_KEY}" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
     -o BatchMode=yes -o ConnectTimeout=3 "root@$(node_addr "${node}")" "$@"
+}
+
+# A login as the node's SSH user (root, or the dgx-os flavour's admin user): what a stack does.
+ssh_login() {
+  local node="$1" user=root; shift
+  node_is_dgx_os "${node}" && user="${LAB_DGX_USER}"
+  ssh -i "${LAB_KEY}" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
+    -o BatchMode=yes -o ConnectTimeout=3 "${user}@$(node_addr "${node}")" "$@"
 }
 
 is_mounted() { findmnt -rn --mountpoint "$1" >/dev/null 2>&1; }
@@ -176,6 +208,7 @@ EOF2
       fi
       ;;
   esac
+  if node_is_dgx_os "${node}"; then populate_dgx_os "${node}" "${root}"; fi
   mkdir -p "${root}/var/lib/lab-sim/hub"
   node_json "${node}" >"${root}/var/lib/lab-sim/node.json"
   cp -rT "${LAB_CACHE}/models" "${root}/var/lib/lab-sim/hub"
@@ -227,7 +260,80 @@ EOF2
   mkdir -p "${root}${LAB_TORCH_MOUNT}"
 }
 
-# Unmount and forget a node's overlay (its processes must be gone).
+# A stable UUID from a text (the dgx-os flavour's NetworkManager profiles have the same UUIDs at every up).
+lab_uuid() { printf '%s' "$1" | sha256sum | sed -E 's/^(.{8})(.{4}).(.{3}).(.{3})(.{12}).*/\1-\2-4\3-8\4-\5/'; }
+
+# The dgx-os flavour of a Spark (LAB_FLAVOUR=dgx-os): the node as DGX OS and its owner leave it.
+#  - NetworkManager (Debian 12's real network-manager 1.42, fetch_nm_debs) renders netplan
+#    (01-network-manager-all.yaml) and keeps profiles on the CX-7 ports stored as netplan YAML, as
+#    DGX OS's NetworkManager does (90-NM-<uuid>.yaml, ids NM-<uuid> matched by name): link-local
+#    IPv4 on enp1s0f1np1, a manual 192.168.200.x/24 on enP2p1s0f1np1.
+#  - No root login (root has no key, as on a fresh DGX OS), and an admin user (LAB_DGX_USER) with
+#    the lab's key whose sudo asks for its password (LAB_DGX_PASSWORD; Debian's %sudo rule).
+#  - LAB deviation: the management port (enP7s7) stays systemd-networkd's (lab/lib/net.sh gives it
+#    its address), marked unmanaged for NetworkManager so the lab keeps its SSH; on DGX OS
+#    NetworkManager manages it too.
+# nvidia-peermem fails as on GB10 in every flavour (lab-modprobe). Ubuntu's NetworkManager patch
+# that writes nmcli's profiles back as 90-NM files is not in Debian's: profiles made with nmcli in
+# the lab are keyfiles.
+populate_dgx_os() {
+  local node="$1" root="$2" n uuid
+  if [[ ! -x "${root}/usr/sbin/NetworkManager" ]]; then
+    mkdir -p "${root}/var/cache/lab-debs"
+    cp "$(nm_debs_dir)"/*.deb "${root}/var/cache/lab-debs/"
+    chroot "${root}" /bin/sh -c 'DEBIAN_FRONTEND=noninteractive dpkg -i /var/cache/lab-debs/*.deb' >"${root}/var/cache/lab-debs.log" 2>&1 ||
+      die "installing network-manager into ${node} failed (log: ${root}/var/cache/lab-debs.log)"
+    rm -rf "${root}/var/cache/lab-debs"
+  fi
+  mkdir -p "${root}/etc/netplan" "${root}/etc/NetworkManager/conf.d"
+  printf '# Let NetworkManager manage all devices on this system\nnetwork:\n  version: 2\n  renderer: NetworkManager\n' \
+    >"${root}/etc/netplan/01-network-manager-all.yaml"
+  uuid="$(lab_uuid "${node}-enp1s0f1np1")"
+  cat >"${root}/etc/netplan/90-NM-${uuid}.yaml" <<EOF2
+network:
+  version: 2
+  ethernets:
+    NM-${uuid}:
+      renderer: NetworkManager
+      match:
+        name: "enp1s0f1np1"
+      dhcp4: false
+      link-local: [ipv4]
+      networkmanager:
+        uuid: "${uuid}"
+        name: "Wired connection 2"
+EOF2
+  uuid="$(lab_uuid "${node}-enP2p1s0f1np1")"
+  n="${node##*-}"; n="$(( $(printf '%d' "'${n}") - 96 + 10 ))"
+  cat >"${root}/etc/netplan/90-NM-${uuid}.yaml" <<EOF2
+network:
+  version: 2
+  ethernets:
+    NM-${uuid}:
+      renderer: NetworkManager
+      match:
+        name: "enP2p1s0f1np1"
+      addresses:
+        - "192.168.200.${n}/24"
+      networkmanager:
+        uuid: "${uuid}"
+        name: "Wired connection 3"
+EOF2
+  chmod 600 "${root}"/etc/netplan/*.yaml
+  printf '# LAB deviation (lab/lib/nodes.sh populate_dgx_os): the management port stays systemd-networkd'"'"'s.\n[keyfile]\nunmanaged-devices=interface-name:enP7s7\n' \
+    >"${root}/etc/NetworkManager/conf.d/10-lab-management.conf"
+  chroot "${root}" systemctl enable NetworkManager.service >/dev/null 2>&1 || true
+  # The admin user, and no way in for root.
+  if ! chroot "${root}" id "${LAB_DGX_USER}" >/dev/null 2>&1; then
+    chroot "${root}" useradd -m -s /bin/bash -G sudo "${LAB_DGX_USER}"
+  fi
+  printf '%s:%s\n' "${LAB_DGX_USER}" "${LAB_DGX_PASSWORD}" | chroot "${root}" chpasswd
+  install -d -m 0700 -o "$(chroot "${root}" id -u "${LAB_DGX_USER}")" -g "$(chroot "${root}" id -g "${LAB_DGX_USER}")" "${root}/home/${LAB_DGX_USER}/.ssh"
+  install -m 0600 -o "$(chroot "${root}" id -u "${LAB_DGX_USER}")" -g "$(chroot "${root}" id -g "${LAB_DGX_USER}")" "${LAB_KEY}.pub" "${root}/home/${LAB_DGX_USER}/.ssh/authorized_keys"
+  rm -f "${root}/root/.ssh/authorized_keys"
+  : >"${root}/var/lib/systemd/linger/${LAB_DGX_USER}"
+}
+
 # Unmount and forget a node's overlay (its processes must be gone).
 discard_node_root() {
   local node="$1" d
@@ -365,7 +471,7 @@ node_images_present() {
 
 wait_node_ssh() {
   local node="$1"
-  wait_until 120 1 "ssh on ${node}" ssh_node "${node}" true \
+  wait_until 120 1 "ssh on ${node}" ssh_login "${node}" true \
     || { tail -n 30 "$(node_dir "${node}")/console.log" >&2; die "${node}: ssh did not answer within 120s"; }
   if node_has_docker "${node}"; then
     # The image import (lab-docker-image.service) must be done before the node counts as up.

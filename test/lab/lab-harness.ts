@@ -100,10 +100,10 @@ export function run(cmd: string, args: string[], timeoutMs: number, input?: stri
     return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-/** lab/lab.sh ARGS, throwing with its output when it fails. */
-export function lab(args: string[], timeoutMs = 40 * 60_000): string {
+/** lab/lab.sh ARGS (with `env` added to this process's), throwing with its output when it fails. */
+export function lab(args: string[], timeoutMs = 40 * 60_000, env: Record<string, string> = {}): string {
     try {
-        return execFileSync(labSh, args, { encoding: "utf8", timeout: timeoutMs, stdio: ["ignore", "pipe", "pipe"] });
+        return execFileSync(labSh, args, { encoding: "utf8", timeout: timeoutMs, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } });
     } catch (err) {
         const e = err as { stdout?: string; stderr?: string; message: string };
         throw new Error(`lab/lab.sh ${args.join(" ")} failed: ${e.message}\nstdout:\n${e.stdout ?? ""}\nstderr:\n${e.stderr ?? ""}`);
@@ -124,11 +124,24 @@ export const sshOpts = [
     "ConnectTimeout=5",
 ];
 
-/** ssh root@NODE SCRIPT (bash -c on the node); returns status and output. */
+/**
+ * SCRIPT as root on NODE (bash -c): ssh root@NODE, or, on a Spark of the dgx-os flavour (which
+ * offers no root login, as DGX OS does not), `lab/lab.sh exec` (nsenter); returns status and output.
+ */
 export function sshRun(node: string, script: string, timeoutMs = 120_000): RunResult {
     const addr = nodeAddr[node];
     if (!addr) throw new Error(`unknown node ${node}`);
+    if (labFlavour() === "dgx-os" && node.startsWith("spark-")) return run(labSh, ["exec", node, script], timeoutMs);
     return run("ssh", ["-i", keyPath, ...sshOpts, `root@${addr}`, "bash", "-c", shQuote(script)], timeoutMs);
+}
+
+/** The running lab's flavour (LAB_FLAVOUR at lab.sh up): debian, or dgx-os. */
+export function labFlavour(): string {
+    try {
+        return fs.readFileSync(path.join(stateDir, "flavour"), "utf8").trim() || "debian";
+    } catch {
+        return "debian";
+    }
 }
 
 /** Like sshRun but throws when the command fails. */
@@ -353,8 +366,9 @@ const NOT_ON_A_FRESH_NODE = [NETPLAN_PATH, CONFIG_DIR, STATE_DIR, ...Object.valu
  * has anything a deploy leaves (a file or unit of ours, an nft table, a container, an interconnect
  * address).
  */
-export function labReusableFor(topology: string): string {
+export function labReusableFor(topology: string, flavour = "debian"): string {
     if (labStateFile("topology") !== topology) return `the lab is ${labStateFile("topology") || "down"}, not ${topology}`;
+    if ((labStateFile("flavour") || "debian") !== flavour) return `the lab is of the ${labStateFile("flavour") || "debian"} flavour, not ${flavour}`;
     if ((labStateFile("real-vllm") || "0") !== "0") return "the lab runs the real-vLLM layer";
     const status = run(labSh, ["status"], 60_000);
     if (status.status !== 0) return `lab status: ${status.stdout.trim()}`;
@@ -388,13 +402,14 @@ export function labReusableFor(topology: string): string {
  * caches and the lab hub's download logs emptied (a file may count downloads); at the end the lab
  * stays up for the next file when it is still clean, and goes down otherwise.
  */
-export function withLabUp(topology = "spark-pair", hooks: { tearDown?: () => void } = {}): void {
+export function withLabUp(topology = "spark-pair", hooks: { tearDown?: () => void; flavour?: "debian" | "dgx-os" } = {}): void {
+    const flavour = hooks.flavour ?? "debian";
     let reuse = false;
     before(async () => {
         requireLabPreconditions();
         await acquireLabLock();
         if (keepLabUp) {
-            const why = labReusableFor(topology);
+            const why = labReusableFor(topology, flavour);
             reuse = why === "";
             console.log(reuse ? `lab: reusing the running ${topology} lab` : `lab: bringing ${topology} up afresh (${why})`);
         }
@@ -406,7 +421,7 @@ export function withLabUp(topology = "spark-pair", hooks: { tearDown?: () => voi
             }
         } else {
             lab(["down"], 5 * 60_000);
-            lab(["up", "--topology", topology], 30 * 60_000);
+            lab(["up", "--topology", topology], 30 * 60_000, { LAB_FLAVOUR: flavour });
         }
     });
 
@@ -415,7 +430,7 @@ export function withLabUp(topology = "spark-pair", hooks: { tearDown?: () => voi
             hooks.tearDown?.();
         } finally {
             try {
-                const why = keepLabUp ? labReusableFor(topology) : "not kept up (SPARK_LAB_KEEP_UP unset)";
+                const why = keepLabUp ? labReusableFor(topology, flavour) : "not kept up (SPARK_LAB_KEEP_UP unset)";
                 if (why !== "") {
                     if (keepLabUp) console.log(`lab: taking ${topology} down (${why})`);
                     lab(["down"], 5 * 60_000);
