@@ -484,6 +484,7 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gather
         ...checkTopology(config.interconnect.topology, config.nodes.length),
         ...checkCabling(config.interconnect, config.nodes),
         ...checkModelEnvAgainstOverrides(config.model.env, config.nccl.overrides),
+        ...checkGpuDirectOverrides(config.nccl.overrides, config.nodes, config.roce.peermem),
         ...checkDockerMountsAgainstLocalModel(config.nodes, config.model.source, facts),
         ...checkOpenWebui(config),
     ];
@@ -533,6 +534,42 @@ export function checkModelEnvAgainstOverrides(env: Readonly<Record<string, strin
             message: `is also set by nccl.overrides.${name} (the runtime env file Ray, vLLM and the NCCL check read); set it in one place`,
             got: describeValue(env[name]),
             example: `remove it from model.env and keep nccl: { overrides: { ${name}: ${JSON.stringify(overrides[name])} } }`,
+        }));
+}
+
+/**
+ * NCCL variables that turn GPUDirect RDMA on, and the values that do. NCCL docs, "Environment
+ * Variables": NCCL_NET_GDR_LEVEL (LOC: never), NCCL_NET_GDR_READ, NCCL_DMABUF_ENABLE, NCCL_GDRCOPY_ENABLE.
+ */
+const GPUDIRECT_OVERRIDES: Readonly<Record<string, (value: string) => boolean>> = {
+    NCCL_NET_GDR_LEVEL: (v) => !["LOC", "0"].includes(v.trim().toUpperCase()),
+    NCCL_NET_GDR_READ: (v) => v.trim() === "1",
+    NCCL_DMABUF_ENABLE: (v) => v.trim() === "1",
+    NCCL_GDRCOPY_ENABLE: (v) => v.trim() === "1",
+};
+
+/**
+ * A GPUDirect setting in nccl.overrides on a cluster with a Spark, whose GB10 has no GPUDirect RDMA
+ * (NVIDIA's developer forum, "dgx-spark-gpudirect-rdma": nvidia-peermem, dma-buf and GDRCopy do
+ * not work there), unless roce.peermem is set to true on purpose: the same truth that leaves
+ * nvidia-peermem off (resolvePeermem).
+ */
+export function checkGpuDirectOverrides(
+    overrides: Readonly<Record<string, string>>,
+    nodes: readonly Pick<ParsedNode, "name" | "kind">[],
+    peermem: boolean | "auto",
+): ConfigIssue[] {
+    const spark = nodes.find((n) => n.kind === "spark");
+    if (spark === undefined || peermem === true) return [];
+    return Object.entries(overrides)
+        .filter(([name, value]) => GPUDIRECT_OVERRIDES[name]?.(value) === true)
+        .map(([name, value]) => ({
+            path: formatPath(["nccl", "overrides", name]),
+            message:
+                `turns GPUDirect RDMA on, which ${spark.name}'s GB10 does not support (nvidia-peermem, dma-buf and GDRCopy do not work there; ` +
+                "NCCL moves data through host memory). Fix: remove it (or set roce.peermem: true if a node of yours has it)",
+            got: describeValue(value),
+            example: "nccl: { overrides: {} }",
         }));
 }
 

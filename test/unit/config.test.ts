@@ -1956,3 +1956,36 @@ describe("a node that is gone (nodes[].ssh.connectTimeoutSeconds, nodes[].retire
         assert.match(error.issues[0].example, /tensorParallel: 2/);
     });
 });
+
+describe("first contact in config (issue 35): the sudo password, the take-over, GPUDirect on GB10", () => {
+    test("sudoPassword is a secret, refused in plaintext and when every node logs in as root; resolved on a node with another user", () => {
+        const plain = parseError({ ...base(), sudoPassword: "pass word" });
+        assert.ok(plain.issues.some((i) => i.path === "sudoPassword" && /--secret/.test(i.message)));
+        const unused = parseError({ ...base(), sudoPassword: "pass word" }, [...ALL_SECRET_KEYS, "sudoPassword"]);
+        assert.ok(unused.issues.some((i) => i.path === "sudoPassword" && /every node logs in as root/.test(i.message)));
+        const values = edited([["nodes.1.ssh.user", "nvidia"]]);
+        const config = parse({ ...values, sudoPassword: "pass word 1" }, [...ALL_SECRET_KEYS, "sudoPassword"]);
+        assert.equal(config.nodes[0].ssh.sudoPassword, undefined, "root needs no sudo password");
+        assert.equal(config.nodes[1].ssh.sudoPassword?.reveal(), "pass word 1");
+        assert.equal(String(config.nodes[1].ssh.sudoPassword), "[secret]");
+        const lineBreak = parseError({ ...values, sudoPassword: "a\nb" }, [...ALL_SECRET_KEYS, "sudoPassword"]);
+        assert.ok(lineBreak.issues.some((i) => i.path === "sudoPassword" && /one line/.test(i.message)));
+    });
+
+    test("a GPUDirect setting in nccl.overrides is refused on a cluster with a Spark (its GB10 has none), unless roce.peermem is true", () => {
+        for (const [name, value] of [
+            ["NCCL_NET_GDR_LEVEL", "PHB"],
+            ["NCCL_DMABUF_ENABLE", "1"],
+            ["NCCL_GDRCOPY_ENABLE", "1"],
+            ["NCCL_NET_GDR_READ", "1"],
+        ]) {
+            const err = parseError({ ...base(), nccl: { overrides: { [name]: value } } });
+            assert.ok(
+                err.issues.some((i) => i.path === `nccl.overrides.${name}` && /GB10 does not support/.test(i.message)),
+                name,
+            );
+            parse({ ...base(), nccl: { overrides: { [name]: value } }, roce: { peermem: true } });
+        }
+        parse({ ...base(), nccl: { overrides: { NCCL_NET_GDR_LEVEL: "LOC", NCCL_DMABUF_ENABLE: "0" } } });
+    });
+});
