@@ -40,10 +40,14 @@ lab_order=(
   # down after it
   lab/lab-netplan-restore integration/blastRadius integration/modelsync integration/sglang integration/openWebui integration/spark-pair
   integration/hostState
+  # the README's lab commands as printed: the demo brings the lab up itself and demo-down takes it down
+  integration/readmeLab
   # spark-pair, each file its own bring-up (they test the bring-up, or run alone)
   lab/lab-links lab/lab-unified-memory lab/lab-serving lab/lab-spark-pair
   # other topologies and lab variants
   integration/hetero4 lab/lab-hetero4 integration/workers integration/realVllm integration/switchless
+  # the dgx-os flavour of the Spark pair (NetworkManager, an admin user with sudo, no root login)
+  integration/dgxOs
 )
 mapfile -t found < <(find build/test -name '*.test.js' | sort)
 declare -A listed=()

@@ -18,6 +18,8 @@ import { lab, withLabUp } from "../lab/lab-harness";
 import * as fs from "node:fs";
 import { OUR_PATHS, Session, apiKeyOf, chat, newSession, nodes, pulumi, pulumiWithConfig, removeSession, root, ssh } from "./stackSession";
 import { NM_UNMANAGED_CONF, PEERMEM_CONF, TAKEOVER_STATE_DIR } from "../../components/render/paths";
+import { NOT_RUN_BY_THE_QUICKSTART_TEST, quickstartCommands } from "../support/docCommands";
+import * as os from "node:os";
 
 const SPARKS = ["spark-a", "spark-b"] as const;
 /** The dgx-os flavour's admin user and its sudo password (lab/lib/nodes.sh LAB_DGX_USER, LAB_DGX_PASSWORD). */
@@ -253,5 +255,78 @@ describe("Sparks as DGX OS leaves them, and their owner after NVIDIA's playbooks
             assert.equal(now.devices, initial[node].devices, `${node}'s NetworkManager devices`);
             assert.deepEqual(now.addresses, initial[node].addresses, `${node}'s addresses`);
         }
+    });
+});
+
+describe("the README's two-Spark quickstart and docs/operations.md's commands, run as printed on this pair", () => {
+    const stackFile = path.join(root, "stacks", "Pulumi.my-pair.yaml");
+    const work = fs.mkdtempSync(path.join(os.tmpdir(), "spark-cluster-quickstart-"));
+    /** What the reader does around the commands: their passphrase exported, and "yes" at up's and destroy's prompt. */
+    const env = {
+        ...process.env,
+        PULUMI_BACKEND_URL: `file://${work}`,
+        PULUMI_CONFIG_PASSPHRASE: "the reader's own passphrase",
+        PULUMI_CONFIG_PASSPHRASE_FILE: "",
+        PULUMI_SKIP_CONFIRMATIONS: "true",
+    };
+
+    before(() => {
+        assert.ok(!fs.existsSync(stackFile), `${stackFile} exists already`);
+        // Step 3 (cp stacks/Pulumi.spark-pair.yaml, then edit the EDIT lines): the lab's pair, as its
+        // owner would write it: the admin user, the take-over, the lab's key and addresses; no secrets yet.
+        const dev = fs.readFileSync(path.join(root, "Pulumi.dev.yaml"), "utf8");
+        const mine = dev
+            .replace(/ssh: \{host: (10\.77\.0\.1[12])\}/g, `ssh: {host: $1, user: ${USER}}`)
+            .replace("  spark-cluster:interconnect:\n", "  spark-cluster:interconnect:\n    takeOver: true\n")
+            .replace(/\n {2}spark-cluster:apiKey:\n {4}secure: [^\n]+/, "")
+            .replace(/\nencryptionsalt: [^\n]+/, "");
+        assert.ok(!mine.includes("secure:") && mine.includes("takeOver: true") && mine.includes(`user: ${USER}`));
+        fs.writeFileSync(stackFile, mine);
+    });
+
+    after(() => {
+        fs.rmSync(stackFile, { force: true });
+        fs.rmSync(work, { recursive: true, force: true });
+    });
+
+    it("every command of them runs (but those NOT_RUN_BY_THE_QUICKSTART_TEST names, with why), destroy last", async () => {
+        const commands = quickstartCommands().filter((c) => !(c.line in NOT_RUN_BY_THE_QUICKSTART_TEST));
+        const destroy = commands.filter((c) => / destroy$/.test(c.line));
+        assert.equal(destroy.length, 1, "the quickstart ends with one destroy");
+        const ordered = [...commands.filter((c) => !destroy.includes(c)), ...destroy];
+        const prefix = ordered.filter((c) => /^[A-Z]+=/.test(c.line)).map((c) => c.line);
+        let tryItLine = "";
+        for (const c of ordered) {
+            if (/^[A-Z]+=/.test(c.line)) continue; // a variable the later lines use (S="--stack my-pair")
+            const started = Date.now();
+            // The sudo password prompt gets the admin user's password; `--follow` runs until the reader's Ctrl-C.
+            const input = c.line.includes("spark-cluster:sudoPassword") ? `${SUDO_PASSWORD}\n` : "";
+            const follow = c.line.includes("--follow");
+            const r = spawnSync("bash", ["-c", `${prefix.join("\n")}\n${c.line}`], {
+                cwd: root,
+                env,
+                input,
+                encoding: "utf8",
+                timeout: follow ? 15_000 : 900_000,
+                killSignal: follow ? "SIGINT" : "SIGTERM",
+            });
+            const out = `${r.stdout}${r.stderr}`;
+            console.log(`ran in ${((Date.now() - started) / 1000).toFixed(1)} s: ${c.file}: ${c.line}`);
+            if (follow) {
+                assert.match(out, /^spark-a \| /m, `${c.line}: every line prefixed with its node`);
+                continue;
+            }
+            assert.equal(r.status, 0, `${c.file}: ${c.line}\n${out.slice(-3000)}`);
+            if (c.line.includes("stack output tryIt")) {
+                // "a curl line to paste into bash": the line it printed, run as it is.
+                tryItLine = r.stdout.trim();
+                assert.match(tryItLine, /^curl -s /);
+                const chatted = spawnSync("bash", ["-c", tryItLine], { cwd: root, env, encoding: "utf8", timeout: 120_000 });
+                assert.equal(chatted.status, 0, chatted.stderr);
+                assert.match(chatted.stdout, /served by spark-a,spark-b/);
+            }
+        }
+        assert.notEqual(tryItLine, "", "the quickstart printed a tryIt line");
+        for (const node of SPARKS) assert.equal(oursLeft(node), "", `${node} has nothing of ours after the quickstart's destroy`);
     });
 });

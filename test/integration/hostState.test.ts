@@ -2,7 +2,7 @@
 //
 // Drift through refresh (docs/operations.md, "Drift"): with one drift of each kind made by hand over SSH
 // (test/integration/drift.ts: our file edited or deleted, a unit stopped, disabled or edited, an
-// interconnect address and an MTU changed, PFC off, nvidia-peermem unloaded, our firewall table
+// interconnect address and an MTU changed, PFC off, our firewall table
 // deleted), `preview --refresh` reports each on its node's resource, and nothing else;
 // `up --refresh` repairs them; the next `preview --refresh` has no change. A clean cluster's
 // refresh is a no-op.

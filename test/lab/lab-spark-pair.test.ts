@@ -68,7 +68,10 @@ describe("lab spark-pair", { timeout: 60 * 60_000 }, () => {
         assert.match(qos, /Priority trust state: dscp/);
         assert.match(qos, /enabled\s+0\s+0\s+0\s+1\s+0\s+0\s+0\s+0/);
         assert.match(ssh("spark-a", "cat /var/lib/lab-sim/mlnx_qos/enp1s0f1np1.json"), /"pfc": \[0, 0, 0, 1, 0, 0, 0, 0\]/);
-        assert.match(ssh("spark-a", "modprobe nvidia-peermem && lsmod"), /^nvidia_peermem\s/m);
+        // GB10 has no GPUDirect RDMA: the module fails to load, as the real one does there.
+        const peermem = sshRun("spark-a", "modprobe nvidia-peermem");
+        assert.notEqual(peermem.status, 0);
+        assert.match(peermem.stderr, /could not insert 'nvidia_peermem': Invalid argument/);
     });
 
     test("netplan apply works in a node and the interconnect passes MTU 9000", () => {
