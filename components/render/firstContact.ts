@@ -136,9 +136,11 @@ export interface NetplanDefinition {
     match?: { name?: string; macaddress?: string; driver?: string | string[] };
     /** A NetworkManager profile stored as netplan YAML (DGX OS's `90-NM-<uuid>.yaml`). */
     networkmanager?: { uuid?: string; name?: string };
+    /** A definition of our own file (an earlier up's): not another tool's. */
+    ours?: boolean;
 }
 
-/** The other tools' netplan definitions, files netplan or Python could not read, and what `netplan get` says of the whole. */
+/** The other tools' netplan definitions (and ours, marked), files netplan or Python could not read, and what `netplan get` says of the whole. */
 export interface NetplanFact {
     definitions: NetplanDefinition[];
     unreadable: { file: string; error: string }[];
@@ -150,8 +152,9 @@ export interface NetplanFact {
 
 /**
  * Python (3.8+, with PyYAML, which netplan.io needs) that prints one JSON line per definition of
- * every netplan file but ours, in netplan's own order of precedence (/run over /etc over /lib for
- * files of the same name). Only key names and the values named in `KEEP` leave the node.
+ * every netplan file, in netplan's own order of precedence (/run over /etc over /lib for files of
+ * the same name); ours (an earlier up's) marked `ours`. Only key names and the values named in
+ * `KEEP` leave the node.
  */
 export const NETPLAN_DEFINITIONS_PY = String.raw`import glob, json, os, sys
 ours = sys.argv[1]
@@ -168,8 +171,6 @@ KINDS = ("ethernets", "bonds", "bridges", "vlans", "vrfs", "tunnels", "wifis", "
 KEEP = ("addresses", "mtu", "dhcp4", "dhcp6", "link-local", "set-name", "interfaces", "link", "match")
 for name in sorted(files):
     path = files[name]
-    if path == ours:
-        continue
     try:
         with open(path) as f:
             doc = yaml.safe_load(f)
@@ -186,6 +187,8 @@ for name in sorted(files):
         for ident, d in defs.items():
             d = d if isinstance(d, dict) else {}
             e = {"file": path, "kind": kind, "id": str(ident), "keys": sorted(str(k) for k in d)}
+            if path == ours:
+                e["ours"] = True
             r = d.get("renderer", net.get("renderer"))
             if r is not None:
                 e["renderer"] = str(r)

@@ -5,6 +5,7 @@
 import type { NodeKind } from "../../config";
 import type { FirstContactFacts, LinkFact, NetplanDefinition } from "./firstContact";
 import { bashScript, shellQuote } from "./host/shell";
+import { HF_HOME_DIR } from "./paths";
 
 /** ok: as it should be; note: fine, worth knowing; warn: may hurt, up goes on; block: up stops before any node changes. */
 export type FindingLevel = "ok" | "note" | "warn" | "block";
@@ -176,7 +177,10 @@ export function nodeFindings(spec: NodeContactSpec, facts: FirstContactFacts): F
             `netplan cannot read its configuration: ${np.netplanError}`,
             "fix the file netplan names (netplan get shows the error), then run doctor again",
         );
-    const touches = netplanTouches(np.definitions, facts.links, ours);
+    const others = np.definitions.filter((d) => d.ours !== true);
+    // What our own file (an earlier up's) gives the ports: not foreign, the interconnect step replaces it.
+    const ourAddresses = new Set(np.definitions.filter((d) => d.ours === true).flatMap((d) => (Array.isArray(d.addresses) ? d.addresses.map(String) : [])));
+    const touches = netplanTouches(others, facts.links, ours);
     const byFile = new Map<string, Touch[]>();
     for (const t of touches) byFile.set(t.def.file, [...(byFile.get(t.def.file) ?? []), t]);
     for (const [file, fileTouches] of byFile) {
@@ -194,7 +198,7 @@ export function nodeFindings(spec: NodeContactSpec, facts: FirstContactFacts): F
         }
         const defs = fileTouches.map((t) => `${t.iface} (${describeDefinition(t.def)})`).join("; ");
         if (spec.takeOver) {
-            const action = takeOverAction(file, np.definitions, fileTouches);
+            const action = takeOverAction(file, others, fileTouches);
             add(
                 "netplan",
                 "note",
@@ -245,7 +249,7 @@ export function nodeFindings(spec: NodeContactSpec, facts: FirstContactFacts): F
             add("addresses", "block", `no interface ${iface.name}`, `check ${key("interconnect")} names (ibdev2netdev lists the ConnectX ports)`);
             continue;
         }
-        const foreign = link.addresses.filter((a) => a !== iface.address);
+        const foreign = link.addresses.filter((a) => a !== iface.address && !ourAddresses.has(a));
         if (foreign.length === 0) continue;
         if (spec.takeOver)
             add("addresses", "note", `${iface.name} has ${foreign.join(", ")}: the take-over removes them (their owner puts them back after destroy)`);
@@ -289,7 +293,7 @@ export function nodeFindings(spec: NodeContactSpec, facts: FirstContactFacts): F
 
     // Free disk for the model (and the image to pull).
     const free = (path: string) => facts.disk.find((d) => d.path === path)?.freeBytes;
-    const hfFree = free("/root/.cache/huggingface");
+    const hfFree = free(HF_HOME_DIR);
     if (hfFree !== undefined && spec.modelBytes !== undefined) {
         if (hfFree < spec.modelBytes * 1.05) {
             add(

@@ -336,6 +336,28 @@ describe("first contact: findings", () => {
         assert.deepEqual(levels(nodeFindings(spec({ interfaces: [{ name: "enp9", address: "10.9.9.9/24" }] }), cleanFacts()), "addresses"), ["block"]);
     });
 
+    it("what our own netplan file (an earlier up's) gives a port is not foreign: a changed address in config is no block", () => {
+        const links = cleanFacts().links.map((l) => (l.name === "enp1s0f1np1" ? { ...l, addresses: ["192.168.100.21/24"] } : l));
+        const netplan = {
+            unreadable: [],
+            definitions: [
+                {
+                    file: "/etc/netplan/60-spark-cluster-interconnect.yaml",
+                    kind: "ethernets",
+                    id: "enp1s0f1np1",
+                    keys: ["addresses", "mtu"],
+                    addresses: ["192.168.100.21/24"],
+                    ours: true,
+                },
+            ],
+        };
+        const found = nodeFindings(spec(), cleanFacts({ links, netplan }));
+        assert.deepEqual(
+            found.filter((f) => f.level === "block"),
+            [],
+        );
+    });
+
     it("GPUs, Docker and disk: each blocks with its fix", () => {
         assert.deepEqual(levels(nodeFindings(spec(), cleanFacts({ gpu: { missing: "nvidia-smi is not installed" } })), "gpu"), ["block"]);
         assert.deepEqual(levels(nodeFindings(spec({ gpus: 2 }), cleanFacts()), "gpu"), ["block"]);
