@@ -51,7 +51,7 @@ const LAYERS = [
 
 const results = []; // { nodes, metric, seconds }
 const now = () => performance.now() / 1000;
-/** Unix seconds, the clock of the command provider's timing log. */
+/** Unix seconds, the clock of our provider's timing log. */
 const epoch = () => (performance.timeOrigin + performance.now()) / 1000;
 const log = (msg) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 function record(nodes, rep, metric, seconds) {
@@ -309,7 +309,7 @@ class Stack {
                     const pre = e.resourcePreEvent?.metadata;
                     const post = e.resOutputsEvent?.metadata;
                     const meta = pre ?? post;
-                    if (!meta || meta.type !== "command:remote:Command") continue;
+                    if (!meta || meta.type !== "spark-remote:index:Step") continue;
                     // By resource and operation: a replacement's create and its delete are two steps.
                     const op = meta.op === "same" || meta.op === "update" || meta.op === "create" ? "" : `:${meta.op}`;
                     const name = meta.urn.split("::").pop() + op;
@@ -582,7 +582,7 @@ function cpuBusySeconds() {
 /**
  * A cold `up`'s cost apart from the lab: its critical path (from the event log and the stack's
  * dependency graph), the overhead (its wall time minus the time inside the critical path's
- * remote scripts, from the command provider's timing log), and the control plane's CPU seconds.
+ * remote scripts, from our provider's timing log), and the control plane's CPU seconds.
  * Writes the timeline (SVG) and its inputs to OUT.
  */
 function costOfColdUp(n, rep, up, graph) {
@@ -876,7 +876,7 @@ function costTable(when) {
         ["control-plane CPU, s", "control_cpu"],
         ["– the pulumi CLI, s", "cpu_cli"],
         ["– Node.js (the program), s", "cpu_node"],
-        ["– the command provider, s", "cpu_provider"],
+        ["– the spark-remote provider, s", "cpu_provider"],
         ["control-plane CPU per node, s (target ≤ 0.5)", "control_cpu_per_node"],
         ["no-op up, wall s (target ≤ 2.0 at 8)", "noop_up"],
         ["no-op up, control-plane CPU s", "noop_control_cpu"],

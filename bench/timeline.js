@@ -5,7 +5,7 @@
 // Inputs, all in Unix seconds:
 // - the event log as the bench read it: `{ t, event }` per line, `t` the wall clock when the line
 //   arrived (the events' own `timestamp` is whole seconds; the bench reads the log every 0.1 s);
-// - the command provider's timing log (SPARK_COMMAND_TIMING_LOG): `{ urn, dial, start, end }` per
+// - our provider's timing log (SPARK_COMMAND_TIMING_LOG): `{ urn, dial, start, end }` per
 //   remote script, measured around the script itself (the SSH exec request to its exit status);
 // - each resource's dependencies, from `pulumi stack export` after the run.
 "use strict";
@@ -19,7 +19,7 @@ const SLACK = 0.25;
 /**
  * The run's steps: one per resource and operation that the engine reported starting
  * (resourcePreEvent) and ending (resOutputsEvent), with the times those events arrived.
- * Only `command:remote:Command` steps are kept unless `allTypes`.
+ * Only `spark-remote:index:Step` steps are kept unless `allTypes`.
  */
 function stepsFromEvents(timedEvents, { allTypes = false } = {}) {
     const steps = new Map();
@@ -27,7 +27,7 @@ function stepsFromEvents(timedEvents, { allTypes = false } = {}) {
         const pre = event.resourcePreEvent?.metadata;
         const post = event.resOutputsEvent?.metadata;
         const meta = pre ?? post;
-        if (!meta || (!allTypes && meta.type !== "command:remote:Command")) continue;
+        if (!meta || (!allTypes && meta.type !== "spark-remote:index:Step")) continue;
         // A replacement's create and its delete are two steps of one resource.
         const op = ["same", "update", "create", "refresh"].includes(meta.op) ? "" : `:${meta.op}`;
         const key = meta.urn + op;

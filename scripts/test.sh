@@ -38,7 +38,7 @@ lab_order=(
   # than the link-local restore, whose destroy cannot put it back. hostState last: it leaves
   # spark-b as a node that is gone leaves it (everything of ours still there), so the lab goes
   # down after it
-  lab/lab-netplan-restore integration/blastRadius integration/modelsync integration/sglang integration/openWebui integration/spark-pair
+  lab/lab-netplan-restore integration/blastRadius integration/modelsync integration/sglang integration/openWebui integration/provider integration/spark-pair
   integration/hostState
   # spark-pair, each file its own bring-up (they test the bring-up, or run alone)
   lab/lab-links lab/lab-unified-memory lab/lab-serving lab/lab-spark-pair

@@ -22,7 +22,7 @@ export function bashScript(lines: readonly string[]): string {
 }
 
 /**
- * The command a remote.Command runs: the script handed to bash on stdin-free
+ * The command a step runs: the script handed to bash on stdin-free
  * `bash -c`, as root (through `sudo -n` when the SSH user is not root).
  */
 export function remoteCommand(script: string, sshUser: string): string {

@@ -12,16 +12,15 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 )
 
-// checkType fails for every resource type but command:remote:Command.
+// checkType fails for every resource type but spark-remote:index:Step.
 func checkType(typ, urn string) error {
 	if typ == "" && urn != "" {
 		if u, err := resource.ParseURN(urn); err == nil {
 			typ = string(u.Type())
 		}
 	}
-	if typ != RemoteCommandToken {
-		return fmt.Errorf("%s is not implemented by this build of the command provider (only %s)",
-			typ, RemoteCommandToken)
+	if typ != StepToken {
+		return fmt.Errorf("%s is not implemented by the %s provider (only %s)", typ, PackageName, StepToken)
 	}
 	return nil
 }
@@ -36,7 +35,8 @@ func resourceName(name, urn string) string {
 	return "command"
 }
 
-// Check validates the inputs and applies the defaults of the npm SDK (which it applies itself as well).
+// Check validates the inputs and applies the defaults (the connection's, as the SDK does too, and
+// addPreviousOutputInEnv's).
 func (p *Provider) Check(_ context.Context, req *pulumirpc.CheckRequest) (*pulumirpc.CheckResponse, error) {
 	if err := checkType(req.GetType(), req.GetUrn()); err != nil {
 		return nil, err
@@ -62,7 +62,7 @@ func (p *Provider) Check(_ context.Context, req *pulumirpc.CheckRequest) (*pulum
 	if conn, ok := news[keyConnection]; !ok || conn.IsNull() {
 		fail(string(keyConnection), "missing required property 'connection'")
 	} else {
-		// upstream marks the connection secret, in inputs as in outputs.
+		// The connection is secret (it holds the credentials), whatever the program marked.
 		news[keyConnection] = ensureSecret(checkConnection(conn, string(keyConnection), true, fail))
 	}
 
@@ -80,7 +80,7 @@ func (p *Provider) Check(_ context.Context, req *pulumirpc.CheckRequest) (*pulum
 		fail(string(keyLogging), "expected a string, got "+v.TypeString())
 	}
 	if v, _ := unwrapSecret(news[keyAddPreviousOutputInEnv]); v.IsNull() {
-		news[keyAddPreviousOutputInEnv] = resource.NewBoolProperty(true)
+		news[keyAddPreviousOutputInEnv] = resource.NewBoolProperty(defaultAddPreviousOutputInEnv)
 	} else if !v.IsBool() && !v.IsComputed() {
 		fail(string(keyAddPreviousOutputInEnv), "expected a boolean, got "+v.TypeString())
 	}
@@ -337,7 +337,7 @@ func (p *Provider) resourceLogger(ctx context.Context, urn string, in *commandIn
 }
 
 func inputError(what string, err error) error {
-	return fmt.Errorf("invalid %s of %s: %w", what, RemoteCommandToken, err)
+	return fmt.Errorf("invalid %s of %s: %w", what, StepToken, err)
 }
 
 // Create runs the `create` command. In a preview nothing is run and stdout/stderr are unknown.
