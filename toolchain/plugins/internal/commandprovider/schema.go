@@ -87,7 +87,8 @@ func stepProperties() (inputs, outputs map[string]any) {
 		"create": map[string]any{
 			"type": "string",
 			"description": "The script run when the step is created, and when it is updated and has no `update` " +
-				"script.",
+				"script. When it fails after it started on the host, the step is recorded all the same (the engine " +
+				"keeps it with an initialization error): `destroy` runs its `delete`, and the next `up` runs it again.",
 		},
 		"delete": map[string]any{"type": "string", "description": "The script run when the step is deleted."},
 		"environment": map[string]any{
