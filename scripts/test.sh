@@ -15,11 +15,12 @@ if ! command -v netplan >/dev/null; then
   apt-get install -y -q netplan.io >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q netplan.io >/dev/null; }
 fi
 
-echo "== typecheck (tsc, strict), lint (eslint + @pulumi/eslint-plugin) and format (prettier)"
+echo "== typecheck (tsc, strict; the JavaScript by tsconfig.js.json), lint (eslint + @pulumi/eslint-plugin) and format (prettier)"
 rm -rf build  # no stale compiled tests from files that no longer exist
 tsc -p tsconfig.json
+tsc -p tsconfig.js.json
 eslint --max-warnings 0 .
-prettier --check --log-level warn "**/*.{ts,mjs}"
+prettier --check --log-level warn "**/*.{ts,mjs,js}"
 
 echo "== Go tests of the project-built plugins (toolchain/plugins)"
 (cd toolchain/plugins && go test -count=1 ./...)
