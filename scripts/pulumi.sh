@@ -90,7 +90,12 @@ has_old_provider() {
     file://*)
       dir=${PULUMI_BACKEND_URL#file://}
       for file in "${dir%%\?*}/.pulumi/stacks/$project/$stack.json" "${dir%%\?*}/.pulumi/stacks/$project/$stack.json.gz"; do
-        [ -f "$file" ] && { zgrep -qE '"type": ?"pulumi:providers:command"' "$file"; return; }
+        [ -f "$file" ] || continue
+        case "$file" in
+          *.gz) zgrep -qE '"type": ?"pulumi:providers:command"' "$file" ;;
+          *) grep -qE '"type": ?"pulumi:providers:command"' "$file" ;;
+        esac
+        return
       done ;;
   esac
   pulumi stack export --stack "$stack" 2>/dev/null | grep -qE '"type": ?"pulumi:providers:command"'

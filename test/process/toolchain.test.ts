@@ -194,6 +194,65 @@ describe("scripts/pulumi.sh --stack", () => {
     });
 });
 
+describe("scripts/pulumi.sh on a stack deployed before our provider had its own name", () => {
+    it("moves it to spark-remote before the command (a state rewrite, with a backup), once", () => {
+        const work = fs.mkdtempSync(path.join(os.tmpdir(), "spark-cluster-migrate-"));
+        const stack = `migrate-${process.pid}`;
+        const rootFile = path.join(root, `Pulumi.${stack}.yaml`);
+        const backups = path.join(root, ".pulumi-state-backups");
+        const before = fs.existsSync(backups) ? fs.readdirSync(backups) : [];
+        try {
+            // A real export of such a stack (test/unit/migrateProvider.test.ts; its secrets under the
+            // throwaway passphrase "x"), as stack `stack`.
+            const fixture = fs.readFileSync(path.join(root, "test", "unit", "fixtures", "migrate", "command-1.2.1-export.json"), "utf8");
+            fs.writeFileSync(
+                path.join(work, "old.json"),
+                fixture.replace(/urn:pulumi:dev::/g, `urn:pulumi:${stack}::`).replace(/spark-cluster-dev/g, `spark-cluster-${stack}`),
+            );
+            const env = {
+                ...process.env,
+                PULUMI_BACKEND_URL: `file://${work}/state?metadata=skip`,
+                PULUMI_CONFIG_PASSPHRASE: "x",
+                PULUMI_CONFIG_PASSPHRASE_FILE: "",
+            };
+            fs.mkdirSync(path.join(work, "state"));
+            const cli = (script: string) =>
+                execFileSync("bash", ["-c", `source scripts/env.sh && ${script}`], {
+                    cwd: root,
+                    encoding: "utf8",
+                    env: { ...env, PULUMI_BACKEND_URL: env.PULUMI_BACKEND_URL },
+                });
+            cli(`pulumi stack init ${stack} --non-interactive >/dev/null && pulumi stack import --stack ${stack} --file ${work}/old.json >/dev/null`);
+            const wrapper = (...args: string[]) =>
+                spawnSync(path.join(root, "scripts", "pulumi.sh"), ["--stack", stack, ...args], { cwd: root, encoding: "utf8", env });
+            const first = wrapper("stack", "export");
+            assert.equal(first.status, 0, first.stderr);
+            assert.match(first.stderr, /was deployed before our provider had its own name; moving it/);
+            const types = (JSON.parse(first.stdout) as { deployment: { resources: { type: string }[] } }).deployment.resources.map((r) => r.type);
+            assert.deepEqual([...new Set(types)].sort(), [
+                "pulumi:providers:spark-remote",
+                "pulumi:pulumi:Stack",
+                "spark-cluster:index:ClusterNode",
+                "spark-remote:index:Step",
+            ]);
+            const made = fs.readdirSync(backups).filter((f) => !before.includes(f));
+            assert.equal(made.length, 1, "one backup");
+            assert.match(fs.readFileSync(path.join(backups, made[0]), "utf8"), /"type": "command:remote:Command"/, "the backup is the state before");
+            const second = wrapper("stack", "export");
+            assert.equal(second.status, 0, second.stderr);
+            assert.doesNotMatch(second.stderr, /moving it/, "nothing left to move");
+            assert.equal(fs.readdirSync(backups).filter((f) => !before.includes(f)).length, 1);
+        } finally {
+            if (fs.existsSync(backups)) {
+                for (const f of fs.readdirSync(backups).filter((f) => !before.includes(f))) fs.rmSync(path.join(backups, f));
+                if (fs.readdirSync(backups).length === 0) fs.rmdirSync(backups);
+            }
+            fs.rmSync(rootFile, { force: true });
+            fs.rmSync(work, { recursive: true, force: true });
+        }
+    });
+});
+
 /**
  * `pulumi preview --diff` of the lab stack's config passed through `adapt`, with a throwaway file
  * backend (the user's stacks are never touched), a throwaway SSH key, and a fresh network
