@@ -17,6 +17,21 @@ import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 import timeline from "./timeline.js";
 
+/**
+ * @typedef {import("./timeline.js").Step} Step
+ * @typedef {import("./timeline.js").Timing} Timing
+ * @typedef {import("./timeline.js").TimedEvent} TimedEvent
+ * @typedef {{ source: string, servedName: string }} Model
+ * @typedef {{ seconds: number, out: string }} Timed
+ * @typedef {{ start?: number, end?: number }} StepSpan
+ * @typedef {{ prelude?: number, firstStep?: number, lastStep?: number, summary?: number }} Marks
+ * @typedef {{ resources: number, custom: number, components: number, writes: number, stateBytes: number }} Shape
+ * @typedef {{ up: number, formed: number | undefined, start: number }} RayUpTime
+ */
+
+/** @param {unknown} err */
+const messageOf = (err) => (err instanceof Error ? err.message : String(err));
+
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const SIZES = (process.env.BENCH_SIZES ?? "2,4,8").split(",").map(Number);
 const REPS = Number(process.env.BENCH_REPS ?? 3);
@@ -31,12 +46,16 @@ const LAB_KEY = path.join(root, "lab", ".state", "id_ed25519");
  */
 const NODE_NICE = process.env.BENCH_NODE_NICE ?? "0";
 const THORS = ["thor-a", "thor-b", "thor-c", "thor-d", "thor-e", "thor-f", "thor-g", "thor-h"];
+/** @param {number} i */
 const mgmt = (i) => `10.77.0.${21 + i}`;
 const MODELS = [
     { source: "lab/tiny-chat", servedName: "tiny-chat" },
     { source: "Qwen/Qwen2.5-0.5B-Instruct", servedName: "qwen-small" },
 ];
-/** Layers by step name (the resource's name, as components/ name them). */
+/**
+ * Layers by step name (the resource's name, as components/ name them).
+ * @type {[string, RegExp][]}
+ */
 const LAYERS = [
     ["ssh", /-(ssh|probe)$/],
     ["netplan", /-interconnect-apply$/],
@@ -49,17 +68,26 @@ const LAYERS = [
     ["vllm", /-vllm-/],
 ];
 
-const results = []; // { nodes, metric, seconds }
+/** @type {{ nodes: number, metric: string, seconds: number }[]} */
+const results = [];
 const now = () => performance.now() / 1000;
-/** Unix seconds, the clock of the command provider's timing log. */
+/** Unix seconds, the clock of our provider's timing log. */
 const epoch = () => (performance.timeOrigin + performance.now()) / 1000;
+/** @param {string} msg */
 const log = (msg) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+/**
+ * @param {number} nodes
+ * @param {number} rep
+ * @param {string} metric
+ * @param {number} seconds
+ */
 function record(nodes, rep, metric, seconds) {
     results.push({ nodes, metric, seconds });
     console.log(`BENCH v1 nodes=${nodes} rep=${rep} metric=${metric} seconds=${seconds.toFixed(2)}`);
 }
 
 // --- the lab lock (test/lab/lab-harness.ts: an atomic mkdir with the owner's pid in it) ---------
+/** @param {number} pid */
 function alive(pid) {
     try {
         process.kill(pid, 0);
@@ -76,7 +104,7 @@ async function takeLock() {
             fs.writeFileSync(path.join(LOCK, "pid"), String(process.pid));
             return;
         } catch (err) {
-            if (err.code !== "EEXIST") throw err;
+            if (/** @type {NodeJS.ErrnoException} */ (err).code !== "EEXIST") throw err;
             const owner = Number(fs.readFileSync(path.join(LOCK, "pid"), { encoding: "utf8", flag: "a+" }) || "0");
             if (owner && !alive(owner)) {
                 fs.rmSync(LOCK, { recursive: true, force: true });
@@ -97,6 +125,11 @@ function giveLock() {
 }
 
 // --- running things ---------------------------------------------------------------------------
+/**
+ * @param {string} file
+ * @param {string[]} args
+ * @param {Record<string, string>} [env]
+ */
 function sh(file, args, env = {}, timeoutS = 1200) {
     try {
         return execFileSync(file, args, {
@@ -108,9 +141,14 @@ function sh(file, args, env = {}, timeoutS = 1200) {
             env: { ...process.env, ...env },
         });
     } catch (err) {
-        throw new Error(`${path.basename(file)} ${args.join(" ")} failed: ${err.message}\n${err.stdout ?? ""}\n${err.stderr ?? ""}`);
+        const e = /** @type {Error & { stdout?: string, stderr?: string }} */ (err);
+        throw new Error(`${path.basename(file)} ${args.join(" ")} failed: ${e.message}\n${e.stdout ?? ""}\n${e.stderr ?? ""}`);
     }
 }
+/**
+ * @param {string} host
+ * @param {string} script
+ */
 const sshArgs = (host, script) => [
     "-i",
     LAB_KEY,
@@ -125,8 +163,20 @@ const sshArgs = (host, script) => [
     `root@${host}`,
     script,
 ];
+/**
+ * @param {string} host
+ * @param {string} script
+ */
 const ssh = (host, script, timeoutS = 300) => sh("ssh", sshArgs(host, script), {}, timeoutS);
-/** Times a command; resolves with its seconds. */
+/**
+ * Times a command; resolves with its seconds.
+ * @param {string} file
+ * @param {string[]} args
+ * @param {Record<string, string>} [env]
+ * @param {() => void} [onLine]
+ * @param {(child: import("node:child_process").ChildProcess) => void} [onStart]
+ * @returns {Promise<Timed>}
+ */
 function timed(file, args, env = {}, onLine = undefined, onStart = undefined) {
     return new Promise((resolve, reject) => {
         const start = now();
@@ -154,12 +204,15 @@ const CLK_TCK = 100; // USER_HZ on Linux
  */
 class ProcessCpu {
     constructor() {
+        /** @type {number | undefined} */
         this.root = undefined;
-        this.seen = new Map(); // pid -> { comm, args, cpu }
+        /** @type {Map<number, { comm: string, args: string, cpu: number }>} */
+        this.seen = new Map();
     }
     sample() {
         if (!this.root) return;
-        const table = new Map(); // pid -> { ppid, comm, cpu }
+        /** @type {Map<number, { ppid: number, comm: string, cpu: number }>} */
+        const table = new Map();
         for (const entry of fs.readdirSync("/proc")) {
             if (!/^\d+$/.test(entry)) continue;
             let stat;
@@ -200,6 +253,7 @@ class ProcessCpu {
     }
     /** CPU seconds by role: the CLI's run, its other invocations (pulumi.sh's `stack select`), the plugins, Node.js. */
     byRole() {
+        /** @type {Record<"cli" | "cli_other" | "language_host" | "provider" | "node" | "other", number>} */
         const roles = { cli: 0, cli_other: 0, language_host: 0, provider: 0, node: 0, other: 0 };
         for (const p of this.seen.values()) {
             const role =
@@ -221,8 +275,13 @@ class ProcessCpu {
 }
 
 // --- the stack --------------------------------------------------------------------------------
+/**
+ * @param {number} n
+ * @param {Model} model
+ */
 function stackConfig(n, model) {
     const dev = fs.readFileSync(path.join(root, "Pulumi.dev.yaml"), "utf8");
+    /** @param {RegExp} re */
     const keep = (re) => {
         const m = re.exec(dev);
         if (!m) throw new Error(`Pulumi.dev.yaml has no ${re}`);
@@ -254,6 +313,7 @@ function stackConfig(n, model) {
 }
 
 class Stack {
+    /** @param {number} n */
     constructor(n) {
         this.n = n;
         this.work = fs.mkdtempSync(path.join(os.tmpdir(), "spark-cluster-bench-"));
@@ -262,29 +322,41 @@ class Stack {
         fs.mkdirSync(this.backend);
         // ?metadata=skip as in scripts/env.sh's default backend: what a user of the scripts runs.
         this.env = { PULUMI_BACKEND_URL: `file://${this.backend}?metadata=skip`, PULUMI_CONFIG_PASSPHRASE: "", PULUMI_CONFIG_PASSPHRASE_FILE: "" };
+        /** @type {Model} */
+        this.model = MODELS[0];
         this.setModel(MODELS[0]);
     }
+    /** @param {Model} model */
     setModel(model) {
         this.model = model;
         fs.writeFileSync(this.configFile, stackConfig(this.n, model));
     }
+    /**
+     * @param {string[]} a
+     * @returns {[string, string[]]}
+     */
     args(...a) {
         return [path.join(root, "scripts", "pulumi.sh"), ["--stack", "dev", "--non-interactive", ...a, "--config-file", this.configFile]];
     }
+    /** @param {string[]} a */
     run(...a) {
         const [file, args] = this.args(...a);
         return timed(file, args, this.env);
     }
     /**
      * An `up` (or `preview`) with the engine's event log read as it grows, by wall clock: each
-     * step's start and end, and the phases of the run (see {@link phases}).
+     * step's start and end, and the phases of the run.
+     * @param {string[]} extra
      */
     async upWithLayers(...extra) {
         const events = path.join(this.work, `events-${Date.now()}.jsonl`);
         fs.writeFileSync(events, "");
-        const steps = new Map(); // name -> {start, end}
-        const marks = {}; // wall clock of the first prelude, first/last step event, summary
-        const timedEvents = []; // { t: Unix seconds when the line arrived, event }
+        /** @type {Map<string, StepSpan>} */
+        const steps = new Map();
+        /** @type {Marks} the wall clock of the first prelude, first/last step event, summary */
+        const marks = {};
+        /** @type {TimedEvent[]} t: Unix seconds when the line arrived */
+        const timedEvents = [];
         let offset = 0;
         let rest = "";
         const read = () => {
@@ -295,7 +367,7 @@ class Stack {
                 fs.readSync(fd, buf, 0, buf.length, offset);
                 offset = size;
                 const lines = (rest + buf.toString("utf8")).split("\n");
-                rest = lines.pop();
+                rest = lines.pop() ?? "";
                 const t = now();
                 const te = epoch();
                 for (const line of lines) {
@@ -309,7 +381,7 @@ class Stack {
                     const pre = e.resourcePreEvent?.metadata;
                     const post = e.resOutputsEvent?.metadata;
                     const meta = pre ?? post;
-                    if (!meta || meta.type !== "command:remote:Command") continue;
+                    if (!meta || meta.type !== "spark-remote:index:Step") continue;
                     // By resource and operation: a replacement's create and its delete are two steps.
                     const op = meta.op === "same" || meta.op === "update" || meta.op === "create" ? "" : `:${meta.op}`;
                     const name = meta.urn.split("::").pop() + op;
@@ -334,10 +406,14 @@ class Stack {
         const startEpoch = epoch();
         // The host's busy CPU time, sampled 4 times a second, so a layer's span can be given its
         // share (cpuBusySeconds).
+        /** @type {[number, number][]} */
         const samples = [[start, cpuBusySeconds()]];
         const sampler = setInterval(() => samples.push([now(), cpuBusySeconds()]), 250);
         // --event-log is one of the CLI's debug flags.
-        let seconds, out;
+        /** @type {number} */
+        let seconds;
+        /** @type {string} */
+        let out;
         try {
             ({ seconds, out } = await timed(
                 "bash",
@@ -353,13 +429,16 @@ class Stack {
             clearInterval(sampler);
         }
         samples.push([now(), cpuBusySeconds()]);
+        /** @param {number} t */
         const busyAt = (t) => {
             const i = samples.findIndex(([ts]) => ts >= t);
             if (i <= 0) return samples[Math.max(i, 0)][1];
             const [[t0, b0], [t1, b1]] = [samples[i - 1], samples[i]];
             return b0 + ((b1 - b0) * (t - t0)) / Math.max(t1 - t0, 1e-9);
         };
+        /** @type {Record<string, number>} */
         const layerCpuFloor = {};
+        /** @type {Record<string, number>} */
         const layers = {};
         for (const [layer, re] of LAYERS) {
             const mine = [...steps]
@@ -367,7 +446,7 @@ class Stack {
                 .map(([, s]) => s)
                 .filter((s) => s.start && s.end);
             if (!mine.length) continue;
-            const [from, to] = [Math.min(...mine.map((s) => s.start)), Math.max(...mine.map((s) => s.end))];
+            const [from, to] = [Math.min(...mine.map((s) => s.start ?? 0)), Math.max(...mine.map((s) => s.end ?? 0))];
             layers[layer] = to - from;
             layerCpuFloor[layer] = (busyAt(to) - busyAt(from)) / os.cpus().length;
         }
@@ -388,9 +467,14 @@ class Stack {
         // The longest single step (a wait of its own, or a step waiting on SSH or on a probe).
         const longest = [...steps]
             .filter(([, st]) => st.start && st.end)
-            .map(([name, st]) => ({ name, seconds: st.end - st.start }))
-            .reduce((a, b) => (b.seconds > (a?.seconds ?? -1) ? b : a), undefined);
+            .map(([name, st]) => ({ name, seconds: (st.end ?? 0) - (st.start ?? 0) }))
+            .reduce(
+                /** @param {{ name: string, seconds: number } | undefined} a @param {{ name: string, seconds: number }} b */
+                (a, b) => (b.seconds > (a?.seconds ?? -1) ? b : a),
+                undefined,
+            );
         const controlCpu = timeline.childrenCpuSeconds(fs.readFileSync(timesFile, "utf8"));
+        /** @type {Timing[]} */
         const timings = fs.existsSync(timingLog)
             ? fs
                   .readFileSync(timingLog, "utf8")
@@ -423,6 +507,7 @@ class Stack {
     stateBytes() {
         return stateFileBytes(this.backend, "spark-cluster");
     }
+    /** @param {string} name */
     output(name) {
         return sh(path.join(root, "scripts", "pulumi.sh"), ["--stack", "dev", "--non-interactive", "stack", "output", name], this.env).trim();
     }
@@ -435,6 +520,11 @@ class Stack {
     }
 }
 
+/**
+ * @param {string} endpoint
+ * @param {string} key
+ * @param {string} model
+ */
 async function chat(endpoint, key, model, limitS = 120) {
     const start = now();
     let last = "";
@@ -449,7 +539,7 @@ async function chat(endpoint, key, model, limitS = 120) {
             if (r.ok) return now() - start;
             last = `HTTP ${r.status}`;
         } catch (err) {
-            last = err.message;
+            last = messageOf(err);
         }
         await new Promise((r) => setTimeout(r, 200));
     }
@@ -457,7 +547,10 @@ async function chat(endpoint, key, model, limitS = 120) {
 }
 
 // --- the baseline: `ray up` with the same `ray start` argv ----------------------------------
-/** The argv our unit runs on a node (its ExecStart, venv runtime), without --block. */
+/**
+ * The argv our unit runs on a node (its ExecStart, venv runtime), without --block.
+ * @param {string} host
+ */
 function unitRayStart(host) {
     const line = ssh(host, "grep ^ExecStart= /etc/systemd/system/spark-cluster-ray.service").trim();
     return line
@@ -466,13 +559,28 @@ function unitRayStart(host) {
         .filter((w) => w !== "--block")
         .join(" ");
 }
+/**
+ * @param {number} n
+ * @returns {Promise<RayUpTime[]>}
+ */
 async function rayUpBaseline(n) {
     const hosts = THORS.slice(0, n).map((_, i) => mgmt(i));
     const starts = hosts.map(unitRayStart);
-    const nodeIp = (start) => /--node-ip-address=(\S+)/.exec(start)[1];
-    const address = /--address=(\S+)/.exec(starts[1])[1];
+    /** @param {RegExp} re @param {string} text */
+    const group1 = (re, text) => {
+        const m = re.exec(text);
+        if (!m) throw new Error(`no ${re} in ${text}`);
+        return m[1];
+    };
+    /** @param {string} start */
+    const nodeIp = (start) => group1(/--node-ip-address=(\S+)/, start);
+    const address = group1(/--address=(\S+)/, starts[1]);
     // Our units stopped, vLLM first, then the workers' Ray (a worker stopped after its head waits
     // 30 s for the GCS, then systemd kills it), then the head's; each group in parallel.
+    /**
+     * @param {string[]} group
+     * @param {string} units
+     */
     const stop = (group, units) =>
         Promise.all(
             group.map((host) =>
@@ -522,27 +630,29 @@ async function rayUpBaseline(n) {
     // Our readiness probe, counting only nodes that started after a given time (argv 5, ms):
     // the second `ray up` starts while the first cluster still stands.
     const alive = "alive = list(client.get_all_node_info(timeout=5, state_filter=GcsNodeInfo.GcsNodeState.ALIVE).values())";
-    const py0 = /export const RAY_PROBE_PY = String\.raw`([\s\S]*?)`;/.exec(probe)[1];
+    const py0 = group1(/export const RAY_PROBE_PY = String\.raw`([\s\S]*?)`;/, probe);
     if (!py0.includes(alive)) throw new Error("components/render/ray.ts: RAY_PROBE_PY no longer reads the node table as bench expects");
     const py = py0.replace(alive, `${alive}\n        alive = [n for n in alive if n.start_time_ms >= int(sys.argv[5])]`);
     ssh(hosts[0], `cat > /root/bench-probe.py <<'PY'\n${py}PY`);
+    /** @type {RayUpTime[]} */
     const times = [];
     for (const round of [1, 2]) {
         const start = now();
+        /** @type {Promise<Timed | { err: unknown }>} */
         const formed = timed("ssh", sshArgs(hosts[0], `${env}; python3 /root/bench-probe.py ${address} ${n} ${n} 180 ${Date.now()}`)).catch((err) => ({ err }));
         const up = await timed(
             "ssh",
             sshArgs(hosts[0], `${env}; RAY_UP_enable_autoscaler_v2=0 RAY_enable_autoscaler_v2=0 ray up -y --no-config-cache /root/bench-cluster.yaml`),
         );
         const f = await formed;
-        if (f.err) {
-            log(`ray up #${round}: returned after ${up.seconds.toFixed(1)} s; the cluster did not form within 180 s: ${f.err.message.slice(-300)}`);
+        if ("err" in f) {
+            log(`ray up #${round}: returned after ${up.seconds.toFixed(1)} s; the cluster did not form within 180 s: ${messageOf(f.err).slice(-300)}`);
             try {
                 log(
                     `the head's monitor.log:\n${ssh(hosts[0], "tail -n 40 /tmp/ray/session_latest/logs/monitor.log; tail -n 20 /tmp/ray/session_latest/logs/monitor.err")}`,
                 );
             } catch (err) {
-                log(`no monitor.log: ${err.message.slice(0, 200)}`);
+                log(`no monitor.log: ${messageOf(err).slice(0, 200)}`);
             }
             times.push({ up: up.seconds, formed: undefined, start });
         } else {
@@ -563,7 +673,8 @@ async function rayUpBaseline(n) {
 /** Memory in use on the host (MemTotal - MemAvailable: page cache left out). */
 function memUsedGib() {
     const info = fs.readFileSync("/proc/meminfo", "utf8");
-    const kib = (key) => Number(new RegExp(`^${key}:\\s+(\\d+)`, "m").exec(info)[1]);
+    /** @param {string} key */
+    const kib = (key) => Number(new RegExp(`^${key}:\\s+(\\d+)`, "m").exec(info)?.[1]);
     return (kib("MemTotal") - kib("MemAvailable")) / 2 ** 20;
 }
 
@@ -582,8 +693,12 @@ function cpuBusySeconds() {
 /**
  * A cold `up`'s cost apart from the lab: its critical path (from the event log and the stack's
  * dependency graph), the overhead (its wall time minus the time inside the critical path's
- * remote scripts, from the command provider's timing log), and the control plane's CPU seconds.
+ * remote scripts, from our provider's timing log), and the control plane's CPU seconds.
  * Writes the timeline (SVG) and its inputs to OUT.
+ * @param {number} n
+ * @param {number} rep
+ * @param {{ seconds: number, timedEvents: TimedEvent[], timings: Timing[], startEpoch: number, endEpoch: number, controlCpu: number, cpuByProcess: Record<string, number> }} up
+ * @param {{ deps: import("./timeline.js").Deps, parents: import("./timeline.js").Parents }} graph
  */
 function costOfColdUp(n, rep, up, graph) {
     const steps = timeline.stepsFromEvents(up.timedEvents);
@@ -619,10 +734,15 @@ function costOfColdUp(n, rep, up, graph) {
 }
 
 // --- one size -----------------------------------------------------------------------------------
+/**
+ * @param {number} n
+ * @returns {Promise<Shape | undefined>}
+ */
 async function benchSize(n) {
     await takeLock();
     const stack = new Stack(n);
-    let shape; // the cluster's stack after a cold up: its resources, state writes and state size
+    /** @type {Shape | undefined} the cluster's stack after a cold up: its resources, state writes and state size */
+    let shape;
     try {
         sh(path.join(root, "lab", "lab.sh"), ["down"], {}, 600);
         const lab = await timed(path.join(root, "lab", "lab.sh"), ["up", "--topology", `thor-switch-${n}`], { LAB_NODE_NICE: NODE_NICE });
@@ -638,10 +758,9 @@ async function benchSize(n) {
             const busyBefore = cpuBusySeconds();
             // BENCH_CLI_PROFILE=DIR: the cold up runs with the CLI's --profiling (Go's CPU and memory
             // profiles of the pulumi process, DIR/cold-N-R.<pid>.cpu); a diagnostic, it costs CPU itself.
-            const profile = process.env.BENCH_CLI_PROFILE
-                ? ["up", "--yes", "--skip-preview", "--profiling", path.join(path.resolve(process.env.BENCH_CLI_PROFILE), `cold-${n}-${rep}`)]
-                : [];
-            if (profile.length) fs.mkdirSync(path.resolve(process.env.BENCH_CLI_PROFILE), { recursive: true });
+            const profileDir = process.env.BENCH_CLI_PROFILE;
+            const profile = profileDir ? ["up", "--yes", "--skip-preview", "--profiling", path.join(path.resolve(profileDir), `cold-${n}-${rep}`)] : [];
+            if (profileDir) fs.mkdirSync(path.resolve(profileDir), { recursive: true });
             const up = await stack.upWithLayers(...profile);
             const endpoint = stack.output("endpoint");
             const chatS = await chat(endpoint, key, MODELS[0].servedName);
@@ -728,7 +847,11 @@ async function benchSize(n) {
     return shape;
 }
 
-/** The size of the dev stack's state file as the file backend in `backendDir` wrote it (Pulumi 3.274's layout). */
+/**
+ * The size of the dev stack's state file as the file backend in `backendDir` wrote it (Pulumi 3.274's layout).
+ * @param {string} backendDir
+ * @param {string} project
+ */
 function stateFileBytes(backendDir, project) {
     return fs.statSync(path.join(backendDir, ".pulumi", "stacks", project, "dev.json")).size;
 }
@@ -740,6 +863,8 @@ function stateFileBytes(backendDir, project) {
  * backend and ts-register.js): a cold `up` that writes the state as many times as the cluster's
  * cold `up` did (its components, 3 writes each, to a state of the same size), and a no-op `up` of
  * as many resources. No lab: after the size's lab is down. CPU as for the cluster (bash's `times`).
+ * @param {number} n
+ * @param {Shape} shape
  */
 async function pulumiAlone(n, shape) {
     const work = fs.mkdtempSync(path.join(os.tmpdir(), "spark-cluster-bench-alone-"));
@@ -776,6 +901,11 @@ async function pulumiAlone(n, shape) {
         };
         const script =
             'source "$SPARK_ROOT_FOR_BENCH/scripts/env.sh" && cd "$SPARK_BENCH_PROJECT" && { pulumi "$@"; rc=$?; times > "$SPARK_BENCH_TIMES"; exit $rc; }';
+        /**
+         * @param {number} resources
+         * @param {number} bytes
+         * @param {string[]} args
+         */
         const pulumi = async (resources, bytes, ...args) => {
             const r = await timed("bash", ["-c", script, "pulumi-alone", ...args, "--stack", "dev", "--non-interactive"], {
                 ...env,
@@ -817,6 +947,7 @@ async function pulumiAlone(n, shape) {
 }
 
 // --- the table ----------------------------------------------------------------------------------
+/** @param {number[]} values */
 function stats(values) {
     const s = [...values].sort((a, b) => a - b);
     return { n: s.length, min: s[0], median: s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2, max: s[s.length - 1] };
@@ -824,6 +955,10 @@ function stats(values) {
 function table() {
     const metrics = [...new Set(results.map((r) => r.metric))];
     const sizes = [...new Set(results.map((r) => r.nodes))];
+    /**
+     * @param {number} nodes
+     * @param {string} metric
+     */
     const med = (nodes, metric) => {
         const v = results.filter((r) => r.nodes === nodes && r.metric === metric).map((r) => r.seconds);
         return v.length ? stats(v).median : undefined;
@@ -838,6 +973,12 @@ function table() {
         }
     }
     lines.push("", "| ratio (medians) | nodes | value |", "| --- | ---: | ---: |");
+    /**
+     * @param {string} name
+     * @param {number} nodes
+     * @param {number | undefined} a
+     * @param {number | undefined} b
+     */
     const ratio = (name, nodes, a, b) => {
         if (a !== undefined && b !== undefined && b > 0) lines.push(`| ${name} | ${nodes} | ${(a / b).toFixed(2)} |`);
     };
@@ -858,9 +999,16 @@ function table() {
     return lines.join("\n");
 }
 
-/** The small table of medians of what the program itself costs (written to OUT/medians.md). */
+/**
+ * The small table of medians of what the program itself costs (written to OUT/medians.md).
+ * @param {Date} when
+ */
 function costTable(when) {
     const sizes = [...new Set(results.map((r) => r.nodes))];
+    /**
+     * @param {number} nodes
+     * @param {string} metric
+     */
     const med = (nodes, metric) => {
         const v = results.filter((r) => r.nodes === nodes && r.metric === metric).map((r) => r.seconds);
         return v.length ? stats(v).median.toFixed(2) : "–";
@@ -876,7 +1024,7 @@ function costTable(when) {
         ["control-plane CPU, s", "control_cpu"],
         ["– the pulumi CLI, s", "cpu_cli"],
         ["– Node.js (the program), s", "cpu_node"],
-        ["– the command provider, s", "cpu_provider"],
+        ["– the spark-remote provider, s", "cpu_provider"],
         ["control-plane CPU per node, s (target ≤ 0.5)", "control_cpu_per_node"],
         ["no-op up, wall s (target ≤ 2.0 at 8)", "noop_up"],
         ["no-op up, control-plane CPU s", "noop_control_cpu"],
@@ -903,8 +1051,8 @@ for (const n of SIZES) {
         const shape = await benchSize(n);
         if (shape) await pulumiAlone(n, shape);
     } catch (err) {
-        console.log(`BENCH v1 nodes=${n} error=${JSON.stringify(err.message.split("\n")[0])}`);
-        log(err.message.slice(0, 4000));
+        console.log(`BENCH v1 nodes=${n} error=${JSON.stringify(messageOf(err).split("\n")[0])}`);
+        log(messageOf(err).slice(0, 4000));
     }
 }
 console.log("");

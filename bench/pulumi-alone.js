@@ -16,6 +16,10 @@ if (!Number.isInteger(count) || count < 0 || !Number.isInteger(bytes) || bytes <
 }
 
 class Filler extends pulumi.ComponentResource {
+    /**
+     * @param {string} name
+     * @param {number} size
+     */
     constructor(name, size) {
         super("pulumi-alone:index:Filler", name, {}, {});
         this.registerOutputs({ text: "x".repeat(size) });

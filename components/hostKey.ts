@@ -1,7 +1,7 @@
 // SSH host keys: the node's SSH step prints the keys the node has, and every
 // later command of the node checks the key it is presented against the pinned
 // one (configured, or recorded on first contact). The check itself is the
-// command provider's (connection.hostKey): a changed key fails the command
+// provider's (connection.hostKey): a changed key fails the command
 // before it runs anything, and is not retried.
 import { createHash } from "node:crypto";
 import { SUDO_STDIN_MARKER, bashScript } from "./render/host/shell";

@@ -1,5 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
-import type * as command from "@pulumi/command";
+import type * as sparkRemote from "./sparkRemote";
 import type { ModelConfig, NodeConfig } from "../config";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
@@ -71,7 +71,7 @@ export interface ModelSyncArgs {
  */
 export class ModelSync extends pulumi.ComponentResource {
     /** The steps vLLM waits for. */
-    public readonly steps: command.remote.Command[];
+    public readonly steps: sparkRemote.Step[];
 
     constructor(name: string, args: ModelSyncArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
@@ -94,7 +94,7 @@ export class ModelSync extends pulumi.ComponentResource {
         // A keyed step is replaced (not updated) when the repository changes, the old step's delete
         // first: with model.removeCacheOnDestroy the old repository goes before the new one arrives,
         // and a replaced serve step cannot remove the marks its successor just relied on.
-        const made = new Map<string, command.remote.Command>();
+        const made = new Map<string, sparkRemote.Step>();
         for (const step of plan) {
             const n = nodes.find((candidate) => candidate.node.name === step.node);
             if (n === undefined) throw new pulumi.ResourceError(`internal: the model sync plans a step on ${step.node}, which is not a node`, this);

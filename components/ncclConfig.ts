@@ -1,5 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
-import type * as command from "@pulumi/command";
+import type * as sparkRemote from "./sparkRemote";
 import type { Runtime } from "../config";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
@@ -28,7 +28,7 @@ export class NcclConfig extends pulumi.ComponentResource {
     public readonly runtimeEnv: pulumi.Output<string>;
     /** Hash of what the runtime reads: a change restarts Ray and vLLM. */
     public readonly envHash: pulumi.Output<string>;
-    public readonly installed: command.remote.Command;
+    public readonly installed: sparkRemote.Step;
 
     constructor(name: string, args: NcclConfigArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);

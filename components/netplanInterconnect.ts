@@ -1,5 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
-import type * as command from "@pulumi/command";
+import type * as sparkRemote from "./sparkRemote";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
 import { NetplanSpec, linkResults, netplanPlan } from "./render/netplan";
@@ -23,7 +23,7 @@ export class NetplanInterconnect extends pulumi.ComponentResource {
     /** The rendered netplan file. */
     public readonly netplan: pulumi.Output<string>;
     /** The apply step: later layers depend on it. */
-    public readonly applied: command.remote.Command;
+    public readonly applied: sparkRemote.Step;
     /** What the link checks found at the last apply: each interface's state and speed, each rail's MTU end to end. */
     public readonly links: pulumi.Output<string[]>;
 

@@ -5,22 +5,19 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
-import * as command from "@pulumi/command";
 import type { NodeConfig } from "../config";
+import * as sparkRemote from "./sparkRemote";
 import { RootAccess, remoteCommand, rootAccessOf, shellQuote } from "./render/host/shell";
 import { unreachableHint } from "./render/unreachableHint";
 
 /**
- * A remote.Command's connection, with our command provider's own `unreachableHint`: the text it
- * adds to the error when the host cannot be reached (no diff when it changes).
+ * A step's connection (our provider's, with `unreachableHint`: the text it adds to the error when
+ * the host cannot be reached, and `sudoPassword`: the login user's sudo password, config
+ * sudoPassword, which the provider puts on every script's stdin before the marker line).
  */
-export type Connection = command.types.input.remote.ConnectionArgs & {
-    unreachableHint?: pulumi.Input<string>;
-    /** The login user's sudo password (config sudoPassword): the provider puts it on every script's stdin, before the marker line. */
-    sudoPassword?: pulumi.Input<string>;
-};
+export type Connection = sparkRemote.ConnectionArgs;
 
-const COMMAND_TYPE = "command:remote:Command";
+const STEP_TYPE = sparkRemote.STEP_TYPE;
 
 /** One step on a node: its scripts (run as root) and what else its command carries. */
 export interface RemoteStep {
@@ -32,7 +29,7 @@ export interface RemoteStep {
     logging?: "none";
     /** Text before the root command line of `create`, as it is. Defaults to none. */
     header?: pulumi.Input<string>;
-    /** Values whose change replaces the command. Defaults to none. */
+    /** Values whose change replaces the step. Defaults to none. */
     triggers?: pulumi.Input<pulumi.Input<string>[]>;
     /** Run the scripts as the login user, not as root (the SSH step of a login other than root). Defaults to false. */
     asLoginUser?: boolean;
@@ -60,40 +57,35 @@ export class NodeHost {
     }
 
     /**
-     * The one factory of remote commands: a command on this node whose create (and delete) scripts
-     * run as root. `read`, when given, is what a refresh runs to read the host back (see
-     * render/host/read.ts): our command provider's own input, beyond the npm SDK's, so it is added
-     * by a transformation. `header` goes before the root command line as it is (a comment that
-     * re-runs the step when it changes); `triggers` replace the command when they change.
+     * The one factory of remote steps: a step on this node whose create (and delete) scripts run
+     * as root. `read`, when given, is what a refresh runs to read the host back (see
+     * render/host/read.ts). `header` goes before the root command line as it is (a comment that
+     * re-runs the step when it changes); `triggers` replace the step when they change.
      */
-    command(name: string, args: RemoteStep, opts: pulumi.CustomResourceOptions): command.remote.Command {
+    command(name: string, args: RemoteStep, opts: pulumi.CustomResourceOptions): sparkRemote.Step {
         const wrap = args.asLoginUser === true ? (s: string) => `bash -c ${shellQuote(s)}` : (s: string) => this.asRoot(s);
         const asRoot = (script: pulumi.Input<string>) => (typeof script === "string" ? wrap(script) : pulumi.output(script).apply(wrap));
         const read = args.read === undefined ? undefined : asRoot(args.read);
         const create =
             args.header === undefined ? asRoot(args.create) : pulumi.all([args.header, args.create]).apply(([header, script]) => header + wrap(script));
-        return new command.remote.Command(
+        return new sparkRemote.Step(
             name,
             {
                 connection: this.connection,
                 create,
                 ...(args.delete === undefined ? {} : { delete: asRoot(args.delete) }),
+                ...(read === undefined ? {} : { read }),
                 ...(args.stdin === undefined ? {} : { stdin: args.stdin }),
                 ...(args.logging === undefined ? {} : { logging: args.logging }),
                 ...(args.triggers === undefined ? {} : { triggers: args.triggers }),
             },
-            read === undefined ? opts : pulumi.mergeOptions(opts, { transformations: [withRead(read)] }),
+            opts,
         );
     }
 }
 
-/** The input our command provider reads a host back with on refresh (toolchain/plugins: keyRead). */
+/** The input our provider reads a host back with on refresh (toolchain/plugins: keyRead). */
 export const READ_INPUT = "read";
-
-/** A transformation that gives a remote.Command its {@link READ_INPUT}. */
-function withRead(read: pulumi.Input<string>): pulumi.ResourceTransformation {
-    return (args) => (args.type === COMMAND_TYPE ? { props: { ...args.props, [READ_INPUT]: read }, opts: args.opts } : undefined);
-}
 
 /**
  * What a preview puts where the text of a key *file* goes: a preview never reads the file, so it
@@ -102,7 +94,7 @@ function withRead(read: pulumi.Input<string>): pulumi.ResourceTransformation {
 export const PREVIEW_KEY_PLACEHOLDER = "(spark-cluster: the SSH private key file is not read in a preview)";
 
 /**
- * The input a preview with a placeholder key ignores on every remote.Command (`ignoreChanges`):
+ * The input a preview with a placeholder key ignores on every step (`ignoreChanges`):
  * the engine then diffs the command with the key recorded in its state instead, so a converged
  * stack previews with no change. `up` reads the file and ignores nothing.
  */
@@ -112,47 +104,37 @@ export const PREVIEW_IGNORED_KEY_PATH = "connection.privateKey";
 let placeholderInUse = false;
 
 /**
- * Adds {@link PREVIEW_IGNORED_KEY_PATH} to the `ignoreChanges` of every remote.Command once a
+ * Adds {@link PREVIEW_IGNORED_KEY_PATH} to the `ignoreChanges` of every step once a
  * placeholder key is in use. Registered on the stack when this module loads, i.e. before any
  * component exists: a component copies the stack's transformations when it is constructed, so
  * one registered later would miss its children. A no-op at `up` (no placeholder is made there).
  */
 export function ignorePlaceholderKey(args: pulumi.ResourceTransformationArgs): pulumi.ResourceTransformationResult | undefined {
-    if (!placeholderInUse || args.type !== COMMAND_TYPE) {
+    if (!placeholderInUse || args.type !== STEP_TYPE) {
         return undefined;
     }
     return { props: args.props, opts: pulumi.mergeOptions(args.opts, { ignoreChanges: [PREVIEW_IGNORED_KEY_PATH] }) };
 }
 
-/**
- * Every remote.Command of the program: no `PULUMI_COMMAND_STDOUT`/`STDERR` for the next run (none
- * of our scripts reads them). Asking for them makes sshd refuse (they are not in its `AcceptEnv`)
- * and the provider warn about it on every update and delete. Our provider does not count this
- * input in its diff, so a stack deployed before this setting sees no change.
- */
-export function withoutPreviousOutputInEnv(args: pulumi.ResourceTransformationArgs): pulumi.ResourceTransformationResult | undefined {
-    if (args.type !== COMMAND_TYPE) {
-        return undefined;
-    }
-    return { props: { ...args.props, addPreviousOutputInEnv: false }, opts: args.opts };
-}
+// No step asks for `PULUMI_COMMAND_STDOUT`/`STDERR` in the next run's environment (none of our
+// scripts reads them, and sshd refuses them unless they are in its `AcceptEnv`): our provider's
+// `addPreviousOutputInEnv` defaults to false, so the program leaves it out.
 if (pulumi.runtime.getStackResource() !== undefined) {
     pulumi.runtime.registerStackTransformation(ignorePlaceholderKey);
-    pulumi.runtime.registerStackTransformation(withoutPreviousOutputInEnv);
 }
 
-/** The inputs a retired node's commands keep from the stack's state: all of them. */
+/** The inputs a retired node's steps keep from the stack's state: all of them. */
 export const RETIRED_IGNORED_INPUTS = ["*"];
 
 /**
- * A command of a retired node (`nodes[].retired`): it keeps every input the state holds
+ * A step of a retired node (`nodes[].retired`): it keeps every input the state holds
  * (`ignoreChanges: ["*"]`, so `up` never updates it), runs nothing when it is not in the state yet
  * (empty create and delete), and leaves the stack without its delete (`retainOnDelete`): when the
  * node is removed from the config, or by `pulumi destroy --run-program`, whose steps take the
  * program's options. Nothing is ever run on a retired node.
  */
 export function retiredCommand(args: pulumi.ResourceTransformationArgs): pulumi.ResourceTransformationResult | undefined {
-    if (args.type !== COMMAND_TYPE) {
+    if (args.type !== STEP_TYPE) {
         return undefined;
     }
     // Every key stays (the SDK makes the resource's outputs, stdout among them, from these keys).

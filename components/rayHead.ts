@@ -1,5 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
-import type * as command from "@pulumi/command";
+import type * as sparkRemote from "./sparkRemote";
 import { typeToken } from "./package";
 import { RayNodeArgs, rayUnit, rayUnitCommand } from "./rayNode";
 import { readinessCommand } from "./readiness";
@@ -27,7 +27,7 @@ export interface RayHeadArgs extends RayNodeArgs {
 export class RayHead extends pulumi.ComponentResource {
     public readonly unit: pulumi.Output<string>;
     /** The unit step: workers start after it. */
-    public readonly started: command.remote.Command;
+    public readonly started: sparkRemote.Step;
     /** `host:port` workers and vLLM join. */
     public readonly address: string;
     /** How to reach the dashboard from your machine. */

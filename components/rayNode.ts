@@ -1,7 +1,7 @@
 // The Ray layer's shared wiring: one unit per node running `ray start --block`,
 // pinned to the node's interconnect address. RayHead and RayWorker use it.
 import * as pulumi from "@pulumi/pulumi";
-import type * as command from "@pulumi/command";
+import type * as sparkRemote from "./sparkRemote";
 import type { Runtime } from "../config";
 import type { NodeHost } from "./nodeConnection";
 import { RayPlan, RayStartSpec } from "./render/ray";
@@ -27,7 +27,7 @@ export function rayUnit(plan: RayPlan, args: RayNodeArgs): pulumi.Output<string>
  * The steps shared by head and workers: the root-only token file (from stdin, so the token stays
  * out of the script, its output and the process list; a new token restarts Ray), then the unit.
  */
-export function rayUnitCommand(name: string, plan: RayPlan, unit: pulumi.Output<string>, args: RayNodeArgs, parent: pulumi.Resource): command.remote.Command {
+export function rayUnitCommand(name: string, plan: RayPlan, unit: pulumi.Output<string>, args: RayNodeArgs, parent: pulumi.Resource): sparkRemote.Step {
     const auth = args.host.command(
         `${name}-auth`,
         {

@@ -1,5 +1,5 @@
 import * as pulumi from "@pulumi/pulumi";
-import type * as command from "@pulumi/command";
+import type * as sparkRemote from "./sparkRemote";
 import { typeToken } from "./package";
 import { RayNodeArgs, rayUnit, rayUnitCommand } from "./rayNode";
 import { rayPlan } from "./render/ray";
@@ -13,7 +13,7 @@ const TYPE = typeToken("RayWorker");
  */
 export class RayWorker extends pulumi.ComponentResource {
     public readonly unit: pulumi.Output<string>;
-    public readonly started: command.remote.Command;
+    public readonly started: sparkRemote.Step;
 
     constructor(name: string, args: RayNodeArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);

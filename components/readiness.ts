@@ -1,7 +1,7 @@
 // The "done only when it really works" step that follows a unit: a bounded
 // probe on the node, re-run whenever the unit it checks changes.
 import * as pulumi from "@pulumi/pulumi";
-import type * as command from "@pulumi/command";
+import type * as sparkRemote from "./sparkRemote";
 import type { NodeHost } from "./nodeConnection";
 import { contentHash } from "./render/host/shell";
 
@@ -17,7 +17,7 @@ export interface ReadinessArgs {
     triggers?: pulumi.Input<string>[];
 }
 
-export function readinessCommand(name: string, args: ReadinessArgs, opts: pulumi.CustomResourceOptions): command.remote.Command {
+export function readinessCommand(name: string, args: ReadinessArgs, opts: pulumi.CustomResourceOptions): sparkRemote.Step {
     return args.host.command(
         `${name}-ready`,
         {

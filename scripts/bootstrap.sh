@@ -5,7 +5,7 @@
 #      package tries to download a plugin);
 #   2. the Pulumi CLI, built from its Go module at PULUMI_VERSION (toolchain/versions.env;
 #      newer than @pulumi/pulumi, PULUMI_NODEJS_SDK_VERSION, while npm lags the Go module proxy);
-#   3. the project-built Node.js language host and command provider plugins
+#   3. the project-built Node.js language host and our own provider plugin, spark-remote
 #      (toolchain/plugins, see toolchain/README.md);
 #   5. actionlint, which checks .github/workflows (built from its Go module).
 # Built binaries live in a per-user cache keyed by version (and, for the
@@ -95,17 +95,17 @@ else
 fi
 
 # --- 3. Project-built plugins ------------------------------------------------
-plugins_key=$( { echo "$PULUMI_VERSION $COMMAND_PROVIDER_VERSION"; \
+plugins_key=$( { echo "$PULUMI_VERSION $SPARK_REMOTE_VERSION"; \
   find toolchain/plugins -type f \( -name '*.go' -o -name 'go.mod' -o -name 'go.sum' \) ! -name '*_test.go' -print0 \
   | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16)
 plugins_dir="$CACHE/plugins-$plugins_key"
-if [ ! -x "$plugins_dir/pulumi-resource-command" ] || [ ! -x "$plugins_dir/pulumi-language-nodejs" ]; then
-  say "building the language host and command provider plugins (toolchain/plugins)"
+if [ ! -x "$plugins_dir/pulumi-resource-spark-remote" ] || [ ! -x "$plugins_dir/pulumi-language-nodejs" ]; then
+  say "building the language host and the spark-remote provider plugins (toolchain/plugins)"
   mkdir -p "$plugins_dir.tmp"
   with_progress "go build plugins" "$CACHE/plugins-build.log" \
     env -C toolchain/plugins go build -mod=readonly -trimpath -o "$plugins_dir.tmp/" \
-      -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION -X spark-cluster.local/toolchain/plugins/internal/commandprovider.Version=$COMMAND_PROVIDER_VERSION" \
-      ./cmd/pulumi-language-nodejs ./cmd/pulumi-resource-command
+      -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION -X spark-cluster.local/toolchain/plugins/internal/commandprovider.Version=$SPARK_REMOTE_VERSION" \
+      ./cmd/pulumi-language-nodejs ./cmd/pulumi-resource-spark-remote
   rm -rf "$plugins_dir"
   mv "$plugins_dir.tmp" "$plugins_dir"
 else
@@ -114,7 +114,7 @@ fi
 
 # --- 4. Install where the CLI looks for plugins ------------------------------
 # The CLI finds the Node.js language host (a "bundled" plugin) next to its own
-# executable, and the command provider in $PULUMI_HOME/plugins/resource-command-vX/.
+# executable, and our provider in $PULUMI_HOME/plugins/resource-spark-remote-vX/.
 # Installed there, neither is an "ambient" plugin from $PATH, so Pulumi prints no
 # "using ... from $PATH" warning (scripts/env.sh sets PULUMI_HOME and ignores
 # ambient plugins). dist-* holds hard links (a copy where that fails), not symlinks:
@@ -127,12 +127,15 @@ if [ ! -x "$dist/pulumi" ] || [ ! -x "$dist/pulumi-language-nodejs" ]; then
   rm -rf "$dist"; mv "$dist.tmp" "$dist"
 fi
 home="$ROOT/.tools/pulumi-home"
-command_dir="$home/plugins/resource-command-v$COMMAND_PROVIDER_VERSION"
-mkdir -p "$command_dir"
+provider_dir="$home/plugins/resource-spark-remote-v$SPARK_REMOTE_VERSION"
+mkdir -p "$provider_dir"
 ln -sfn "$dist/pulumi" "$TOOLS/pulumi"
-ln -sfn "$plugins_dir/pulumi-resource-command" "$command_dir/pulumi-resource-command"
-# Earlier layouts linked the plugins into .tools/bin (ambient plugins): gone now.
+ln -sfn "$plugins_dir/pulumi-resource-spark-remote" "$provider_dir/pulumi-resource-spark-remote"
+# Earlier layouts: the plugins linked into .tools/bin (ambient plugins), and our provider installed
+# as Pulumi's `command` 1.2.1 (what it announced itself as until the rename; scripts/migrate-provider.sh
+# moves a stack deployed then). Neither is used now: removed, so that no stack can load it.
 rm -f "$TOOLS/pulumi-language-nodejs" "$TOOLS/pulumi-resource-command"
+rm -rf "$home"/plugins/resource-command-v1.2.1 "$home"/plugins/resource-command-v1.2.1.*
 
 # --- 5. actionlint -----------------------------------------------------------------
 # Lints .github/workflows (test/mocked/preview.test.ts runs it). Built from its Go module through the
@@ -155,4 +158,4 @@ have_actionlint=$("$TOOLS/actionlint" -version | sed -n 1p)
 
 have=$("$TOOLS/pulumi" version)
 [ "$have" = "v$PULUMI_VERSION" ] || die "built pulumi reports $have, expected v$PULUMI_VERSION"
-say "ready in $(( $(date +%s) - started ))s: pulumi $have in $TOOLS, command provider in $command_dir"
+say "ready in $(( $(date +%s) - started ))s: pulumi $have in $TOOLS, the spark-remote provider in $provider_dir"

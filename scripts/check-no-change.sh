@@ -10,8 +10,16 @@
 # both worktrees' Pulumi.dev.yaml): an OLD program that predates what today's lab
 # image needs in containers can still be deployed on it.
 # Both commits are checked out as git worktrees in a temporary directory that
-# share this checkout's node_modules, toolchain and lab key; the state lives in
-# a throwaway file backend. Exit 0 only when NEW shows no change.
+# share this checkout's Pulumi CLI, language host and lab key; the state lives in
+# a throwaway file backend. Each side runs with its own commit's npm packages
+# (this checkout's node_modules when the lockfiles are the same, else `npm ci`)
+# and its own commit's provider plugin (built from its toolchain/plugins as its
+# bootstrap would, into the same per-user cache), in a Pulumi home of its own:
+# a commit from before our provider had its own name runs as Pulumi's `command`
+# 1.2.1, as it did then. When NEW has toolchain/migrate-provider.js and the state
+# OLD left still names that provider, the state is moved to ours between the two
+# (what scripts/pulumi.sh does for a user; nothing runs on a host). Exit 0 only
+# when NEW shows no change.
 set -euo pipefail
 venv=0
 if [ "${1:-}" = --venv ]; then venv=1; shift; fi
@@ -28,7 +36,7 @@ mkdir -p "$work/backend"
 deployed=""
 cleanup() {
   if [ -n "$deployed" ]; then
-    (cd "$deployed" && pulumi destroy --stack dev --yes --skip-preview --non-interactive >"$work/destroy.log" 2>&1) \
+    (cd "$deployed" && PULUMI_HOME="$deployed-home" pulumi destroy --stack dev --yes --skip-preview --non-interactive >"$work/destroy.log" 2>&1) \
       || { echo "check-no-change: destroy failed:" >&2; tail -n 30 "$work/destroy.log" >&2; }
   fi
   git worktree remove --force "$work/old" 2>/dev/null || true
@@ -37,9 +45,46 @@ cleanup() {
 }
 trap cleanup EXIT
 
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/spark-cluster/toolchain"
+# The side's provider plugin, installed in its own Pulumi home: the build its bootstrap makes (same
+# cache key and flags), built here when that cache has none.
+install_provider() { # side
+  local dir="$work/$1" home="$work/$1-home" cmd name version key built
+  cmd=$(cd "$dir/toolchain/plugins/cmd" && ls -d pulumi-resource-*)
+  name=${cmd#pulumi-resource-}
+  # shellcheck disable=SC1091
+  version=$(source "$dir/toolchain/versions.env" && echo "${SPARK_REMOTE_VERSION:-${COMMAND_PROVIDER_VERSION:-}}")
+  key=$(cd "$dir" && source toolchain/versions.env && { echo "$PULUMI_VERSION $version"; \
+    find toolchain/plugins -type f \( -name '*.go' -o -name 'go.mod' -o -name 'go.sum' \) ! -name '*_test.go' -print0 \
+    | sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-16)
+  built="$cache/plugins-$key/$cmd"
+  if [ ! -x "$built" ]; then
+    echo "== building $1's provider plugin ($name $version, toolchain/plugins of ${!1:0:12})"
+    mkdir -p "$cache/plugins-$key"
+    # shellcheck disable=SC1091
+    (cd "$dir/toolchain/plugins" && source ../versions.env && go build -mod=readonly -trimpath -o "$built.tmp" \
+      -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION -X spark-cluster.local/toolchain/plugins/internal/commandprovider.Version=$version" \
+      "./cmd/$cmd") >"$work/$1-plugin-build.log" 2>&1 || { tail -n 30 "$work/$1-plugin-build.log" >&2; exit 1; }
+    mv "$built.tmp" "$built"
+  fi
+  mkdir -p "$home/plugins/resource-$name-v$version"
+  ln -s "$built" "$home/plugins/resource-$name-v$version/$cmd"
+}
+# Runs pulumi as the side: its Pulumi home, its directory.
+side_pulumi() { # side args...
+  local side=$1; shift
+  (cd "$work/$side" && PULUMI_HOME="$work/$side-home" pulumi "$@")
+}
+
 for side in old new; do
   git worktree add --quiet --detach "$work/$side" "${!side}"
-  ln -s "$SPARK_ROOT/node_modules" "$work/$side/node_modules"
+  if cmp -s "$work/$side/package-lock.json" "$SPARK_ROOT/package-lock.json"; then
+    ln -s "$SPARK_ROOT/node_modules" "$work/$side/node_modules"
+  else
+    echo "== npm ci for $side (${!side:0:12}: its package-lock.json is not this checkout's)"
+    (cd "$work/$side" && npm ci --ignore-scripts --no-audit --no-fund >"$work/$side-npm.log" 2>&1) || { tail -n 30 "$work/$side-npm.log" >&2; exit 1; }
+  fi
+  install_provider "$side"
   ln -s "$SPARK_ROOT/lab/.state" "$work/$side/lab/.state"
   if [ "$venv" = 1 ]; then
     sed -i -E 's#^(\s*)runtime: \{kind: docker[^}]*\}$#\1runtime: {kind: venv, path: /opt/lab-venv}#' "$work/$side/Pulumi.dev.yaml"
@@ -48,15 +93,29 @@ for side in old new; do
 done
 
 echo "== deploying the lab stack with $old"
-cd "$work/old"
-pulumi stack init dev --secrets-provider passphrase --non-interactive >/dev/null
+side_pulumi old stack init dev --secrets-provider passphrase --non-interactive >/dev/null
 deployed="$work/old"
-pulumi up --stack dev --yes --skip-preview --non-interactive >"$work/up-old.log" 2>&1 \
+side_pulumi old up --stack dev --yes --skip-preview --non-interactive >"$work/up-old.log" 2>&1 \
   || { tail -n 40 "$work/up-old.log" >&2; echo "check-no-change: up with $old failed" >&2; exit 1; }
 tail -n 3 "$work/up-old.log"
 
+if [ -f "$work/new/toolchain/migrate-provider.js" ]; then
+  side_pulumi new stack export --stack dev --file "$work/exported.json"
+  rc=0
+  # shellcheck disable=SC1091
+  node "$work/new/toolchain/migrate-provider.js" "$(source "$work/new/toolchain/versions.env" && echo "$SPARK_REMOTE_VERSION")" \
+    <"$work/exported.json" >"$work/migrated.json" || rc=$?
+  case "$rc" in
+    0) side_pulumi new stack import --stack dev --file "$work/migrated.json" >/dev/null
+       echo "check-no-change: moved the state to $new's provider (toolchain/migrate-provider.js)" ;;
+    3) ;;
+    *) echo "check-no-change: the state's migration failed" >&2; exit 1 ;;
+  esac
+fi
+
 echo "== previewing and updating with $new: nothing may change"
 cd "$work/new"
+export PULUMI_HOME="$work/new-home"
 deployed="$work/new"
 # Every resource OLD deployed must be unchanged ("same"). The only thing NEW may add are
 # component resources (grouping in the state: no provider, nothing runs on a host), e.g. the
@@ -76,4 +135,10 @@ allowed="${SPARK_NEW_COMPONENTS:-}" node -e '
 pulumi up --stack dev --yes --skip-preview --non-interactive >"$work/up-new.log" 2>&1 \
   || { tail -n 40 "$work/up-new.log" >&2; echo "check-no-change: up with $new failed" >&2; exit 1; }
 pulumi up --stack dev --yes --expect-no-changes --non-interactive
+types=$(pulumi stack export --stack dev | node -e '
+  const state = JSON.parse(require("fs").readFileSync(0, "utf8"));
+  const types = new Set((state.deployment.resources ?? []).filter((r) => r.custom).map((r) => r.type));
+  console.log([...types].sort().join(" "));
+')
+echo "check-no-change: custom resource types in the state after $new: $types"
 echo "check-no-change: $new changes nothing on a stack deployed with $old"

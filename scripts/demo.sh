@@ -9,7 +9,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 lab_was_up=1
 lab/lab.sh status >/dev/null 2>&1 || lab_was_up=0
 lab/lab.sh up
-if [ "$lab_was_up" = 0 ] && ./scripts/pulumi.sh --stack dev stack export 2>/dev/null | grep -q '"type": "command:remote:Command"'; then
+if [ "$lab_was_up" = 0 ] && ./scripts/pulumi.sh --stack dev stack export 2>/dev/null | grep -q '"type": "spark-remote:index:Step"'; then
   # A freshly booted lab has bare nodes: state from an earlier lab describes nothing.
   echo "== the lab was rebuilt: forgetting the dev stack's state from the previous lab"
   ./scripts/pulumi.sh stack rm dev --force --yes --preserve-config

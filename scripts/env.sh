@@ -5,7 +5,7 @@ SPARK_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export SPARK_ROOT
 export PATH="$SPARK_ROOT/.tools/bin:$SPARK_ROOT/node_modules/.bin:$PATH"
 # Plugins are installed where the CLI looks for them (scripts/bootstrap.sh, step 4):
-# the language host next to the CLI, the command provider in this project's own
+# the language host next to the CLI, our spark-remote provider in this project's own
 # Pulumi home. Never download one, and never pick one up from $PATH.
 export PULUMI_HOME="$SPARK_ROOT/.tools/pulumi-home"
 export PULUMI_IGNORE_AMBIENT_PLUGINS=true

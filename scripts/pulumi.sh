@@ -86,6 +86,35 @@ if [ -n "$stack" ] && ! selected_already && ! pulumi stack select "$stack" --non
   fi
 fi
 
+# A stack deployed before our provider had its own name (its state names Pulumi's `command`
+# package) moves to it first, by a rewrite of its state that touches no host
+# (scripts/migrate-provider.sh). Run on a stack that has it, the program would otherwise create
+# every step anew and leave the old ones to a `command` plugin. With the file backend the check
+# reads the stack's state file (a few ms); with another backend, or a state file not where Pulumi
+# 3.274 keeps it, it asks the CLI for the state (one `pulumi stack export`: a CLI start and a read of
+# the state).
+has_old_provider() {
+  local dir project file
+  project=$(sed -n 's/^name: *\([A-Za-z0-9_.-]*\) *$/\1/p' Pulumi.yaml)
+  case "$PULUMI_BACKEND_URL" in
+    file://*)
+      dir=${PULUMI_BACKEND_URL#file://}
+      for file in "${dir%%\?*}/.pulumi/stacks/$project/$stack.json" "${dir%%\?*}/.pulumi/stacks/$project/$stack.json.gz"; do
+        [ -f "$file" ] || continue
+        case "$file" in
+          *.gz) zgrep -qE '"type": ?"pulumi:providers:command"' "$file" ;;
+          *) grep -qE '"type": ?"pulumi:providers:command"' "$file" ;;
+        esac
+        return
+      done ;;
+  esac
+  pulumi stack export --stack "$stack" 2>/dev/null | grep -qE '"type": ?"pulumi:providers:command"'
+}
+if [ -n "$stack" ] && has_old_provider; then
+  echo "pulumi.sh: stack '$stack' was deployed before our provider had its own name; moving it (scripts/migrate-provider.sh)" >&2
+  "$SPARK_ROOT/scripts/migrate-provider.sh" --stack "$stack"
+fi
+
 # --config-file goes right after the command's name (the flags of `config` are inherited by its
 # subcommands), and only to the commands that have it.
 if [ -n "$found_config_file" ]; then

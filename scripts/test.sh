@@ -15,11 +15,12 @@ if ! command -v netplan >/dev/null; then
   apt-get install -y -q netplan.io >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q netplan.io >/dev/null; }
 fi
 
-echo "== typecheck (tsc, strict), lint (eslint + @pulumi/eslint-plugin) and format (prettier)"
+echo "== typecheck (tsc, strict; the JavaScript by tsconfig.js.json), lint (eslint + @pulumi/eslint-plugin) and format (prettier)"
 rm -rf build  # no stale compiled tests from files that no longer exist
 tsc -p tsconfig.json
+tsc -p tsconfig.js.json
 eslint --max-warnings 0 .
-prettier --check --log-level warn "**/*.{ts,mjs}"
+prettier --check --log-level warn "**/*.{ts,mjs,js}"
 
 echo "== Go tests of the project-built plugins (toolchain/plugins)"
 (cd toolchain/plugins && go test -count=1 ./...)
@@ -38,7 +39,7 @@ lab_order=(
   # than the link-local restore, whose destroy cannot put it back. hostState last: it leaves
   # spark-b as a node that is gone leaves it (everything of ours still there), so the lab goes
   # down after it
-  lab/lab-netplan-restore integration/blastRadius integration/modelsync integration/sglang integration/openWebui integration/spark-pair
+  lab/lab-netplan-restore integration/blastRadius integration/modelsync integration/sglang integration/openWebui integration/provider integration/spark-pair
   integration/hostState
   # the README's lab commands as printed: the demo brings the lab up itself and demo-down takes it down
   integration/readmeLab

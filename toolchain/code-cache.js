@@ -38,6 +38,21 @@ const path = require("node:path");
 const v8 = require("node:v8");
 const vm = require("node:vm");
 
+/**
+ * Node.js's CommonJS loader, with the internals this file uses (lib/internal/modules/cjs/loader.js).
+ * @typedef {typeof Module & {
+ *   _resolveFilename(request: string, parent: NodeJS.Module, isMain: boolean, options?: { paths?: string[] }): string,
+ *   _resolveLookupPaths(request: string, parent: NodeJS.Module): string[] | null,
+ *   _extensions: NodeJS.RequireExtensions,
+ *   _cache: Record<string, NodeJS.Module>,
+ *   wrap(content: string): string,
+ * }} Loader
+ * @typedef {NodeJS.Module & { _compile(content: string, fileName: string, ...rest: unknown[]): unknown }} CompilableModule
+ * @typedef {{ file: string, key: Buffer, script: vm.Script }} PendingEntry
+ */
+const loader = /** @type {Loader} */ (Module);
+const modulePrototype = /** @type {CompilableModule} */ (Module.prototype);
+
 /** Bump when an entry's layout changes. */
 const FORMAT = "spark-cluster-code-cache v1";
 /** An entry: this many bytes of SHA-256 (see entryKey), then V8's cached data. */
@@ -46,6 +61,8 @@ const KEY_BYTES = 32;
 /**
  * A cache directory: the one `envName` names, else node_modules/.cache/`name` beside this project.
  * Shared with ts-register.js, whose transpiled modules are kept the same way.
+ * @param {string} envName
+ * @param {string} name
  */
 function cacheDirFrom(envName, name) {
     return process.env[envName] || path.join(__dirname, "..", "node_modules", ".cache", name);
@@ -56,24 +73,40 @@ function cacheDir() {
     return cacheDirFrom("SPARK_CODE_CACHE_DIR", "spark-cluster-v8");
 }
 
-/** The key an entry must carry to stand for `content` at `fileName` under this Node.js. */
+/**
+ * The key an entry must carry to stand for `content` at `fileName` under this Node.js.
+ * @param {string} fileName
+ * @param {string} content
+ */
 function entryKey(fileName, content) {
     return crypto.createHash("sha256").update(`${FORMAT}\0${process.version}\0${process.versions.v8}\0${fileName}\0`).update(content).digest();
 }
 
-/** The entry's path for a module file: named by a hash of its path, so one entry per file. */
+/**
+ * The entry's path for a module file: named by a hash of its path, so one entry per file.
+ * @param {string} dir
+ * @param {string} fileName
+ */
 function entryPath(dir, fileName, extension = ".v8") {
     return path.join(dir, `${crypto.createHash("sha256").update(fileName).digest("hex").slice(0, 32)}${extension}`);
 }
 
-/** Writes `data` to `file` through a temporary file and a rename, so no reader sees half of it. */
+/**
+ * Writes `data` to `file` through a temporary file and a rename, so no reader sees half of it.
+ * @param {string} file
+ * @param {string | Uint8Array} data
+ */
 function writeWhole(file, data) {
     const tmp = `${file}.${process.pid}.tmp`;
     fs.writeFileSync(tmp, data);
     fs.renameSync(tmp, file);
 }
 
-/** V8's cached data for `fileName` when its entry carries `key`, else undefined. */
+/**
+ * V8's cached data for `fileName` when its entry carries `key`, else undefined.
+ * @param {string} file
+ * @param {Buffer} key
+ */
 function readEntry(file, key) {
     try {
         const data = fs.readFileSync(file);
@@ -86,7 +119,11 @@ function readEntry(file, key) {
     return undefined;
 }
 
-/** Writes each script's cached data (with its key) to its entry; what cannot be written is skipped. */
+/**
+ * Writes each script's cached data (with its key) to its entry; what cannot be written is skipped.
+ * @param {string} dir
+ * @param {PendingEntry[]} pending
+ */
 function writeEntries(dir, pending) {
     if (!pending.length) return;
     try {
@@ -103,15 +140,37 @@ function writeEntries(dir, pending) {
     }
 }
 
-/** The `require` Node.js hands a module (lib/internal/modules/helpers.js, makeRequireFunction). */
+/**
+ * The `require` Node.js hands a module (lib/internal/modules/helpers.js, makeRequireFunction).
+ * @param {NodeJS.Module} module
+ */
 function requireFor(module) {
+    /** @param {string} id */
     const require = (id) => module.require(id);
-    require.resolve = (request, options) => Module._resolveFilename(request, module, false, options);
-    require.resolve.paths = (request) => Module._resolveLookupPaths(request, module);
+    /**
+     * @param {string} request
+     * @param {{ paths?: string[] }} [options]
+     */
+    const resolve = (request, options) => loader._resolveFilename(request, module, false, options);
+    /** @param {string} request */
+    resolve.paths = (request) => loader._resolveLookupPaths(request, module);
+    require.resolve = resolve;
     require.main = process.mainModule;
-    require.extensions = Module._extensions;
-    require.cache = Module._cache;
+    require.extensions = loader._extensions;
+    require.cache = loader._cache;
     return require;
+}
+
+/** Whether this Node.js has the loader internals the cache needs (else it is not installed). */
+function loaderHasInternals() {
+    return (
+        typeof modulePrototype._compile === "function" &&
+        typeof loader.wrap === "function" &&
+        typeof loader._resolveFilename === "function" &&
+        typeof loader._resolveLookupPaths === "function" &&
+        typeof loader._extensions === "object" &&
+        typeof loader._cache === "object"
+    );
 }
 
 /** Node.js's flags under which its own compile does more than compile (a debugger, a policy). */
@@ -132,11 +191,12 @@ const DYNAMIC_IMPORT = /\bimport\s*\(/;
 /**
  * Compiles CommonJS modules through the cache from now on. Counts what it did in `stats` (hits:
  * entries used; compiled: modules compiled from their text, whose entries are written at exit).
- * Does nothing under SPARK_CODE_CACHE=0, and under `--inspect-brk` or a policy.
+ * Does nothing under SPARK_CODE_CACHE=0, under `--inspect-brk` or a policy, and on a Node.js
+ * whose loader lacks an internal it uses (loaderHasInternals).
  */
 function install(dir = cacheDir()) {
     const stats = { hits: 0, compiled: 0, installed: false };
-    if (process.env.SPARK_CODE_CACHE === "0" || nodeFlagsNeedOwnCompile()) {
+    if (process.env.SPARK_CODE_CACHE === "0" || nodeFlagsNeedOwnCompile() || !loaderHasInternals()) {
         return stats;
     }
     stats.installed = true;
@@ -145,21 +205,29 @@ function install(dir = cacheDir()) {
     // read back under the same flags. It only lets V8 parse `%Name(...)` calls, which are not
     // valid JavaScript without it, so no valid module parses differently.
     v8.setFlagsFromString("--allow-natives-syntax");
+    /** @type {PendingEntry[]} */
     const pending = [];
-    const compile = Module.prototype._compile;
-    Module.prototype._compile = function compileCached(content, fileName, format) {
+    const compile = modulePrototype._compile;
+    /**
+     * @this {CompilableModule}
+     * @param {string} content
+     * @param {string} fileName
+     * @param {unknown} [format] Node.js's module format ("commonjs", "module", ...; undefined before it knows)
+     * @param {unknown[]} rest what else a later Node.js passes, handed on as it is
+     */
+    modulePrototype._compile = function compileCached(content, fileName, format, ...rest) {
         if ((format !== undefined && format !== "commonjs") || this.id === "." || DYNAMIC_IMPORT.test(content)) {
-            return compile.apply(this, arguments);
+            return compile.call(this, content, fileName, format, ...rest);
         }
         const key = entryKey(fileName, content);
         const file = entryPath(dir, fileName);
         const cachedData = readEntry(file, key);
         let script;
         try {
-            script = new vm.Script(Module.wrap(content), { filename: fileName, cachedData });
+            script = new vm.Script(loader.wrap(content), { filename: fileName, cachedData });
         } catch (err) {
             // Not CommonJS (an ES module in a `.js` file): Node.js's own compile decides.
-            if (err instanceof SyntaxError) return compile.apply(this, arguments);
+            if (err instanceof SyntaxError) return compile.call(this, content, fileName, format, ...rest);
             throw err;
         }
         if (cachedData && !script.cachedDataRejected) {

@@ -16,6 +16,10 @@
 const { transform } = require("sucrase");
 
 exports.create = () => ({
+    /**
+     * @param {string} input
+     * @param {{ fileName: string }} options
+     */
     transpile(input, { fileName }) {
         const { code, sourceMap } = transform(input, {
             transforms: ["typescript", "imports"],

@@ -1,5 +1,5 @@
 // What the error of a step says when its node cannot be reached over SSH: which node, and what to
-// do next. The command provider adds it to its connection error (connection.unreachableHint), for
+// do next. Our provider adds it to its connection error (connection.unreachableHint), for
 // `up` as for `destroy`.
 import { CONFIG_NAMESPACE } from "../../config/namespace";
 

@@ -126,7 +126,7 @@ const ROWS: Row[] = [
         change: "pause (model.paused: true)",
         edit: (c) => replaceOnce(c, "    executor: mp\n", "    executor: mp\n    paused: true\n"),
         touches: MP_SERVING_STEPS.map((step) => `${step}(delete)`),
-        diffShows: [/^\s*- command:remote:Command: \(delete\)/m],
+        diffShows: [/^\s*- spark-remote:index:Step: \(delete\)/m],
         restarts: ["spark-a:vllm", "spark-b:vllm"],
         serving: false,
     },
@@ -135,7 +135,7 @@ const ROWS: Row[] = [
         edit: (c) => replaceOnce(c, "    paused: true\n", ""),
         // No model step (nothing downloaded again) and no host layer.
         touches: MP_SERVING_STEPS.map((step) => `${step}(create)`),
-        diffShows: [/^\s*\+ command:remote:Command: \(create\)/m],
+        diffShows: [/^\s*\+ spark-remote:index:Step: \(create\)/m],
         restarts: ["spark-a:vllm", "spark-b:vllm"],
     },
     {
@@ -228,7 +228,7 @@ const ROWS: Row[] = [
         change: "PFC off (roce.enabled: false)",
         edit: (c) => replaceOnce(c, "  spark-cluster:ray:\n", "  spark-cluster:roce:\n    enabled: false\n  spark-cluster:ray:\n"),
         touches: ["spark-a-roce(delete)", "spark-a-roce-apply(delete)", "spark-b-roce(delete)", "spark-b-roce-apply(delete)"],
-        diffShows: [/^\s*- command:remote:Command: \(delete\)/m, /mlnx_qos/],
+        diffShows: [/^\s*- spark-remote:index:Step: \(delete\)/m, /mlnx_qos/],
         restarts: [],
     },
     {

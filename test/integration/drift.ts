@@ -144,7 +144,7 @@ export function reportedDrift(output: string): Map<string, string[]> {
         for (let j = i + 1; j < lines.length; j++) {
             const line = lines[j];
             if (!line.startsWith(indent) || /^\s/.test(line.slice(indent.length)) || line.trim() === "") break;
-            if (/^(warning|error|info): |^command:remote:Command \(|^pulumi:pulumi:Stack/.test(line.slice(indent.length))) break;
+            if (/^(warning|error|info): |^spark-remote:index:Step \(|^pulumi:pulumi:Stack/.test(line.slice(indent.length))) break;
             read.push(line.trim());
         }
         found.set(warning[2], [...new Set([...(found.get(warning[2]) ?? []), ...read])].sort());

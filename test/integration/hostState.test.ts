@@ -68,7 +68,7 @@ function pulumiOutcome(session: Session, args: string[], timeoutSeconds = 300): 
 
 /** A failed step, as the CLI lists it under Diagnostics. */
 interface Failure {
-    /** The resource type: command:remote:Command, or one of our components. */
+    /** The resource type: spark-remote:index:Step, or one of our components. */
     type: string;
     step: string;
     message: string;
@@ -107,12 +107,12 @@ function dialFailure(f: Failure): { attempts: number; seconds: number } | undefi
 /** The names of the stack's command resources, by node prefix. */
 function stackCommands(session: Session): string[] {
     const state = JSON.parse(pulumi(session, "stack", "export")) as { deployment: { resources?: { type: string; urn: string }[] } };
-    return (state.deployment.resources ?? []).filter((r) => r.type === "command:remote:Command").map((r) => r.urn.split("::").pop() as string);
+    return (state.deployment.resources ?? []).filter((r) => r.type === "spark-remote:index:Step").map((r) => r.urn.split("::").pop() as string);
 }
 
 /** How long each step the engine finished took, as its progress lines say (`… updated (4s)`). */
 function stepTimes(output: string): string {
-    const times = [...output.matchAll(/command:remote:Command (\S+) (?:created|updated|deleted|replaced) \((\d+)s\)/g)].map((m) => `${m[1]} ${m[2]} s`);
+    const times = [...output.matchAll(/spark-remote:index:Step (\S+) (?:created|updated|deleted|replaced) \((\d+)s\)/g)].map((m) => `${m[1]} ${m[2]} s`);
     return times.length > 0 ? times.join(", ") : "no step finished";
 }
 
@@ -235,7 +235,7 @@ describe("the hosts as they are: drift through refresh, and spark-b's management
         assert.ok(failed.length > 0, up.output);
         for (const f of failed) {
             assert.match(f.step, /^spark-b-/, `only spark-b's steps fail: ${f.step}: ${f.message}`);
-            if (f.type !== "command:remote:Command") {
+            if (f.type !== "spark-remote:index:Step") {
                 assert.match(f.message, ENGINE_SKIPPED_COMPONENT, `${f.type} ${f.step}`);
                 t.diagnostic(`up: ${f.type} ${f.step}: ${f.message}`);
                 continue;

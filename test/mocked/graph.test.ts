@@ -321,7 +321,7 @@ for (const name of Object.keys(SCENARIOS)) {
 // ---------------------------------------------------------------------------------------------
 
 const COMPONENT = (name: string) => `spark-cluster:index:${name}`;
-const COMMAND = "command:remote:Command";
+const COMMAND = "spark-remote:index:Step";
 
 function byName(result: ScenarioResult): Map<string, RecordedResource> {
     return new Map(result.resources.map((r) => [r.name, r]));
@@ -483,7 +483,7 @@ describe("every scenario builds with the expected resource types only", () => {
             assert.deepEqual(result.unexpectedTypes, []);
             assert.deepEqual(result.errors, []);
             for (const r of result.resources) {
-                assert.match(r.type, /^(spark-cluster:index:[A-Za-z]+|command:remote:Command)$/);
+                assert.match(r.type, /^(spark-cluster:index:[A-Za-z]+|spark-remote:index:Step)$/);
                 assert.equal(r.custom, r.type === COMMAND, `${r.name}: only commands are custom resources`);
             }
         });
@@ -864,8 +864,8 @@ describe("what one config key changes", () => {
             sglang.resources.map(shape).sort(),
             [
                 ...vllm.resources.map(shape),
-                "command:remote:Command spark-a-vllm-engine-switch <- spark-a-vllm",
-                "command:remote:Command spark-b-vllm-engine-switch <- spark-b-vllm",
+                "spark-remote:index:Step spark-a-vllm-engine-switch <- spark-a-vllm",
+                "spark-remote:index:Step spark-b-vllm-engine-switch <- spark-b-vllm",
             ].sort(),
             "the same resources, types and parents (URNs stay), and one engine-switch step per server",
         );
@@ -1024,7 +1024,7 @@ describe("model.paused", () => {
 
 describe("secrets", () => {
     it("rotating a secret updates the secrets step in place: no replacement whose delete would remove the new file", async () => {
-        // remote.Command makes `triggers` replaceOnChanges; a create-before-delete replacement would
+        // A step makes `triggers` replaceOnChanges; a create-before-delete replacement would
         // write /etc/spark-cluster/vllm.env, then run the old step's delete on the same path.
         const step = get(await scenario("base"), "spark-a-vllm-secrets");
         const replacedOnRotation = step.inputs.triggers !== undefined && step.replaceOnChanges.includes("triggers[*]");

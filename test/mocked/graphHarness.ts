@@ -9,7 +9,7 @@
  *
  * The mocks answer like the lab: a `*-probe` step (ibdev2netdev) reports the Spark's twins Up
  * (nothing on a node named thor-*, which has no RoCE), the PFC step reports `status=enabled`.
- * Any resource type other than `spark-cluster:index:*` or `command:remote:Command` is recorded
+ * Any resource type other than `spark-cluster:index:*` or `spark-remote:index:Step` is recorded
  * as unexpected and fails its registration.
  */
 import type { RoceChain } from "../../components/render/roceChain";
@@ -39,7 +39,7 @@ export interface RecordedResource {
     parent?: string;
     /** Names of the resources given in the `dependsOn` option, in order. */
     dependsOn: string[];
-    /** The `replaceOnChanges` option (remote.Command sets `triggers[*]` itself). */
+    /** The `replaceOnChanges` option (a step sets `triggers[*]` itself). */
     replaceOnChanges: string[];
     /** The `deleteBeforeReplace` option. */
     deleteBeforeReplace: boolean;
@@ -52,7 +52,7 @@ export interface RecordedResource {
 /** What the harness writes back. */
 export interface ScenarioResult {
     resources: RecordedResource[];
-    /** Type tokens outside spark-cluster:index:* and command:remote:Command. */
+    /** Type tokens outside spark-cluster:index:* and spark-remote:index:Step. */
     unexpectedTypes: string[];
     /** Errors raised while building or registering (message only). */
     errors: string[];
@@ -60,9 +60,9 @@ export interface ScenarioResult {
     outputs: { endpoint?: string; servedModel?: string; transport?: string; dashboard?: string; roce?: Record<string, RoceChain> };
 }
 
-const EXPECTED_TYPE = /^(spark-cluster:index:[A-Za-z]+|command:remote:Command)$/;
+const EXPECTED_TYPE = /^(spark-cluster:index:[A-Za-z]+|spark-remote:index:Step)$/;
 
-/** The `stdout` a mocked remote.Command reports. */
+/** The `stdout` a mocked step reports. */
 function mockStdout(name: string): string {
     if (name.endsWith("-ssh")) {
         return `ssh ok: ${name.replace(/-ssh$/, "")}\nhost-key=${MOCK_HOST_KEY}\n`;

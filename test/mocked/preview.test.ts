@@ -2,7 +2,7 @@
  * "See what changed" without the hosts, the SSH key or the secrets:
  *
  * - the program at preview puts a placeholder where a key *file*'s text goes and has the engine
- *   ignore it (`ignoreChanges: ["connection.privateKey"]` on every remote.Command), so a
+ *   ignore it (`ignoreChanges: ["connection.privateKey"]` on every step), so a
  *   converged stack previews with no change; at `up` it reads the file and ignores nothing.
  *   Checked on Pulumi's mock monitor: this file is also its own harness (mocks are
  *   process-global), run as `node build/test/mocked/preview.test.js` with SPARK_PREVIEW_HARNESS_OUT set;
@@ -34,7 +34,7 @@ const API_KEY = "preview-test-api-key-0123456789abcdef";
 
 /** What the harness writes back. */
 interface HarnessResult {
-    /** Every remote.Command: its connection input as the engine receives it, and its ignoreChanges. */
+    /** Every step: its connection input as the engine receives it, and its ignoreChanges. */
     commands: Record<string, { connection?: unknown; ignoreChanges: string[] }>;
     /** ignoreChanges of every other resource that has any. */
     otherIgnoreChanges: Record<string, string[]>;
@@ -44,7 +44,7 @@ interface HarnessResult {
 const HARNESS_OUT = "SPARK_PREVIEW_HARNESS_OUT";
 const HARNESS_MODE = "SPARK_PREVIEW_HARNESS_MODE";
 
-/** The `stdout` a mocked remote.Command reports (like the lab: a Spark's twins are Up). */
+/** The `stdout` a mocked step reports (like the lab: a Spark's twins are Up). */
 function mockStdout(name: string): string {
     if (name.endsWith("-probe")) {
         return name.startsWith("thor-") ? "" : LAB_IBDEV2NETDEV;
@@ -58,7 +58,7 @@ async function runHarness(out: string, preview: boolean): Promise<void> {
     await setCommandMocks({
         stdout: mockStdout,
         onResource: (args) => {
-            if (args.type === "command:remote:Command") {
+            if (args.type === "spark-remote:index:Step") {
                 result.commands[args.name] = { ignoreChanges: result.commands[args.name]?.ignoreChanges ?? [], connection: args.inputs.connection };
             }
         },
@@ -70,7 +70,7 @@ async function runHarness(out: string, preview: boolean): Promise<void> {
     await runProgramInStack((args) => {
         created.push(args.resource);
         const ignore = args.opts.ignoreChanges ?? [];
-        if (args.type === "command:remote:Command") {
+        if (args.type === "spark-remote:index:Step") {
             result.commands[args.name] = { ...result.commands[args.name], ignoreChanges: ignore };
         } else if (ignore.length > 0) {
             result.otherIgnoreChanges[args.name] = ignore;
@@ -235,7 +235,7 @@ function tests(): void {
                     );
                     assert.match(text, new RegExp(`==== preview-diff: stack ${stack}: ok ====`));
                     const diff = fs.readFileSync(path.join(out, `${stack}.diff`), "utf8");
-                    assert.match(diff, /\+ command:remote:Command: \(create\)/, `${stack}: the diff shows the commands`);
+                    assert.match(diff, /\+ spark-remote:index:Step: \(create\)/, `${stack}: the diff shows the commands`);
                     assert.match(diff, /connection\s+: \[secret\]/, `${stack}: the connection is shown as a secret`);
                     const summary = JSON.parse(fs.readFileSync(path.join(out, `${stack}.json`), "utf8"));
                     assert.equal(summary.ok, true);

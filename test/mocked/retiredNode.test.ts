@@ -8,7 +8,8 @@
  *   its model sync step) into one that runs nothing and leaves the stack without its delete:
  *   `retainOnDelete`, `ignoreChanges: ["*"]`, empty create and delete. The other node's commands
  *   are untouched;
- * - no command asks for the previous run's output in its environment (`addPreviousOutputInEnv`):
+ * - no command asks for the previous run's output in its environment (`addPreviousOutputInEnv`,
+ *   which our provider defaults to false, TestCheckDefaultsAndValidation in toolchain/plugins):
  *   sshd refuses it without AcceptEnv, and the provider warned about it in every destroy.
  *
  * Checked on Pulumi's mock monitor with the program itself (index.ts, inside a stack as the
@@ -34,7 +35,7 @@ interface Registered {
     type: string;
     name: string;
     parent?: string;
-    /** remote.Command only. */
+    /** Steps (spark-remote:index:Step) only. */
     command?: {
         host: string;
         dialErrorLimit: number;
@@ -96,7 +97,7 @@ async function runHarness(out: string): Promise<void> {
     }
     for (const { record, opts } of created) {
         const registered = inputs.get(record.name);
-        if (record.type === "command:remote:Command" && registered) {
+        if (record.type === "spark-remote:index:Step" && registered) {
             const connection = unsecret(registered.connection);
             record.command = {
                 host: String(connection.host),
@@ -252,7 +253,7 @@ function tests(): void {
 
             it("each node dials within its own bound (60 s by default), and no command asks sshd for PULUMI_COMMAND_STDOUT", () => {
                 for (const c of commands(live)) {
-                    assert.equal(c.command.addPreviousOutputInEnv, false, c.name);
+                    assert.notEqual(c.command.addPreviousOutputInEnv, true, c.name);
                     assert.deepEqual([c.command.dialErrorLimit, c.command.perDialTimeout], [10, 5], `${c.name}: 60 s`);
                 }
                 for (const c of commands(retired).filter((x) => x.command.host === SPARK_B)) {
@@ -285,7 +286,7 @@ function headTests(): void {
 }
 
 /**
- * The engine's side, with the project's CLI and command provider: a command that is not in the
+ * The engine's side, with the project's CLI and provider: a command that is not in the
  * program any more leaves the stack without its delete once {@link retiredCommand} marked it (by
  * an `up`, or by `destroy --run-program`), and `up` on a retired command changes nothing even when
  * the program's inputs for it changed. Its connection points at a closed local port: any attempt to
@@ -296,6 +297,7 @@ function engineTests(): void {
         const tools = path.join(root, ".tools", "bin");
         const dir = fs.mkdtempSync(path.join(os.tmpdir(), "spark-retired-engine-"));
         const nodeConnection = path.join(__dirname, "..", "..", "components", "nodeConnection.js");
+        const sparkRemote = path.join(__dirname, "..", "..", "components", "sparkRemote.js");
         const port = (() => {
             // A port nothing listens on: connecting is refused at once.
             const r = spawnSync(
@@ -318,7 +320,7 @@ function engineTests(): void {
             path.join(dir, "index.js"),
             [
                 `const pulumi = require("@pulumi/pulumi");`,
-                `const command = require("@pulumi/command");`,
+                `const { Step } = require(${JSON.stringify(sparkRemote)});`,
                 `const { retiredCommand } = require(${JSON.stringify(nodeConnection)});`,
                 `const config = new pulumi.Config();`,
                 `const retired = (config.get("retired") || "").split(",");`,
@@ -327,7 +329,7 @@ function engineTests(): void {
                 `for (const name of ["a", "b"]) {`,
                 `    if (gone.includes(name)) continue;`,
                 `    const isRetired = retired.includes(name);`,
-                `    new command.remote.Command(name, { connection, create: "", delete: "echo deleted", triggers: [isRetired ? "the program changed" : "t1"] },`,
+                `    new Step(name, { connection, create: "", delete: "echo deleted", triggers: [isRetired ? "the program changed" : "t1"] },`,
                 `        isRetired ? { transformations: [retiredCommand] } : {});`,
                 `}`,
                 ``,
@@ -355,7 +357,7 @@ function engineTests(): void {
         };
         const state = () =>
             (JSON.parse(ok("stack", "export")).deployment.resources ?? [])
-                .filter((r: { type: string }) => r.type === "command:remote:Command")
+                .filter((r: { type: string }) => r.type === "spark-remote:index:Step")
                 .map((r: { urn: string; retainOnDelete?: boolean; inputs: { delete?: string } }) => ({
                     name: r.urn.split("::").pop(),
                     retainOnDelete: r.retainOnDelete === true,

@@ -245,7 +245,7 @@ export function parseNcclConf(text: string): EnvVars {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * A remote command as the command provider sends it: optional `# …` comment lines, then
+ * A remote command as our provider sends it: optional `# …` comment lines, then
  * `[sudo -n ]bash -c '<script>'` with the script single-quoted by shellQuote (`'` as `'"'"'`).
  * Exactly that grammar is accepted; bash reads it the same way (checked by {@link bashWords}).
  */

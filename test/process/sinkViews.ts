@@ -353,7 +353,7 @@ export async function readJob(result: RenderResult, config: Config, readers: Rea
     const decoded: Decoded[] = [];
     for (const resource of result.resources) {
         const inputs = plain(resource.inputs) as Record<string, unknown>;
-        if (resource.type !== "command:remote:Command") {
+        if (resource.type !== "spark-remote:index:Step") {
             decoded.push({ resource, scripts: {} });
             continue;
         }
@@ -638,7 +638,7 @@ export async function readJob(result: RenderResult, config: Config, readers: Rea
             }
             const reads: string[] = [];
             raw.set(resource.name, { inputs: rendered, node, reads });
-            if (resource.type !== "command:remote:Command") {
+            if (resource.type !== "spark-remote:index:Step") {
                 view[resource.name] = resource.type;
                 return;
             }

@@ -1438,7 +1438,7 @@ describe("the plaintext-secret check (secretsInPlaintext)", () => {
     const secret = (value: string) => ({ [SECRET_SIG_KEY]: SECRET_SIG, value });
     const render = (names: [string, string], create: string, stdin: unknown): RenderResult => ({
         id: 0,
-        resources: names.map((name) => ({ type: "command:remote:Command", name, inputs: { create, stdin } })),
+        resources: names.map((name) => ({ type: "spark-remote:index:Step", name, inputs: { create, stdin } })),
         outputs: {},
         errors: [],
     });

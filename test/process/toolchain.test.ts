@@ -30,7 +30,7 @@ describe("toolchain versions", () => {
         assert.equal(pkg.dependencies["@pulumi/pulumi"], versions.PULUMI_NODEJS_SDK_VERSION);
         const lock = JSON.parse(fs.readFileSync(path.join(root, "package-lock.json"), "utf8"));
         assert.equal(lock.packages[""].dependencies["@pulumi/pulumi"], versions.PULUMI_NODEJS_SDK_VERSION);
-        // One copy of the SDK (@pulumi/command's shares it), at the pinned version.
+        // One copy of the SDK, at the pinned version.
         const copies = Object.entries(lock.packages as Record<string, { version: string }>).filter(([key]) => key.endsWith("node_modules/@pulumi/pulumi"));
         assert.deepEqual(
             copies.map(([key, entry]) => [key, entry.version]),
@@ -50,8 +50,15 @@ describe("toolchain versions", () => {
         assert.ok(order <= 0, `@pulumi/pulumi ${versions.PULUMI_NODEJS_SDK_VERSION} is newer than the CLI ${versions.PULUMI_VERSION}`);
     });
 
-    it("@pulumi/command in package.json matches the command provider version", () => {
-        assert.equal(pkg.dependencies["@pulumi/command"], versions.COMMAND_PROVIDER_VERSION);
+    it("the program's SDK of our provider asks for the version bootstrap builds, and no @pulumi/command is installed", () => {
+        const sdk = fs.readFileSync(path.join(root, "components", "sparkRemote.ts"), "utf8");
+        assert.match(sdk, new RegExp(`^export const VERSION = "${versions.SPARK_REMOTE_VERSION.replace(/\./g, "\\.")}";$`, "m"));
+        const go = fs.readFileSync(path.join(root, "toolchain", "plugins", "internal", "commandprovider", "provider.go"), "utf8");
+        assert.match(go, new RegExp(`^var Version = "${versions.SPARK_REMOTE_VERSION.replace(/\./g, "\\.")}"$`, "m"), "the plugin's own default");
+        // Pulumi's command SDK is not a dependency: nothing registers its types (README.md says why).
+        assert.equal(pkg.dependencies["@pulumi/command"], undefined);
+        const lock = JSON.parse(fs.readFileSync(path.join(root, "package-lock.json"), "utf8"));
+        assert.equal(lock.packages["node_modules/@pulumi/command"], undefined);
     });
 
     it("the CLI wrapper module and the plugins module build against the same Pulumi version", () => {
@@ -71,11 +78,26 @@ describe("project-local Pulumi toolchain", () => {
         assert.equal(out.trim(), `v${versions.PULUMI_VERSION}`);
     });
 
-    it("the language host sits next to the CLI and the command provider in the project's Pulumi home", () => {
+    it("the language host sits next to the CLI and our provider in the project's Pulumi home, under its own name", () => {
         const cliDir = path.dirname(fs.realpathSync(path.join(tools, "pulumi")));
         fs.accessSync(path.join(cliDir, "pulumi-language-nodejs"), fs.constants.X_OK);
-        const pluginDir = path.join(root, ".tools", "pulumi-home", "plugins", `resource-command-v${versions.COMMAND_PROVIDER_VERSION}`);
-        fs.accessSync(path.join(pluginDir, "pulumi-resource-command"), fs.constants.X_OK);
+        const plugins = path.join(root, ".tools", "pulumi-home", "plugins");
+        const pluginDir = path.join(plugins, `resource-spark-remote-v${versions.SPARK_REMOTE_VERSION}`);
+        fs.accessSync(path.join(pluginDir, "pulumi-resource-spark-remote"), fs.constants.X_OK);
+        // No plugin installed as another package's: the CLI could load it for a stack that names that package.
+        assert.deepEqual(
+            fs
+                .readdirSync(plugins, { withFileTypes: true })
+                .filter((entry) => entry.isDirectory() && entry.name.startsWith("resource-"))
+                .map((entry) => entry.name),
+            [`resource-spark-remote-v${versions.SPARK_REMOTE_VERSION}`],
+        );
+        // `pulumi plugin ls` lists it under our name.
+        const ls = execFileSync(path.join(root, "scripts", "pulumi.sh"), ["plugin", "ls", "--json"], { cwd: root, encoding: "utf8" });
+        assert.deepEqual(
+            (JSON.parse(ls) as { name: string; kind: string; version: string }[]).map((p) => [p.name, p.kind, p.version]),
+            [["spark-remote", "resource", versions.SPARK_REMOTE_VERSION]],
+        );
         // Nothing on the project's PATH that the CLI would take as an ambient plugin.
         assert.deepEqual(
             fs.readdirSync(tools).filter((name) => name.startsWith("pulumi-")),
@@ -172,6 +194,65 @@ describe("scripts/pulumi.sh --stack", () => {
     });
 });
 
+describe("scripts/pulumi.sh on a stack deployed before our provider had its own name", () => {
+    it("moves it to spark-remote before the command (a state rewrite, with a backup), once", () => {
+        const work = fs.mkdtempSync(path.join(os.tmpdir(), "spark-cluster-migrate-"));
+        const stack = `migrate-${process.pid}`;
+        const rootFile = path.join(root, `Pulumi.${stack}.yaml`);
+        const backups = path.join(root, ".pulumi-state-backups");
+        const before = fs.existsSync(backups) ? fs.readdirSync(backups) : [];
+        try {
+            // A real export of such a stack (test/unit/migrateProvider.test.ts; its secrets under the
+            // throwaway passphrase "x"), as stack `stack`.
+            const fixture = fs.readFileSync(path.join(root, "test", "unit", "fixtures", "migrate", "command-1.2.1-export.json"), "utf8");
+            fs.writeFileSync(
+                path.join(work, "old.json"),
+                fixture.replace(/urn:pulumi:dev::/g, `urn:pulumi:${stack}::`).replace(/spark-cluster-dev/g, `spark-cluster-${stack}`),
+            );
+            const env = {
+                ...process.env,
+                PULUMI_BACKEND_URL: `file://${work}/state?metadata=skip`,
+                PULUMI_CONFIG_PASSPHRASE: "x",
+                PULUMI_CONFIG_PASSPHRASE_FILE: "",
+            };
+            fs.mkdirSync(path.join(work, "state"));
+            const cli = (script: string) =>
+                execFileSync("bash", ["-c", `source scripts/env.sh && ${script}`], {
+                    cwd: root,
+                    encoding: "utf8",
+                    env: { ...env, PULUMI_BACKEND_URL: env.PULUMI_BACKEND_URL },
+                });
+            cli(`pulumi stack init ${stack} --non-interactive >/dev/null && pulumi stack import --stack ${stack} --file ${work}/old.json >/dev/null`);
+            const wrapper = (...args: string[]) =>
+                spawnSync(path.join(root, "scripts", "pulumi.sh"), ["--stack", stack, ...args], { cwd: root, encoding: "utf8", env });
+            const first = wrapper("stack", "export");
+            assert.equal(first.status, 0, first.stderr);
+            assert.match(first.stderr, /was deployed before our provider had its own name; moving it/);
+            const types = (JSON.parse(first.stdout) as { deployment: { resources: { type: string }[] } }).deployment.resources.map((r) => r.type);
+            assert.deepEqual([...new Set(types)].sort(), [
+                "pulumi:providers:spark-remote",
+                "pulumi:pulumi:Stack",
+                "spark-cluster:index:ClusterNode",
+                "spark-remote:index:Step",
+            ]);
+            const made = fs.readdirSync(backups).filter((f) => !before.includes(f));
+            assert.equal(made.length, 1, "one backup");
+            assert.match(fs.readFileSync(path.join(backups, made[0]), "utf8"), /"type": "command:remote:Command"/, "the backup is the state before");
+            const second = wrapper("stack", "export");
+            assert.equal(second.status, 0, second.stderr);
+            assert.doesNotMatch(second.stderr, /moving it/, "nothing left to move");
+            assert.equal(fs.readdirSync(backups).filter((f) => !before.includes(f)).length, 1);
+        } finally {
+            if (fs.existsSync(backups)) {
+                for (const f of fs.readdirSync(backups).filter((f) => !before.includes(f))) fs.rmSync(path.join(backups, f));
+                if (fs.readdirSync(backups).length === 0) fs.rmdirSync(backups);
+            }
+            fs.rmSync(rootFile, { force: true });
+            fs.rmSync(work, { recursive: true, force: true });
+        }
+    });
+});
+
 /**
  * `pulumi preview --diff` of the lab stack's config passed through `adapt`, with a throwaway file
  * backend (the user's stacks are never touched), a throwaway SSH key, and a fresh network
@@ -217,7 +298,7 @@ describe("the fit check at preview", () => {
             /invalid stack configuration:\s+spark-cluster:model: meta-llama\/Llama-3\.1-405B-Instruct \(405B, bf16 weights\) with TP=2 PP=1 does not fit/,
         );
         assert.match(r.output, /It fits with model\.quantization: \(unset\) → modelopt_fp4/);
-        assert.doesNotMatch(r.output, /command:remote:Command/, "no resource was registered");
+        assert.doesNotMatch(r.output, /spark-remote:index:Step/, "no resource was registered");
     });
 });
 

@@ -19,7 +19,7 @@ export const LAB_IBDEV2NETDEV = "rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)\nroceP2p
 export const MOCK_HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGraphTestHostKeyGraphTestHostKeyGraphTest";
 
 export interface CommandMocks {
-    /** The `stdout` the mocked remote.Command `name` reports (its state is its inputs, this stdout and an empty stderr). */
+    /** The `stdout` the mocked step `name` reports (its state is its inputs, this stdout and an empty stderr). */
     stdout: (name: string) => string;
     /** Sees every registration before it is answered; throwing fails that registration. */
     onResource?: (args: pulumi.runtime.MockResourceArgs) => void;
@@ -33,7 +33,7 @@ export interface CommandMocks {
 
 /**
  * Installs the mock monitor: a custom resource gets the ID `<name>-id`, a component none; a
- * remote.Command's state is its inputs plus `stdout` from {@link CommandMocks.stdout}; every
+ * step's state is its inputs plus `stdout` from {@link CommandMocks.stdout}; every
  * other resource's state is empty.
  */
 export async function setCommandMocks(mocks: CommandMocks): Promise<void> {
@@ -41,7 +41,7 @@ export async function setCommandMocks(mocks: CommandMocks): Promise<void> {
         {
             newResource(args: pulumi.runtime.MockResourceArgs): pulumi.runtime.MockResourceResult {
                 mocks.onResource?.(args);
-                const state = args.type === "command:remote:Command" ? { ...args.inputs, stdout: mocks.stdout(args.name), stderr: "" } : {};
+                const state = args.type === "spark-remote:index:Step" ? { ...args.inputs, stdout: mocks.stdout(args.name), stderr: "" } : {};
                 return { id: args.custom ? `${args.name}-id` : undefined, state };
             },
             call(args: pulumi.runtime.MockCallArgs): pulumi.runtime.MockCallResult {

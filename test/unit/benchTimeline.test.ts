@@ -72,7 +72,7 @@ describe("bench timeline: a 2-node cold up", () => {
     });
 
     it("follows a dependency of a component above the step (a component's dependsOn holds back its children)", () => {
-        const urn = (name: string) => `urn:pulumi:dev::p::command:remote:Command::${name}`;
+        const urn = (name: string) => `urn:pulumi:dev::p::spark-remote:index:Step::${name}`;
         const component = "urn:pulumi:dev::p::p:index:Server::srv";
         const at = (name: string, start: number, end: number): Step => ({ key: urn(name), urn: urn(name), name, start, end });
         const s = [at("pull", 0, 5), at("ssh", 0, 1), at("unit", 5.1, 6)];
@@ -131,8 +131,8 @@ describe("bench timeline: a 2-node cold up", () => {
                     { urn: "stack", type: "pulumi:pulumi:Stack" },
                     { urn: "provider", type: "pulumi:providers:command", custom: true },
                     { urn: "head", type: "spark-cluster:index:RayHead", custom: false },
-                    { urn: "unit", type: "command:remote:Command", custom: true },
-                    { urn: "ready", type: "command:remote:Command", custom: true },
+                    { urn: "unit", type: "spark-remote:index:Step", custom: true },
+                    { urn: "ready", type: "spark-remote:index:Step", custom: true },
                 ],
             },
         };

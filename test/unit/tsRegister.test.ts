@@ -12,8 +12,17 @@ import { findRepoRoot } from "../support/repoRoot";
 const ROOT = findRepoRoot();
 const REGISTER = path.join(ROOT, "toolchain", "ts-register.js");
 
+interface Trim {
+    name: string;
+    requires: { request: string; from: string }[];
+    keptBy?: string;
+    apply(load: () => unknown, parent: unknown): { exports: unknown; trimmed: boolean };
+}
 interface Register {
     compiled(source: string, fileName: string, dir?: string): { code: string; hit: boolean };
+    enabledTrims(env: NodeJS.ProcessEnv): Trim[];
+    lazyModule(load: () => unknown, overrides?: Record<string, unknown>): unknown;
+    TRIMS: Trim[];
 }
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const register = require(REGISTER) as Register;
@@ -106,31 +115,6 @@ describe("ts-register: transpile once, always the current source", () => {
         assert.deepEqual(lastJson(script), { before: [false, false], after: [true, true], text: true });
     });
 
-    it("loads normalize-package-data and the Automation API at their first use, each as the SDK would use it", () => {
-        const script = [
-            ...sdkModule("codePaths", "runtime/closure/codePaths.js"),
-            "const loaded = (part) => Object.keys(require.cache).some((k) => k.includes(part));",
-            'const pulumi = require("@pulumi/pulumi");',
-            'const before = [loaded("/normalize-package-data/"), loaded("/@pulumi/pulumi/automation/")];',
-            "// codePaths.js's require, through TypeScript's __importDefault as codePaths.js has it.",
-            'const npd = Module._load("normalize-package-data", codePaths, false);',
-            "const viaDefault = npd && npd.__esModule ? npd : { default: npd };",
-            'const data = { dependencies: { a: "^1.0.0" }, repository: "github:o/r" };',
-            "viaDefault.default(data);",
-            'const real = { dependencies: { a: "^1.0.0" }, repository: "github:o/r" };',
-            'require("normalize-package-data")(real);',
-            "const workspace = typeof pulumi.automation.LocalWorkspace;",
-            'const after = [loaded("/normalize-package-data/"), loaded("/@pulumi/pulumi/automation/")];',
-            "console.log(JSON.stringify({ before, after, same: JSON.stringify(data) === JSON.stringify(real), workspace }));",
-        ].join("\n");
-        assert.deepEqual(lastJson(script), {
-            before: [false, false],
-            after: [true, true],
-            same: true,
-            workspace: "function",
-        });
-    });
-
     it("skips the SDK launcher's source-map-support, unless SPARK_SOURCE_MAPS=1", () => {
         // The launcher's require, made as the launcher makes it (its module as the parent).
         const script = [
@@ -146,7 +130,7 @@ describe("ts-register: transpile once, always the current source", () => {
         assert.deepEqual(run({ ...env, SPARK_SOURCE_MAPS: "1" }), { installed: true, loaded: true });
     });
 
-    it("gives the launcher's wait for V8's debugger nothing to wait for, unless SPARK_EAGER_SDK=1; the closure code still gets the real module", () => {
+    it("gives the launcher's wait for V8's debugger nothing to wait for, unless SPARK_SDK_TRIMS=0; the closure code still gets the real module", () => {
         const script = [
             ...sdkModule("launcher", "cmd/run/index.js"),
             'const loaded = () => Object.keys(require.cache).some((k) => k.endsWith("/runtime/closure/v8Hooks.js"));',
@@ -160,40 +144,24 @@ describe("ts-register: transpile once, always the current source", () => {
             "});",
         ].join("\n");
         const run = (env: NodeJS.ProcessEnv) => lastJson(script, env);
-        const { SPARK_EAGER_SDK: _, ...env } = process.env;
+        const { SPARK_SDK_TRIMS: _, ...env } = process.env;
         assert.deepEqual(run(env), { before: false, launcherLoaded: false, after: true, text: true });
-        assert.deepEqual(run({ ...env, SPARK_EAGER_SDK: "1" }), { before: true, launcherLoaded: true, after: true, text: true });
+        assert.deepEqual(run({ ...env, SPARK_SDK_TRIMS: "0" }), { before: true, launcherLoaded: true, after: true, text: true });
+        assert.deepEqual(run({ ...env, SPARK_SDK_TRIMS: "-debugger-wait" }), { before: true, launcherLoaded: true, after: true, text: true });
     });
 
-    it("loads the launcher's Zipkin tracing only when tracing starts, unless SPARK_EAGER_SDK=1; spans before and after as the real module makes them", () => {
-        // run.js's require and calls, in run.js's order: a span, then `start` (under --tracing), a span.
+    it("loads the launcher's Zipkin tracing and the Automation API as the SDK has them (no trim: docs/speed.md says what that costs)", () => {
         const script = [
             ...sdkModule("runJs", "cmd/run/run.js"),
-            'const loaded = () => Object.keys(require.cache).some((k) => k.includes("/@opentelemetry/sdk-trace-node/"));',
+            "const loaded = (part) => Object.keys(require.cache).some((k) => k.includes(part));",
             'const tracing = Module._load("./tracing", runJs, false);',
-            "const first = tracing.newSpan('language-runtime.run');",
-            "first.end();",
-            "const before = { loaded: loaded(), esModule: tracing.__esModule === true, recording: first.isRecording(), valid: first.spanContext().traceId !== '0'.repeat(32) };",
-            "tracing.start('http://127.0.0.1:9/api/v2/spans');",
-            "const second = tracing.newSpan('language-runtime.runProgram');",
-            "const after = { loaded: loaded(), recording: second.isRecording(), valid: second.spanContext().traceId !== '0'.repeat(32) };",
-            "second.end();",
-            "tracing.stop();",
-            "console.log(JSON.stringify({ before, after }));",
-            "process.exit(0); // the exporter would try to send the spans",
+            'const pulumi = require("@pulumi/pulumi");',
+            'console.log(JSON.stringify({ tracing: loaded("/@opentelemetry/sdk-trace-node/"), start: typeof tracing.start, automation: loaded("/@pulumi/pulumi/automation/index.js"), workspace: typeof pulumi.automation.LocalWorkspace }));',
         ].join("\n");
-        const run = (env: NodeJS.ProcessEnv) => lastJson(script, env);
-        const { SPARK_EAGER_SDK: _, TRACEPARENT: __, ...env } = process.env;
-        // No tracer before `start`: OpenTelemetry's no-op span, as the real module gives; after it, Zipkin's recording spans.
-        const expected = { loaded: false, recording: false, valid: false };
-        assert.deepEqual(run(env), { before: { ...expected, esModule: true }, after: { loaded: true, recording: true, valid: true } });
-        assert.deepEqual(run({ ...env, SPARK_EAGER_SDK: "1" }), {
-            before: { ...expected, loaded: true, esModule: true },
-            after: { loaded: true, recording: true, valid: true },
-        });
+        assert.deepEqual(lastJson(script), { tracing: true, start: "function", automation: true, workspace: "function" });
     });
 
-    it("takes no stack for the SDK's tracked promises, unless PULUMI_DEBUG_PROMISE_LEAKS or SPARK_EAGER_SDK=1; the leak tracking itself unchanged", () => {
+    it("takes no stack for the SDK's tracked promises, unless PULUMI_DEBUG_PROMISE_LEAKS or SPARK_SDK_TRIMS=0; the leak tracking itself unchanged", () => {
         const script = [
             'require("@pulumi/pulumi");',
             'const debuggable = require("@pulumi/pulumi/runtime/debuggable");',
@@ -206,14 +174,14 @@ describe("ts-register: transpile once, always the current source", () => {
             "    leftAfter: state.getStore().leakCandidates.has(p), ctx: p._debugCtx })));",
         ].join("\n");
         const run = (env: NodeJS.ProcessEnv) => lastJson(script, env);
-        const { SPARK_EAGER_SDK: _, PULUMI_DEBUG_PROMISE_LEAKS: __, ...env } = process.env;
+        const { SPARK_SDK_TRIMS: _, PULUMI_DEBUG_PROMISE_LEAKS: __, ...env } = process.env;
         const tracking = { limit: 10, value: 42, pending: true, leftAfter: false, ctx: "a test promise" };
         assert.deepEqual(run(env), { ...tracking, frames: false });
         assert.deepEqual(run({ ...env, PULUMI_DEBUG_PROMISE_LEAKS: "1" }), { ...tracking, frames: true });
-        assert.deepEqual(run({ ...env, SPARK_EAGER_SDK: "1" }), { ...tracking, frames: true });
+        assert.deepEqual(run({ ...env, SPARK_SDK_TRIMS: "0" }), { ...tracking, frames: true });
     });
 
-    it("drops the SDK's debug messages about registrations, unless SPARK_SDK_DEBUG_LOG=1; its other messages, and other modules' debug messages, as before", () => {
+    it("drops the SDK's debug messages about registrations, unless SPARK_SDK_DEBUG_LOG=1 or SPARK_SDK_TRIMS=0; its other messages, and other modules' debug messages, as before", () => {
         // runtime/resource.js's require of the log module, made as it makes it; with no engine and
         // excessiveDebugOutput on, the SDK's log.debug prints what it would have sent to the engine.
         const script = [
@@ -225,17 +193,141 @@ describe("ts-register: transpile once, always the current source", () => {
             "    console.log(JSON.stringify({ warn: log.warn === pulumi.log.warn, esModule: log.__esModule === true, errors: log.hasErrors() })));",
         ].join("\n");
         const run = (env: NodeJS.ProcessEnv) => runScript(script, env);
-        const { SPARK_SDK_DEBUG_LOG: _, SPARK_EAGER_SDK: __, ...env } = process.env;
+        const { SPARK_SDK_DEBUG_LOG: _, SPARK_SDK_TRIMS: __, ...env } = process.env;
         const end = JSON.stringify({ warn: true, esModule: true, errors: false });
         assert.deepEqual(run(env), ["debug: [runtime] from the program", end]);
         const all = ["debug: [runtime] from resource.js", "debug: [runtime] from the program", end];
         assert.deepEqual(run({ ...env, SPARK_SDK_DEBUG_LOG: "1" }), all);
-        assert.deepEqual(run({ ...env, SPARK_EAGER_SDK: "1" }), all);
+        assert.deepEqual(run({ ...env, SPARK_SDK_TRIMS: "0" }), all);
+    });
+
+    it("SPARK_SDK_TRIMS: 0 turns every trim off, -name,... all but those; the keep switches turn theirs off", () => {
+        const names = (env: NodeJS.ProcessEnv) => register.enabledTrims(env).map((t) => t.name);
+        const all = ["source-maps", "closure-packages", "debugger-wait", "registration-debug", "promise-stacks"];
+        assert.deepEqual(
+            register.TRIMS.map((t) => t.name),
+            all,
+        );
+        assert.deepEqual(names({}), all);
+        assert.deepEqual(names({ SPARK_SDK_TRIMS: "0" }), []);
+        assert.deepEqual(names({ SPARK_SDK_TRIMS: "-source-maps, -promise-stacks" }), ["closure-packages", "debugger-wait", "registration-debug"]);
+        assert.deepEqual(names({ SPARK_SOURCE_MAPS: "1", SPARK_SDK_DEBUG_LOG: "1" }), ["closure-packages", "debugger-wait", "promise-stacks"]);
     });
 
     it("is how Pulumi.yaml has the program loaded", () => {
         const project = fs.readFileSync(path.join(ROOT, "Pulumi.yaml"), "utf8");
         assert.match(project, /^ {4}typescript: false$/m);
         assert.match(project, /^ {4}nodeargs: --require \.\/toolchain\/ts-register\.js$/m);
+    });
+});
+
+/**
+ * Each trim fails safe: a require it names that moved, a module shaped otherwise than it expects, a
+ * new use of the module, or a trim that throws, and the SDK gets (or reaches) the real module. The
+ * scripts run with the trims off (SPARK_SDK_TRIMS=0) and install the ones they test themselves.
+ */
+describe("ts-register: the SDK trims fail safe", () => {
+    const { SPARK_SDK_TRIMS: _, ...base } = process.env;
+    const off = { ...base, SPARK_SDK_TRIMS: "0" };
+    /** Like sdkModule, for any file of the SDK, there or not (one that moved); `Module` declared by the script. */
+    const at = (name: string, sdkFile: string) => [
+        `const ${name} = new Module(require("node:path").join(require("node:path").dirname(require.resolve("@pulumi/pulumi/package.json")), ${JSON.stringify(sdkFile)}));`,
+        `${name}.filename = ${name}.id; ${name}.paths = Module._nodeModulePaths(require("node:path").dirname(${name}.id));`,
+    ];
+    const install = (names: string) =>
+        `const register = require(${JSON.stringify(REGISTER)}); register.installTrims(register.TRIMS.filter((t) => ${JSON.stringify(names.split(","))}.includes(t.name)));`;
+
+    it("a trimmed require made from another file (the SDK moved it) loads the real module", () => {
+        const script = [
+            install("debugger-wait,registration-debug"),
+            'const Module = require("node:module");',
+            ...at("moved", "cmd/run/moved-index.js"),
+            ...at("resourceJs", "runtime/moved-resource.js"),
+            'const loaded = () => Object.keys(require.cache).some((k) => k.endsWith("/runtime/closure/v8Hooks.js"));',
+            'const hooks = Module._load("../../runtime/closure/v8Hooks", moved, false);',
+            'const log = Module._load("../log", resourceJs, false);',
+            'console.log(JSON.stringify({ loaded: loaded(), real: hooks === require("@pulumi/pulumi/runtime/closure/v8Hooks"), log: log === require("@pulumi/pulumi/log") }));',
+        ].join("\n");
+        assert.deepEqual(lastJson(script, off), { loaded: true, real: true, log: true });
+    });
+
+    it("the debugger-wait stand-in hands every other member to the real module, loaded at that first use", () => {
+        const script = [
+            install("debugger-wait"),
+            ...sdkModule("launcher", "cmd/run/index.js"),
+            'const loaded = () => Object.keys(require.cache).some((k) => k.endsWith("/runtime/closure/v8Hooks.js"));',
+            'const hooks = Module._load("../../runtime/closure/v8Hooks", launcher, false);',
+            "const before = loaded();",
+            "const getSession = hooks.getSessionAsync; // a member the stand-in does not change",
+            'const real = require("@pulumi/pulumi/runtime/closure/v8Hooks");',
+            "console.log(JSON.stringify({ before, after: loaded(), same: getSession === real.getSessionAsync, keys: Object.keys(hooks).sort().join() === Object.keys(real).sort().join() }));",
+        ].join("\n");
+        assert.deepEqual(lastJson(script, off), { before: false, after: true, same: true, keys: true });
+    });
+
+    it("registration-debug sees what the log module defines after the require, and leaves a module that is not an ES module as it is; promise-stacks leaves a debuggable module whose export cannot be replaced", () => {
+        const trim = (name: string) => register.TRIMS.find((t) => t.name === name) as Trim;
+        // The log module is still loading when resource.js requires it: what it defines later is seen.
+        const loading: Record<string, unknown> = { __esModule: true };
+        const result = trim("registration-debug").apply(() => loading, undefined);
+        assert.equal(result.trimmed, true);
+        const trimmed = result.exports as Record<string, () => unknown>;
+        loading.debug = () => "sent";
+        loading.warn = () => "warned";
+        assert.equal(trimmed.warn(), "warned");
+        assert.equal(trimmed.debug() instanceof Promise, true, "debug does nothing");
+        const notEsModule = { debug: () => undefined };
+        assert.deepEqual(
+            trim("registration-debug").apply(() => notEsModule, undefined),
+            { exports: notEsModule, trimmed: false },
+        );
+        const original = () => "tracked";
+        const getterOnly = Object.defineProperty({ debugPromiseLeaks: false }, "debuggablePromise", { get: () => original, enumerable: true });
+        assert.deepEqual(
+            trim("promise-stacks").apply(() => getterOnly, undefined),
+            { exports: getterOnly, trimmed: false },
+        );
+        assert.equal((getterOnly as unknown as { debuggablePromise: unknown }).debuggablePromise, original);
+        const otherShape = { debuggablePromise: original }; // no debugPromiseLeaks: not the module it knows
+        assert.deepEqual(
+            trim("promise-stacks").apply(() => otherShape, undefined),
+            { exports: otherShape, trimmed: false },
+        );
+        assert.equal(otherShape.debuggablePromise, original);
+    });
+
+    it("a trim that throws: the require gets the real module", () => {
+        const script = [
+            "const register = require(" + JSON.stringify(REGISTER) + ");",
+            'const applied = register.installTrims([{ name: "throws", requires: [{ request: "../log", from: "@pulumi/pulumi/runtime/resource.js" }], apply: () => { throw new Error("a broken trim"); } }]);',
+            'const Module = require("node:module");',
+            ...at("resourceJs", "runtime/resource.js"),
+            'const log = Module._load("../log", resourceJs, false);',
+            'console.log(JSON.stringify({ real: log === require("@pulumi/pulumi/log"), applied: [...applied] }));',
+        ].join("\n");
+        assert.deepEqual(lastJson(script, off), { real: true, applied: [] });
+    });
+
+    it("a module loaded at its first use works as the module would: members, `in`, keys, default interop, a call, `new`", () => {
+        let loads = 0;
+        class Real {
+            static answer = 42;
+            readonly made = "made";
+        }
+        const fn = Object.assign((x: number) => x + 1, { answer: 42 });
+        const lazyFn = register.lazyModule(() => (loads++, fn)) as typeof fn & { __esModule: boolean; default: unknown };
+        const lazyClass = register.lazyModule(() => Real) as unknown as typeof Real;
+        const lazyObject = register.lazyModule(() => (loads++, { __esModule: true, default: "esm default", value: 7 })) as Record<string, unknown>;
+        assert.equal(loads, 0, "nothing loaded before a use");
+        assert.equal(lazyFn.__esModule, true, "says __esModule, so __importStar keeps it");
+        assert.equal(loads, 0);
+        assert.equal(lazyFn(1), 2);
+        assert.equal(lazyFn.answer, 42);
+        assert.equal(lazyFn.default, fn, "a CommonJS module is its own default");
+        assert.equal(new lazyClass().made, "made");
+        assert.equal(lazyObject.default, "esm default");
+        assert.ok("value" in lazyObject);
+        assert.deepEqual(Object.keys(lazyObject).sort(), ["__esModule", "default", "value"]);
+        assert.equal(loads, 2, "each loaded once");
     });
 });

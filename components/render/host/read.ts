@@ -1,7 +1,7 @@
 // Read-back scripts: what a refresh runs on a host to see whether it still is
 // as `pulumi up` left it. Each prints one line per difference, naming what
 // differs and how, and nothing when the host is as we left it; it changes
-// nothing. Our command provider runs them on `pulumi refresh` (and `up` /
+// nothing. Our provider runs them on `pulumi refresh` (and `up` /
 // `preview --refresh`) and records what they print as the command's `drift`,
 // which the next `up` repairs by running the command again (docs/operations.md,
 // "Drift").

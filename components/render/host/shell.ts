@@ -25,7 +25,7 @@ export function bashScript(lines: readonly string[]): string {
 export type RootAccess = "root" | "sudo" | "sudo-password";
 
 /**
- * The line our command provider puts after the sudo password on a script's stdin
+ * The line our provider puts after the sudo password on a script's stdin
  * (toolchain/plugins: connection.sudoPassword, SudoStdinMarker).
  */
 export const SUDO_STDIN_MARKER = "SPARK_CLUSTER_STDIN";
@@ -43,7 +43,7 @@ export function rootAccessOf(sshUser: string, sudoPassword: boolean): RootAccess
 }
 
 /**
- * The command a remote.Command runs: the script handed to bash on stdin-free `bash -c`, as root
+ * The command a step runs: the script handed to bash on stdin-free `bash -c`, as root
  * (through `sudo -n` when the SSH user is not root; through `sudo -S`, which reads the password
  * from stdin's first line, when its sudo asks for one: `-k` makes it ask whatever it cached).
  */

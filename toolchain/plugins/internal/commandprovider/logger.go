@@ -98,7 +98,7 @@ func (l *EngineLogger) Log(ctx context.Context, severity pulumirpc.LogSeverity, 
 	defer l.mu.Unlock()
 	if err != nil && !l.warned {
 		l.warned = true
-		fmt.Fprintf(l.fallback, "command provider: cannot send logs to the engine: %v\n", err)
+		fmt.Fprintf(l.fallback, "%s provider: cannot send logs to the engine: %v\n", PackageName, err)
 	}
 	fmt.Fprintf(l.fallback, "%s: %s\n", severity, message)
 }

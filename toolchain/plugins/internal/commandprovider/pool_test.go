@@ -18,7 +18,7 @@ func createWithTimeout(t *testing.T, p *Provider, news resource.PropertyMap, tim
 	t.Helper()
 	inputs := check(t, p, news)
 	resp, err := p.Create(context.Background(), &pulumirpc.CreateRequest{
-		Urn: testURN, Type: RemoteCommandToken, Name: "test", Properties: mustMarshal(t, inputs), Timeout: timeout,
+		Urn: testURN, Type: StepToken, Name: "test", Properties: mustMarshal(t, inputs), Timeout: timeout,
 	})
 	if err != nil {
 		return nil, err
@@ -40,7 +40,7 @@ func createAll(t *testing.T, p *Provider, s *testSSHServer, commands []string) (
 		go func() {
 			defer wg.Done()
 			resp, err := p.Create(context.Background(), &pulumirpc.CreateRequest{
-				Urn: testURN, Type: RemoteCommandToken, Name: "test", Properties: mustMarshal(t, inputs),
+				Urn: testURN, Type: StepToken, Name: "test", Properties: mustMarshal(t, inputs),
 			})
 			if err != nil {
 				errs[i] = err

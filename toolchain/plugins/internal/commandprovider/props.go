@@ -11,7 +11,9 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// Property names of command:remote:Command, as used by @pulumi/command@1.2.1.
+// Property names of spark-remote:index:Step: those of @pulumi/command 1.2.1's command:remote:Command, which this
+// provider started as, with the same meaning (so that a stack deployed with that type moves to this one by a state
+// rewrite alone: scripts/migrate-provider.sh).
 const (
 	keyAddPreviousOutputInEnv resource.PropertyKey = "addPreviousOutputInEnv"
 	keyConnection             resource.PropertyKey = "connection"
@@ -26,8 +28,7 @@ const (
 	keyStderr                 resource.PropertyKey = "stderr"
 )
 
-// Properties of this build's own, beyond @pulumi/command@1.2.1 (the project sets `read` through a resource
-// transformation; the upstream provider has no read-back of a command).
+// Properties beyond @pulumi/command 1.2.1's (it has no read-back of a command).
 const (
 	// keyRead is a command that reports, one line per difference, how the host differs from what the last run of
 	// `create`/`update` made; no output means no difference. It gets that run's stdout on stdin, must change
@@ -43,19 +44,6 @@ const (
 	keySudoPassword resource.PropertyKey = "sudoPassword"
 )
 
-// inputKeys are the input properties of command:remote:Command, in a stable order.
-var inputKeys = []resource.PropertyKey{
-	keyAddPreviousOutputInEnv,
-	keyConnection,
-	keyCreate,
-	keyDelete,
-	keyEnvironment,
-	keyLogging,
-	keyStdin,
-	keyTriggers,
-	keyUpdate,
-}
-
 // Values of the Logging enum (types/enums/remote: Logging).
 const (
 	LoggingStdout          = "stdout"
@@ -64,7 +52,13 @@ const (
 	LoggingNone            = "none"
 )
 
-// Connection defaults, identical to connectionArgsProvideDefaults in the npm SDK.
+// defaultAddPreviousOutputInEnv: the previous run's stdout and stderr are not exported to the next run unless asked
+// for. (@pulumi/command's default is true; none of the program's scripts reads them, and an sshd that does not list
+// PULUMI_COMMAND_STDOUT in AcceptEnv refuses them, which the provider warned about at every update and delete.)
+const defaultAddPreviousOutputInEnv = false
+
+// Connection defaults, as @pulumi/command 1.2.1's connectionArgsProvideDefaults has them (components/sparkRemote.ts
+// applies them too).
 const (
 	defaultPort           = 22
 	defaultUser           = "root"
@@ -357,7 +351,7 @@ func parseConnection(v resource.PropertyValue, path string, allowProxy bool) (*c
 	return c, nil
 }
 
-// commandInputs holds the parsed inputs of a command:remote:Command (from inputs or from a stored state).
+// commandInputs holds the parsed inputs of a step (from inputs or from a stored state).
 type commandInputs struct {
 	Connection             *connection
 	Create                 *string
@@ -403,7 +397,7 @@ func parseInputs(m resource.PropertyMap) (*commandInputs, error) {
 		in.Logging = *logging
 	}
 	if in.AddPreviousOutputInEnv, err = optBool(m, keyAddPreviousOutputInEnv, string(keyAddPreviousOutputInEnv),
-		true); err != nil {
+		defaultAddPreviousOutputInEnv); err != nil {
 		return nil, err
 	}
 	env, _ := unwrapSecret(m[keyEnvironment])
@@ -495,7 +489,7 @@ func (s *scrubber) addConnection(c *connection) {
 }
 
 // newScrubber collects the credentials of the connection and every secret value of the other inputs. The
-// connection as a whole is always secret (upstream marks it so), but its host, user and port are not worth hiding.
+// connection as a whole is always secret (Check marks it so), but its host, user and port are not worth hiding.
 func newScrubber(m resource.PropertyMap, c *connection) *scrubber {
 	s := &scrubber{}
 	s.addConnection(c)

@@ -1,6 +1,9 @@
-// Package commandprovider implements the `command` resource provider plugin used by the project, compatible with
-// the npm SDK @pulumi/command@1.2.1. Only command:remote:Command is implemented: a command run over SSH on resource
-// creation, update and deletion.
+// Package commandprovider implements the project's own resource provider plugin, package `spark-remote`
+// (pulumi-resource-spark-remote): one resource type, spark-remote:index:Step, a step run over SSH on a node at
+// creation, update, deletion and (its `read` script) refresh. It started as a build of Pulumi's `command` provider
+// (command:remote:Command of @pulumi/command 1.2.1) and keeps that resource's inputs and their semantics, but it is
+// not that package: it never announces itself as `command`, so Pulumi's own plugin is never picked for a stack it
+// deployed (its Delete would read the delete script from the outputs, where this provider does not echo it).
 package commandprovider
 
 import (
@@ -15,16 +18,20 @@ import (
 )
 
 const (
-	// PackageName is the Pulumi package this plugin serves.
-	PackageName = "command"
-	// RemoteCommandToken is the only resource type implemented.
-	RemoteCommandToken = "command:remote:Command"
+	// PackageName is the Pulumi package this plugin serves. Not `spark-cluster`, the program's own name: the engine
+	// gives a package's default provider every stack config key of the package's namespace as its inputs
+	// (defaultProviders.newRegisterDefaultProviderEvent, GetPackageConfig), and the program's config is
+	// `spark-cluster:*` (the API key, the SSH key, every node).
+	PackageName = "spark-remote"
+	// StepToken is the only resource type implemented.
+	StepToken = PackageName + ":index:Step"
 )
 
-// Version is the version of the npm SDK this plugin is compatible with; the engine loads the plugin by it. It is a
-// variable so that scripts/bootstrap.sh can set it from toolchain/versions.env with
+// Version is the plugin's version, SPARK_REMOTE_VERSION in toolchain/versions.env; the program's SDK
+// (components/sparkRemote.ts) asks the engine for exactly this version. It is a variable so that
+// scripts/bootstrap.sh can set it with
 // -ldflags "-X spark-cluster.local/toolchain/plugins/internal/commandprovider.Version=...".
-var Version = "1.2.1"
+var Version = "0.1.0"
 
 // Provider implements pulumirpc.ResourceProviderServer.
 type Provider struct {
@@ -98,7 +105,7 @@ func (p *Provider) Attach(_ context.Context, req *pulumirpc.PluginAttach) (*empt
 	return &emptypb.Empty{}, nil
 }
 
-// GetSchema returns a minimal schema of the package: the provider and command:remote:Command.
+// GetSchema returns the package's schema (schema.go): the provider and spark-remote:index:Step.
 func (p *Provider) GetSchema(context.Context, *pulumirpc.GetSchemaRequest) (*pulumirpc.GetSchemaResponse, error) {
 	return &pulumirpc.GetSchemaResponse{Schema: schemaJSON()}, nil
 }
@@ -153,7 +160,7 @@ func (p *Provider) Configure(context.Context, *pulumirpc.ConfigureRequest) (*pul
 
 // Invoke: the package's functions are not implemented.
 func (p *Provider) Invoke(_ context.Context, req *pulumirpc.InvokeRequest) (*pulumirpc.InvokeResponse, error) {
-	return nil, fmt.Errorf("function %s is not implemented by this build of the command provider", req.GetTok())
+	return nil, fmt.Errorf("function %s is not implemented: the %s package has none", req.GetTok(), PackageName)
 }
 
 // GetMapping: the package has no mappings for converters.

@@ -22,7 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-const testURN = "urn:pulumi:dev::spark-cluster::command:remote:Command::test"
+const testURN = "urn:pulumi:dev::spark-cluster::spark-remote:index:Step::test"
 
 type logEntry struct {
 	severity  pulumirpc.LogSeverity
@@ -125,7 +125,7 @@ func mustUnmarshal(t *testing.T, s *structpb.Struct) resource.PropertyMap {
 func check(t *testing.T, p *Provider, news resource.PropertyMap) resource.PropertyMap {
 	t.Helper()
 	resp, err := p.Check(context.Background(), &pulumirpc.CheckRequest{
-		Urn: testURN, Type: RemoteCommandToken, Name: "test", News: mustMarshal(t, news),
+		Urn: testURN, Type: StepToken, Name: "test", News: mustMarshal(t, news),
 	})
 	if err != nil {
 		t.Fatalf("Check: %v", err)
@@ -140,7 +140,7 @@ func create(t *testing.T, p *Provider, news resource.PropertyMap) (string, resou
 	t.Helper()
 	inputs := check(t, p, news)
 	resp, err := p.Create(context.Background(), &pulumirpc.CreateRequest{
-		Urn: testURN, Type: RemoteCommandToken, Name: "test", Properties: mustMarshal(t, inputs),
+		Urn: testURN, Type: StepToken, Name: "test", Properties: mustMarshal(t, inputs),
 	})
 	if err != nil {
 		return "", nil, err
@@ -161,7 +161,7 @@ func update(t *testing.T, p *Provider, id string, olds, news resource.PropertyMa
 	t.Helper()
 	inputs := check(t, p, news)
 	resp, err := p.Update(context.Background(), &pulumirpc.UpdateRequest{
-		Id: id, Urn: testURN, Type: RemoteCommandToken, Name: "test",
+		Id: id, Urn: testURN, Type: StepToken, Name: "test",
 		Olds: mustMarshal(t, olds), News: mustMarshal(t, inputs),
 	})
 	if err != nil {
@@ -173,7 +173,7 @@ func update(t *testing.T, p *Provider, id string, olds, news resource.PropertyMa
 func diff(t *testing.T, p *Provider, olds, news resource.PropertyMap) *pulumirpc.DiffResponse {
 	t.Helper()
 	resp, err := p.Diff(context.Background(), &pulumirpc.DiffRequest{
-		Id: "test-1234", Urn: testURN, Type: RemoteCommandToken, Name: "test",
+		Id: "test-1234", Urn: testURN, Type: StepToken, Name: "test",
 		Olds: mustMarshal(t, olds), OldInputs: mustMarshal(t, olds), News: mustMarshal(t, news),
 	})
 	if err != nil {
@@ -196,7 +196,7 @@ func TestPluginInfoAndProtocol(t *testing.T) {
 	p, _ := newTestProvider(t)
 	ctx := context.Background()
 	info, err := p.GetPluginInfo(ctx, &emptypb.Empty{})
-	if err != nil || info.GetVersion() != "1.2.1" {
+	if err != nil || info.GetVersion() != Version {
 		t.Fatalf("GetPluginInfo = %v, %v", info, err)
 	}
 	hs, err := p.Handshake(ctx, &pulumirpc.ProviderHandshakeRequest{EngineAddress: "127.0.0.1:1"})
@@ -220,19 +220,23 @@ func TestPluginInfoAndProtocol(t *testing.T) {
 	if err := json.Unmarshal([]byte(sch.GetSchema()), &schema); err != nil {
 		t.Fatal(err)
 	}
-	if schema.Name != "command" || schema.Version != "1.2.1" || schema.Resources[RemoteCommandToken] == nil ||
-		schema.Types["command:remote:Connection"] == nil || schema.Types["command:remote:Logging"] == nil {
+	if schema.Name != "spark-remote" || schema.Version != Version || schema.Resources["spark-remote:index:Step"] == nil ||
+		schema.Types["spark-remote:index:Connection"] == nil || schema.Types["spark-remote:index:Logging"] == nil ||
+		len(schema.Resources) != 1 {
 		t.Fatalf("unexpected schema %s", sch.GetSchema())
 	}
+	if strings.Contains(sch.GetSchema(), "command:") {
+		t.Errorf("the schema names another package's type: %s", sch.GetSchema())
+	}
 	cc, err := p.CheckConfig(ctx, &pulumirpc.CheckRequest{News: mustMarshal(t, resource.PropertyMap{
-		"version": str("1.2.1"),
+		"version": str(Version),
 	})})
 	if err != nil || len(cc.GetFailures()) != 0 {
 		t.Fatalf("CheckConfig = %v, %v", cc, err)
 	}
 	dc, err := p.DiffConfig(ctx, &pulumirpc.DiffRequest{
-		Olds: mustMarshal(t, resource.PropertyMap{"version": str("1.2.1")}),
-		News: mustMarshal(t, resource.PropertyMap{"version": str("1.2.1")}),
+		Olds: mustMarshal(t, resource.PropertyMap{"version": str(Version)}),
+		News: mustMarshal(t, resource.PropertyMap{"version": str(Version)}),
 	})
 	if err != nil || dc.GetChanges() != pulumirpc.DiffResponse_DIFF_NONE {
 		t.Fatalf("DiffConfig = %v, %v", dc, err)
@@ -242,8 +246,7 @@ func TestPluginInfoAndProtocol(t *testing.T) {
 func TestOtherTypesAreNotImplemented(t *testing.T) {
 	p, _ := newTestProvider(t)
 	const localURN = "urn:pulumi:dev::spark-cluster::command:local:Command::x"
-	want := "command:local:Command is not implemented by this build of the command provider " +
-		"(only command:remote:Command)"
+	want := "command:local:Command is not implemented by the spark-remote provider (only spark-remote:index:Step)"
 	_, err := p.Check(context.Background(), &pulumirpc.CheckRequest{
 		Urn: localURN, Type: "command:local:Command", News: mustMarshal(t, resource.PropertyMap{}),
 	})
@@ -283,8 +286,8 @@ func TestCheckDefaultsAndValidation(t *testing.T) {
 	if !conn.DeepEquals(want) {
 		t.Errorf("connection defaults = %v, want %v", conn, want)
 	}
-	if v := inputs["addPreviousOutputInEnv"]; !v.IsBool() || !v.BoolValue() {
-		t.Errorf("addPreviousOutputInEnv = %v, want true", v)
+	if v := inputs["addPreviousOutputInEnv"]; !v.IsBool() || v.BoolValue() {
+		t.Errorf("addPreviousOutputInEnv = %v, want false (this package's default)", v)
 	}
 
 	// Proxy defaults.
@@ -307,7 +310,7 @@ func TestCheckDefaultsAndValidation(t *testing.T) {
 
 	failures := func(news resource.PropertyMap) []string {
 		resp, err := p.Check(context.Background(), &pulumirpc.CheckRequest{
-			Urn: testURN, Type: RemoteCommandToken, News: mustMarshal(t, news),
+			Urn: testURN, Type: StepToken, News: mustMarshal(t, news),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -404,7 +407,7 @@ func TestPreviewCreateDoesNotConnect(t *testing.T) {
 	} {
 		inputs := check(t, p, resource.PropertyMap{"connection": conn, "create": str("echo hi")})
 		resp, err := p.Create(context.Background(), &pulumirpc.CreateRequest{
-			Urn: testURN, Type: RemoteCommandToken, Name: "test", Properties: mustMarshal(t, inputs), Preview: true,
+			Urn: testURN, Type: StepToken, Name: "test", Properties: mustMarshal(t, inputs), Preview: true,
 		})
 		if err != nil {
 			t.Fatalf("preview Create: %v", err)
@@ -461,7 +464,7 @@ func TestUpdateRunsUpdateOrCreate(t *testing.T) {
 	// Preview: nothing runs and the outputs are unknown.
 	inputs := check(t, p, resource.PropertyMap{"connection": connectionTo(s, nil), "create": str("echo x")})
 	resp, err := p.Update(context.Background(), &pulumirpc.UpdateRequest{
-		Id: id, Urn: testURN, Type: RemoteCommandToken, Olds: mustMarshal(t, outs2), News: mustMarshal(t, inputs),
+		Id: id, Urn: testURN, Type: StepToken, Olds: mustMarshal(t, outs2), News: mustMarshal(t, inputs),
 		Preview: true,
 	})
 	if err != nil {
@@ -490,15 +493,16 @@ func TestDeleteUsesOldConnection(t *testing.T) {
 	newServer := newTestSSHServer(t)
 	p, _ := newTestProvider(t)
 	made := resource.PropertyMap{
-		"connection": connectionTo(oldServer, nil),
-		"create":     str("echo made"),
-		"delete":     str(`echo "deleting after $PULUMI_COMMAND_STDOUT"`),
+		"connection":             connectionTo(oldServer, nil),
+		"create":                 str("echo made"),
+		"delete":                 str(`echo "deleting after $PULUMI_COMMAND_STDOUT"`),
+		"addPreviousOutputInEnv": resource.NewBoolProperty(true),
 	}
 	id, state := mustCreate(t, p, made)
 	// The program now points elsewhere; Delete gets the old state and old inputs only, and must use their connection.
 	_ = newServer
 	_, err := p.Delete(context.Background(), &pulumirpc.DeleteRequest{
-		Id: id, Urn: testURN, Type: RemoteCommandToken, Properties: mustMarshal(t, state),
+		Id: id, Urn: testURN, Type: StepToken, Properties: mustMarshal(t, state),
 		OldInputs: mustMarshal(t, check(t, p, made)),
 	})
 	if err != nil {
@@ -519,7 +523,7 @@ func TestDeleteUsesOldConnection(t *testing.T) {
 	bare := resource.PropertyMap{"connection": connectionTo(newServer, nil)}
 	id, state = mustCreate(t, p, bare)
 	if _, err := p.Delete(context.Background(), &pulumirpc.DeleteRequest{
-		Id: id, Urn: testURN, Type: RemoteCommandToken, Properties: mustMarshal(t, state),
+		Id: id, Urn: testURN, Type: StepToken, Properties: mustMarshal(t, state),
 		OldInputs: mustMarshal(t, check(t, p, bare)),
 	}); err != nil {
 		t.Fatal(err)
@@ -535,7 +539,7 @@ func TestDeleteUsesOldConnection(t *testing.T) {
 	}
 	id, state = mustCreate(t, p, failing)
 	_, err = p.Delete(context.Background(), &pulumirpc.DeleteRequest{
-		Id: id, Urn: testURN, Type: RemoteCommandToken, Properties: mustMarshal(t, state),
+		Id: id, Urn: testURN, Type: StepToken, Properties: mustMarshal(t, state),
 		OldInputs: mustMarshal(t, check(t, p, failing)),
 	})
 	if err == nil || !strings.Contains(err.Error(), "status 7") || !strings.Contains(err.Error(), "cannot delete") {
@@ -732,7 +736,7 @@ func TestDiff(t *testing.T) {
 	state["stdout"] = str("out")
 	state["stderr"] = str("")
 	resp, err := p.Diff(context.Background(), &pulumirpc.DiffRequest{
-		Urn: testURN, Type: RemoteCommandToken, Olds: mustMarshal(t, state), News: mustMarshal(t, base()),
+		Urn: testURN, Type: StepToken, Olds: mustMarshal(t, state), News: mustMarshal(t, base()),
 	})
 	if err != nil || resp.GetChanges() != pulumirpc.DiffResponse_DIFF_NONE {
 		t.Errorf("diff against state = %v, %v", resp, err)
@@ -751,9 +755,10 @@ func TestEnvironmentAndPreviousOutput(t *testing.T) {
 		t.Errorf("stdout = %q", got)
 	}
 	news := resource.PropertyMap{
-		"connection": connectionTo(s, nil),
-		"create":     str("true"),
-		"update":     str(`echo "prev-out=[$PULUMI_COMMAND_STDOUT] prev-err=[$PULUMI_COMMAND_STDERR]"`),
+		"connection":             connectionTo(s, nil),
+		"create":                 str("true"),
+		"update":                 str(`echo "prev-out=[$PULUMI_COMMAND_STDOUT] prev-err=[$PULUMI_COMMAND_STDERR]"`),
+		"addPreviousOutputInEnv": resource.NewBoolProperty(true),
 	}
 	outs2, err := update(t, p, id, outs, news)
 	if err != nil {
@@ -763,7 +768,7 @@ func TestEnvironmentAndPreviousOutput(t *testing.T) {
 		t.Errorf("update stdout = %q", got)
 	}
 
-	// addPreviousOutputInEnv: false leaves the variables unset.
+	// addPreviousOutputInEnv false, or left out (this package's default), leaves the variables unset.
 	news["addPreviousOutputInEnv"] = resource.NewBoolProperty(false)
 	outs3, err := update(t, p, id, outs2, news)
 	if err != nil {
@@ -772,12 +777,20 @@ func TestEnvironmentAndPreviousOutput(t *testing.T) {
 	if got := plain(t, outs3["stdout"]); got != "prev-out=[] prev-err=[]" {
 		t.Errorf("update stdout without previous output = %q", got)
 	}
+	delete(news, "addPreviousOutputInEnv")
+	outs3, err = update(t, p, id, outs2, news)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := plain(t, outs3["stdout"]); got != "prev-out=[] prev-err=[]" {
+		t.Errorf("update stdout with the default addPreviousOutputInEnv = %q", got)
+	}
 
 	// A server that refuses the previous-output variables: a warning, and the command still runs.
 	s.refuseEnv["PULUMI_COMMAND_STDOUT"] = true
 	logs.reset()
-	delete(news, "addPreviousOutputInEnv")
-	outs4, err := update(t, p, id, outs3, news)
+	news["addPreviousOutputInEnv"] = resource.NewBoolProperty(true)
+	outs4, err := update(t, p, id, outs2, news)
 	if err != nil {
 		t.Fatalf("refused PULUMI_COMMAND_STDOUT should only warn: %v", err)
 	}
@@ -1042,7 +1055,7 @@ func TestUnreachableHint(t *testing.T) {
 	}
 	// A wrong type is refused by Check.
 	resp, err := p.Check(context.Background(), &pulumirpc.CheckRequest{
-		Urn: testURN, Type: RemoteCommandToken, Name: "test", News: mustMarshal(t, resource.PropertyMap{
+		Urn: testURN, Type: StepToken, Name: "test", News: mustMarshal(t, resource.PropertyMap{
 			"connection": connectionTo(s, resource.PropertyMap{"unreachableHint": resource.NewNumberProperty(1)}),
 			"create":     str("true"),
 		}),
@@ -1152,7 +1165,7 @@ func TestSecretOutputs(t *testing.T) {
 		t.Errorf("connection not secret in the checked inputs: %v", in["connection"])
 	}
 	resp, err := p.Create(context.Background(), &pulumirpc.CreateRequest{
-		Urn: testURN, Type: RemoteCommandToken, Name: "test", Properties: mustMarshal(t, in),
+		Urn: testURN, Type: StepToken, Name: "test", Properties: mustMarshal(t, in),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -1280,7 +1293,7 @@ func TestReadReturnsState(t *testing.T) {
 	state := mustMarshal(t, resource.PropertyMap{"stdout": str("x"), "connection": secret(str("c"))})
 	inputs := mustMarshal(t, resource.PropertyMap{"connection": secret(str("c"))})
 	resp, err := p.Read(context.Background(), &pulumirpc.ReadRequest{
-		Id: "abc", Urn: testURN, Type: RemoteCommandToken, Properties: state, Inputs: inputs,
+		Id: "abc", Urn: testURN, Type: StepToken, Properties: state, Inputs: inputs,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -1295,7 +1308,7 @@ func TestReadReturnsState(t *testing.T) {
 func read(t *testing.T, p *Provider, inputs, state resource.PropertyMap) (resource.PropertyMap, resource.PropertyMap) {
 	t.Helper()
 	resp, err := p.Read(context.Background(), &pulumirpc.ReadRequest{
-		Id: "test-1234", Urn: testURN, Type: RemoteCommandToken,
+		Id: "test-1234", Urn: testURN, Type: StepToken,
 		Properties: mustMarshal(t, state), Inputs: mustMarshal(t, inputs),
 	})
 	if err != nil {
@@ -1422,7 +1435,7 @@ func TestReadOnlyIsNoDiff(t *testing.T) {
 		t.Errorf("removing read: %v", d)
 	}
 	resp, err := p.Check(context.Background(), &pulumirpc.CheckRequest{
-		Urn: testURN, Type: RemoteCommandToken, Name: "test",
+		Urn: testURN, Type: StepToken, Name: "test",
 		News: mustMarshal(t, resource.PropertyMap{"connection": connectionTo(s, nil), "read": resource.NewNumberProperty(1)}),
 	})
 	if err != nil || len(resp.GetFailures()) != 1 || resp.GetFailures()[0].GetProperty() != "read" {
@@ -1471,17 +1484,18 @@ func TestDeleteTakesRunSettingsFromLatestInputs(t *testing.T) {
 	p, logs := newTestProvider(t)
 	deleteCmd := `echo "prev=[$PULUMI_COMMAND_STDOUT]"`
 	made := resource.PropertyMap{
-		"connection": connectionTo(s, nil),
-		"create":     str("echo made"),
-		"delete":     str(deleteCmd),
+		"connection":             connectionTo(s, nil),
+		"create":                 str("echo made"),
+		"delete":                 str(deleteCmd),
+		"addPreviousOutputInEnv": resource.NewBoolProperty(true),
 	}
 	id, state := mustCreate(t, p, made)
 	madeInputs := check(t, p, made)
 	if v, _ := unwrapSecret(state["addPreviousOutputInEnv"]); !v.IsBool() || !v.BoolValue() {
-		t.Fatalf("the state records addPreviousOutputInEnv: true (the default), got %v", state["addPreviousOutputInEnv"])
+		t.Fatalf("the state records addPreviousOutputInEnv: true, got %v", state["addPreviousOutputInEnv"])
 	}
 	runDelete := func(state, inputs resource.PropertyMap) error {
-		req := &pulumirpc.DeleteRequest{Id: id, Urn: testURN, Type: RemoteCommandToken, Properties: mustMarshal(t, state)}
+		req := &pulumirpc.DeleteRequest{Id: id, Urn: testURN, Type: StepToken, Properties: mustMarshal(t, state)}
 		if inputs != nil {
 			req.OldInputs = mustMarshal(t, inputs)
 		}
@@ -1552,7 +1566,7 @@ func TestDeleteOfAStateThatEchoesItsScripts(t *testing.T) {
 	old := outs.Copy()
 	old["create"], old["delete"], old["connection"] = inputs["create"], inputs["delete"], inputs["connection"]
 	for _, oldInputs := range []resource.PropertyMap{inputs, nil} {
-		req := &pulumirpc.DeleteRequest{Id: id, Urn: testURN, Type: RemoteCommandToken, Properties: mustMarshal(t, old)}
+		req := &pulumirpc.DeleteRequest{Id: id, Urn: testURN, Type: StepToken, Properties: mustMarshal(t, old)}
 		if oldInputs != nil {
 			req.OldInputs = mustMarshal(t, oldInputs)
 		}

@@ -8,20 +8,22 @@ import (
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/util/rpcutil/rpcerror"
 	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// checkType fails for every resource type but command:remote:Command.
+// checkType fails for every resource type but spark-remote:index:Step.
 func checkType(typ, urn string) error {
 	if typ == "" && urn != "" {
 		if u, err := resource.ParseURN(urn); err == nil {
 			typ = string(u.Type())
 		}
 	}
-	if typ != RemoteCommandToken {
-		return fmt.Errorf("%s is not implemented by this build of the command provider (only %s)",
-			typ, RemoteCommandToken)
+	if typ != StepToken {
+		return fmt.Errorf("%s is not implemented by the %s provider (only %s)", typ, PackageName, StepToken)
 	}
 	return nil
 }
@@ -36,7 +38,8 @@ func resourceName(name, urn string) string {
 	return "command"
 }
 
-// Check validates the inputs and applies the defaults of the npm SDK (which it applies itself as well).
+// Check validates the inputs and applies the defaults (the connection's, as the SDK does too, and
+// addPreviousOutputInEnv's).
 func (p *Provider) Check(_ context.Context, req *pulumirpc.CheckRequest) (*pulumirpc.CheckResponse, error) {
 	if err := checkType(req.GetType(), req.GetUrn()); err != nil {
 		return nil, err
@@ -62,7 +65,7 @@ func (p *Provider) Check(_ context.Context, req *pulumirpc.CheckRequest) (*pulum
 	if conn, ok := news[keyConnection]; !ok || conn.IsNull() {
 		fail(string(keyConnection), "missing required property 'connection'")
 	} else {
-		// upstream marks the connection secret, in inputs as in outputs.
+		// The connection is secret (it holds the credentials), whatever the program marked.
 		news[keyConnection] = ensureSecret(checkConnection(conn, string(keyConnection), true, fail))
 	}
 
@@ -80,7 +83,7 @@ func (p *Provider) Check(_ context.Context, req *pulumirpc.CheckRequest) (*pulum
 		fail(string(keyLogging), "expected a string, got "+v.TypeString())
 	}
 	if v, _ := unwrapSecret(news[keyAddPreviousOutputInEnv]); v.IsNull() {
-		news[keyAddPreviousOutputInEnv] = resource.NewBoolProperty(true)
+		news[keyAddPreviousOutputInEnv] = resource.NewBoolProperty(defaultAddPreviousOutputInEnv)
 	} else if !v.IsBool() && !v.IsComputed() {
 		fail(string(keyAddPreviousOutputInEnv), "expected a boolean, got "+v.TypeString())
 	}
@@ -337,10 +340,17 @@ func (p *Provider) resourceLogger(ctx context.Context, urn string, in *commandIn
 }
 
 func inputError(what string, err error) error {
-	return fmt.Errorf("invalid %s of %s: %w", what, RemoteCommandToken, err)
+	return fmt.Errorf("invalid %s of %s: %w", what, StepToken, err)
 }
 
 // Create runs the `create` command. In a preview nothing is run and stdout/stderr are unknown.
+//
+// A `create` that started on the host and failed may have changed it (a unit enabled, then its check failed), so the
+// step is returned all the same, as a resource that was created but failed to initialize (initFailed): the engine
+// keeps it in the state with its inputs, so `destroy` runs its `delete`, and the next `up` runs `create` again (an
+// update, since the engine updates a resource with initialization errors even when nothing changed). A host that
+// could not be reached, or a session that was refused, ran nothing: that error is returned alone, and nothing is
+// recorded.
 func (p *Provider) Create(ctx context.Context, req *pulumirpc.CreateRequest) (*pulumirpc.CreateResponse, error) {
 	if err := checkType(req.GetType(), req.GetUrn()); err != nil {
 		return nil, err
@@ -376,16 +386,31 @@ func (p *Provider) Create(ctx context.Context, req *pulumirpc.CreateRequest) (*p
 			stdin:   in.Stdin,
 			log:     p.resourceLogger(ctx, req.GetUrn(), in, news),
 		})
-		if err != nil {
+		if err != nil && !started(err) {
 			return nil, err
 		}
 	}
-	props, err := marshal("properties",
+	props, perr := marshal("properties",
 		buildOutputs(news, resource.NewStringProperty(stdout), resource.NewStringProperty(stderr)))
+	if perr != nil {
+		return nil, perr
+	}
 	if err != nil {
-		return nil, err
+		return nil, initFailed(id, props, req.GetProperties(), err)
 	}
 	return &pulumirpc.CreateResponse{Id: id, Properties: props}, nil
+}
+
+// initFailed is the error of a step that was created but failed to initialize: Pulumi's ErrorResourceInitFailed
+// detail carries its id, state and inputs, and the engine records it (with the error as its initialization error)
+// instead of forgetting it.
+func initFailed(id string, props, inputs *structpb.Struct, err error) error {
+	return rpcerror.WithDetails(rpcerror.New(codes.Unknown, err.Error()), &pulumirpc.ErrorResourceInitFailed{
+		Id:         id,
+		Properties: props,
+		Inputs:     inputs,
+		Reasons:    []string{err.Error()},
+	})
 }
 
 // Read reads the host back when the command has a `read` input (this build's own; see keyRead); without one it

@@ -405,9 +405,22 @@ func (p *Provider) run(ctx context.Context, spec runSpec) (string, string, error
 	outText := strings.TrimSuffix(stdout.String(), "\n")
 	errText := strings.TrimSuffix(stderr.String(), "\n")
 	if err != nil {
-		return outText, errText, p.commandError(spec, err, combined.String())
+		return outText, errText, &startedError{err: p.commandError(spec, err, combined.String())}
 	}
 	return outText, errText, nil
+}
+
+// startedError is the error of a script that started on the host and then failed (or was cancelled): it may have
+// changed the host. Any other error of run (the host not reached, a session refused) means it did not start.
+type startedError struct{ err error }
+
+func (e *startedError) Error() string { return e.err.Error() }
+func (e *startedError) Unwrap() error { return e.err }
+
+// started reports whether err is the error of a script that started on the host.
+func started(err error) bool {
+	var s *startedError
+	return errors.As(err, &s)
 }
 
 func (p *Provider) commandError(spec runSpec, err error, output string) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"spark-cluster.local/toolchain/plugins/internal/commandprovider"
 )
 
 func TestEngineAddress(t *testing.T) {
@@ -47,7 +50,7 @@ func TestServe(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	info, err := client.GetPluginInfo(ctx, &emptypb.Empty{})
-	if err != nil || info.GetVersion() != "1.2.1" {
+	if err != nil || info.GetVersion() != commandprovider.Version {
 		t.Fatalf("GetPluginInfo = %v, %v", info, err)
 	}
 	hs, err := client.Handshake(ctx, &pulumirpc.ProviderHandshakeRequest{EngineAddress: "127.0.0.1:1"})
@@ -60,5 +63,9 @@ func TestServe(t *testing.T) {
 	})
 	if err == nil {
 		t.Fatal("expected an error for command:local:Command")
+	}
+	sch, err := client.GetSchema(ctx, &pulumirpc.GetSchemaRequest{})
+	if err != nil || !strings.Contains(sch.GetSchema(), `"name":"spark-remote"`) {
+		t.Fatalf("GetSchema = %v, %v", sch, err)
 	}
 }

@@ -1,5 +1,5 @@
-// Command pulumi-resource-command is the project's build of the Pulumi `command` resource provider plugin,
-// compatible with the npm SDK @pulumi/command@1.2.1 (command:remote:Command only). See internal/commandprovider.
+// Command pulumi-resource-spark-remote is the project's own resource provider plugin, package `spark-remote`: one
+// resource type, spark-remote:index:Step, a step run on a node over SSH. See internal/commandprovider.
 //
 // Like every resource plugin it is started by the engine with the engine's address as its positional argument, and
 // prints the port of its gRPC server on stdout.

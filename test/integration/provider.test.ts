@@ -1,0 +1,106 @@
+// Our provider (package spark-remote, toolchain/plugins) on the lab's Spark pair, with the real
+// Pulumi CLI:
+//   - a stack deployed by the last commit whose provider announced itself as Pulumi's `command`
+//     moves to spark-remote by a rewrite of its state (toolchain/migrate-provider.js, what
+//     scripts/pulumi.sh runs by itself): the preview then shows every resource unchanged, a second
+//     up changes nothing, no resource of the state is a command:remote:Command, and destroy
+//     leaves no file, unit, rule, container or address of ours on either node;
+//   - a step whose create fails after it started on the node (a unit step whose unit never
+//     becomes active) is recorded by the engine with its inputs, so destroy runs its delete and
+//     leaves nothing of ours, and the next up runs its create again.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import * as path from "node:path";
+import { UNITS, unitPath } from "../../components/render/paths";
+import { labReusableFor, withLabUp } from "../lab/lab-harness";
+import { Session, newSession, pulumi, pulumiWithConfig, removeSession, root, run, ssh } from "./stackSession";
+
+withLabUp("spark-pair");
+
+/** The last commit whose provider was package `command` 1.2.1 (type command:remote:Command). */
+const BEFORE_THE_RENAME = "d74a5e6";
+
+describe("a stack deployed before the rename moves to our provider without touching a host", { timeout: 1_800_000 }, () => {
+    it(`scripts/check-no-change.sh ${BEFORE_THE_RENAME} HEAD: migrated, no change, destroy leaves nothing`, (t) => {
+        const out = run(undefined, path.join(root, "scripts", "check-no-change.sh"), [BEFORE_THE_RENAME, "HEAD"], 1500);
+        const lines = out.split("\n").filter((l) => l.startsWith("check-no-change:"));
+        t.diagnostic(lines.join(" | "));
+        // check-no-change names each side by its full commit id.
+        assert.match(out, /check-no-change: moved the state to \S+'s provider/);
+        assert.match(out, /check-no-change: \d+ unchanged, new components: none/);
+        assert.match(out, /check-no-change: custom resource types in the state after \S+: pulumi:providers:spark-remote spark-remote:index:Step$/m);
+        assert.match(out, /check-no-change: \S+ changes nothing on a stack deployed with \S+/);
+        // check-no-change destroys with HEAD at its end.
+        assert.equal(labReusableFor("spark-pair"), "", "nothing of ours is left on the nodes after destroy");
+    });
+});
+
+describe("a step that fails after it started is recorded: destroy removes what it did, the next up runs it again", { timeout: 1_800_000 }, () => {
+    // A drop-in of the test's (not ours) that keeps the head's vLLM unit from starting: the unit
+    // step installs and enables the unit, then waits 60 s for it to be active and fails. The last
+    // layer, so no other step waits on it.
+    const dropIn = `/etc/systemd/system/${UNITS.vllm}.service.d`;
+    const breakUnit = () =>
+        ssh("spark-a", `mkdir -p ${dropIn} && printf '[Service]\\nExecStartPre=/bin/false\\n' > ${dropIn}/lab-fail.conf && systemctl daemon-reload`);
+    const mendUnit = () => ssh("spark-a", `rm -rf ${dropIn} && systemctl daemon-reload`);
+    /** Whether spark-a has the vLLM unit's file, and the link that enables it. */
+    const unitOnA = () =>
+        ssh(
+            "spark-a",
+            `echo "file=$(test -e ${unitPath(UNITS.vllm)} && echo yes || echo no) enabled=$(ls /etc/systemd/system/*.wants/${UNITS.vllm}.service 2>/dev/null | wc -l)"`,
+        ).trim();
+
+    it("up fails at the head's vLLM unit, the state has the step with its error, and destroy leaves no file, unit or rule of ours", (t) => {
+        const session: Session = newSession();
+        try {
+            breakUnit();
+            assert.throws(() => pulumiWithConfig(session, "up", "--yes", "--skip-preview"), /spark-a-vllm-unit/);
+            assert.equal(unitOnA(), "file=yes enabled=1", "the failed step left its unit installed and enabled");
+            const state = JSON.parse(pulumi(session, "stack", "export")) as {
+                deployment: { resources: { urn: string; type: string; initErrors?: string[] }[] };
+            };
+            const failed = state.deployment.resources.filter((r) => (r.initErrors ?? []).length > 0);
+            t.diagnostic(`recorded with initialization errors: ${failed.map((r) => r.urn.split("::").pop()).join(", ")}`);
+            assert.equal(failed.length, 1, "one step recorded with its error");
+            assert.equal(failed[0].type, "spark-remote:index:Step");
+            assert.match(failed[0].urn, /::spark-a-vllm-unit$/);
+            // The unit installed and enabled, then its start failed: `systemctl restart` (what this
+            // drop-in makes fail) or the wait for it to be active.
+            assert.match((failed[0].initErrors ?? []).join("\n"), /Job for spark-cluster-vllm\.service failed|spark-cluster-vllm is not running/);
+
+            pulumiWithConfig(session, "destroy", "--yes", "--skip-preview");
+            assert.equal(unitOnA(), "file=no enabled=0", "destroy ran the failed step's delete");
+            mendUnit();
+            assert.equal(labReusableFor("spark-pair"), "", "nothing of ours is left on the nodes");
+        } finally {
+            mendUnit();
+            removeSession(session);
+        }
+    });
+
+    it("after the cause is gone, the next up runs the failed step's create again and converges", (t) => {
+        const session: Session = newSession();
+        try {
+            breakUnit();
+            assert.throws(() => pulumiWithConfig(session, "up", "--yes", "--skip-preview"));
+            mendUnit();
+            const preview = pulumiWithConfig(session, "preview", "--diff");
+            assert.match(
+                preview,
+                /~ spark-remote:index:Step: \(update\)\n(?:\s+\[(?!urn=)[^\n]*\n)*\s+\[urn=[^\]\n]*::spark-a-vllm-unit\]/,
+                "the recorded step is updated: its create runs again",
+            );
+            const up = pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+            t.diagnostic(up.trim().split("\n").slice(-6).join(" | "));
+            assert.equal(unitOnA(), "file=yes enabled=1");
+            assert.equal(ssh("spark-a", `systemctl is-active ${UNITS.vllm}.service`).trim(), "active");
+            assert.match(pulumiWithConfig(session, "preview", "--diff"), /unchanged/);
+            assert.doesNotMatch(pulumiWithConfig(session, "preview", "--diff"), /to update|to create|to delete|to replace/);
+            pulumiWithConfig(session, "destroy", "--yes", "--skip-preview");
+            assert.equal(labReusableFor("spark-pair"), "", "nothing of ours is left on the nodes");
+        } finally {
+            mendUnit();
+            removeSession(session);
+        }
+    });
+});
