@@ -29,7 +29,12 @@ fi
 
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/spark-cluster/venvs/torch-$version
 python=$cache/venv/bin/python
-if [ -f "$cache/.complete" ] && "$python" -c "$probe" 2>/dev/null; then
+# Installed, and checked (the probe) when it was: its files still there is enough. Importing torch
+# to check again took 5-10 s at every call (every lab bring-up and the parser script ask).
+installed() {
+  [ -f "$cache/.complete" ] && [ -x "$python" ] && compgen -G "$cache/venv/lib/python3*/site-packages/torch/distributed/__init__.py" >/dev/null
+}
+if installed; then
   echo "$python"
   exit 0
 fi
@@ -40,7 +45,7 @@ if ! flock -w 3600 9; then
   echo "torch-python.sh: another install holds $cache/.lock for over an hour" >&2
   exit 1
 fi
-if [ -f "$cache/.complete" ] && "$python" -c "$probe" 2>/dev/null; then
+if installed; then
   echo "$python"
   exit 0
 fi

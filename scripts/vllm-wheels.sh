@@ -20,7 +20,7 @@ for table in "${tables[@]}"; do
   dir="${cache}/${dist}-${version}"
   if [[ ! -f "${dir}/${wheel}" ]]; then
     echo "vllm-wheels.sh: downloading ${dist}==${version} (wheel, no dependencies) from PyPI" >&2
-    python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary :all: "${dist}==${version}" -d "${dir}" >&2
+    python3 -m pip download --quiet --disable-pip-version-check --no-cache-dir --no-deps --only-binary :all: "${dist}==${version}" -d "${dir}" >&2
   fi
   [[ -f "${dir}/${wheel}" ]] || { echo "vllm-wheels.sh: pip did not fetch ${wheel} for ${dist}==${version}" >&2; exit 1; }
   got="$(sha256sum "${dir}/${wheel}" | cut -d' ' -f1)"
