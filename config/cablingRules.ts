@@ -2,7 +2,7 @@
  * The cabling of a switchless cluster (`interconnect.topology: mesh | ring`), checked before any
  * host is touched: every cable names known nodes and ports, each port carries at most one cable,
  * each cable is one subnet of its own, a mesh cables every pair of its three nodes, and a ring is
- * one closed loop through every node. Pure functions with table tests (test/unit/cabling.test.ts).
+ * one closed loop through every node. Pure functions with table tests (test/unit/fabric.test.ts).
  */
 import type { z } from "zod";
 import { formatSubnet, parseCidr, subnetsOverlap } from "./ipv4";

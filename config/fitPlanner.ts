@@ -24,10 +24,9 @@ export const GIB = 2 ** 30;
 
 /**
  * GPU memory of a DGX Spark as CUDA reports it, which vLLM multiplies by gpuMemoryUtilization:
- * the memory the OS shows of the 128 GB pool, about 121.7 GiB ("CUDA reports ~121.7 GiB total on
- * a Spark", shared/FACTS.md, "Unified memory on Spark"): 121.63 GiB ("vLLM sees 121.63 GiB usable
- * (not 128 — ~6 GiB system/firmware)", rwlove/home-ops#13221; vLLM logs 121.69 GiB total on
- * another Spark, MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#47). A Jetson Thor (also 128 GB unified) is ASSUMED the same: no source
+ * the memory the OS shows of the 128 GB pool, about 121.7 GiB by Spark owners' reports: 121.63 GiB
+ * ("vLLM sees 121.63 GiB usable (not 128 — ~6 GiB system/firmware)", rwlove/home-ops#13221; vLLM
+ * logs 121.69 GiB total on another Spark, MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#47). A Jetson Thor (also 128 GB unified) is ASSUMED the same: no source
  * measured it; set nodes[].gpuMemoryGiB from vLLM's "Free memory on device (x/TOTAL GiB)" line.
  */
 export const UNIFIED_GPU_MEMORY_GIB = 121.63;

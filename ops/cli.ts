@@ -171,7 +171,7 @@ async function knownHostsLine(node: NodeConfig, fingerprints: Record<string, str
 
 /**
  * What a script run on `node` gets first on stdin: the login user's sudo password and the marker
- * line, as our command provider sends them (connection.sudoPassword); nothing without a password.
+ * line, as our provider sends them (connection.sudoPassword); nothing without a password.
  */
 export function sudoStdin(node: NodeConfig): string {
     return node.ssh.sudoPassword === undefined ? "" : `${node.ssh.sudoPassword.reveal()}\n${SUDO_STDIN_MARKER}\n`;

@@ -3,8 +3,9 @@
 # reach, and caches it so the next run takes seconds:
 #   1. Node.js dependencies (npm ci, lockfile pinned; install scripts off, so no
 #      package tries to download a plugin);
-#   2. the Pulumi CLI, built from its Go module at PULUMI_VERSION (toolchain/versions.env;
-#      newer than @pulumi/pulumi, PULUMI_NODEJS_SDK_VERSION, while npm lags the Go module proxy);
+#   2. the Pulumi CLI: one on PATH that is at least PULUMI_VERSION (toolchain/versions.env), else
+#      built from its Go module at PULUMI_VERSION (newer than @pulumi/pulumi,
+#      PULUMI_NODEJS_SDK_VERSION, while npm lags the Go module proxy);
 #   3. the project-built Node.js language host and our own provider plugin, spark-remote
 #      (toolchain/plugins, see toolchain/README.md);
 #   5. actionlint, which checks .github/workflows (built from its Go module).
@@ -74,24 +75,41 @@ have_sdk=$(node -p 'require("./node_modules/@pulumi/pulumi/package.json").versio
 [ "$have_sdk" = "$PULUMI_NODEJS_SDK_VERSION" ] || die "node_modules has @pulumi/pulumi $have_sdk, expected $PULUMI_NODEJS_SDK_VERSION"
 
 # --- 2. Pulumi CLI -------------------------------------------------------------
-cli_dir="$CACHE/pulumi-v$PULUMI_VERSION"
-if [ ! -x "$cli_dir/pulumi" ]; then
-  ambient=$(PATH="${PATH//$TOOLS:/}" command -v pulumi || true)
-  if [ -n "$ambient" ] && [ "$("$ambient" version 2>/dev/null)" = "v$PULUMI_VERSION" ]; then
-    say "using the Pulumi CLI on PATH: $ambient (v$PULUMI_VERSION)"
+# A Pulumi CLI already on PATH (the official installer's ~/.pulumi/bin/pulumi, a package
+# manager's) is used when it is at least PULUMI_VERSION, the version this project tests, and of
+# the same major version (scripts/pulumi-on-path.sh); SPARK_BUILD_PULUMI=1 builds ours all the same.
+# Otherwise the CLI is built from its Go module at PULUMI_VERSION, once per user and version.
+# Either way the project's own plugins (step 3) are the ones it runs with (step 4).
+if [ "${SPARK_BUILD_PULUMI:-0}" != 1 ] && ambient=$(scripts/pulumi-on-path.sh "$PULUMI_VERSION" 2>"$CACHE/pulumi-on-path.log"); then
+  cli_path=$(readlink -f "${ambient%%$'\t'*}")
+  cli_version=${ambient#*$'\t'}
+  cli_key="v$cli_version-$(printf '%s' "$cli_path" | sha256sum | cut -c1-8)"
+  say "using the Pulumi CLI on PATH: ${ambient%%$'\t'*} (v$cli_version; this project tests v$PULUMI_VERSION)"
+else
+  [ "${SPARK_BUILD_PULUMI:-0}" = 1 ] || say "$(sed 's/^pulumi-on-path.sh: //' "$CACHE/pulumi-on-path.log"): using the project's own build"
+  cli_dir="$CACHE/pulumi-v$PULUMI_VERSION"
+  if [ ! -x "$cli_dir/pulumi" ]; then
+    say "building the Pulumi CLI v$PULUMI_VERSION from its Go module (first time only: about 4-5 minutes on 2 cores)"
     mkdir -p "$cli_dir"
-    ln -sfn "$ambient" "$cli_dir/pulumi"
-  else
-    say "building the Pulumi CLI v$PULUMI_VERSION from its Go module (first time only: about 10-20 minutes on 2 cores)"
-    mkdir -p "$cli_dir"
+    # Its own Go module and build caches, removed once the binary is built: the CLI is built once
+    # per version, and its modules and compiled packages would only take up space in the user's
+    # Go caches (about 3 GB: ~/go/pkg/mod and ~/.cache/go-build held 4.0 GB after a bootstrap on
+    # 2026-11-27, 1.0 GB for the plugins and actionlint alone).
+    gotmp="$CACHE/pulumi-build-caches"
+    rm -rf "$gotmp" 2>/dev/null || { chmod -R u+w "$gotmp" && rm -rf "$gotmp"; }
     with_progress "go build pulumi" "$CACHE/pulumi-build.log" \
-      env -C toolchain/pulumi-cli go build -mod=readonly -trimpath -o "$cli_dir/pulumi.tmp" \
+      env -C toolchain/pulumi-cli GOMODCACHE="$gotmp/mod" GOCACHE="$gotmp/build" \
+        go build -mod=readonly -trimpath -o "$cli_dir/pulumi.tmp" \
         -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION" \
         github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
     mv "$cli_dir/pulumi.tmp" "$cli_dir/pulumi"
+    chmod -R u+w "$gotmp" && rm -rf "$gotmp"
+  else
+    say "Pulumi CLI v$PULUMI_VERSION cached"
   fi
-else
-  say "Pulumi CLI v$PULUMI_VERSION cached"
+  cli_path=$(readlink -f "$cli_dir/pulumi")
+  cli_version=$PULUMI_VERSION
+  cli_key=$PULUMI_VERSION
 fi
 
 # --- 3. Project-built plugins ------------------------------------------------
@@ -119,10 +137,10 @@ fi
 # "using ... from $PATH" warning (scripts/env.sh sets PULUMI_HOME and ignores
 # ambient plugins). dist-* holds hard links (a copy where that fails), not symlinks:
 # the CLI resolves symlinks before it looks next to itself.
-dist="$CACHE/dist-$PULUMI_VERSION-$plugins_key"
-if [ ! -x "$dist/pulumi" ] || [ ! -x "$dist/pulumi-language-nodejs" ]; then
+dist="$CACHE/dist-$cli_key-$plugins_key"
+if ! { [ "$dist/pulumi" -ef "$cli_path" ] || cmp -s "$dist/pulumi" "$cli_path"; } || [ ! -x "$dist/pulumi-language-nodejs" ]; then
   rm -rf "$dist.tmp"; mkdir -p "$dist.tmp"
-  ln -L "$cli_dir/pulumi" "$dist.tmp/pulumi" 2>/dev/null || cp -L "$cli_dir/pulumi" "$dist.tmp/pulumi"
+  ln "$cli_path" "$dist.tmp/pulumi" 2>/dev/null || cp "$cli_path" "$dist.tmp/pulumi"
   ln "$plugins_dir/pulumi-language-nodejs" "$dist.tmp/" 2>/dev/null || cp "$plugins_dir/pulumi-language-nodejs" "$dist.tmp/"
   rm -rf "$dist"; mv "$dist.tmp" "$dist"
 fi
@@ -157,5 +175,5 @@ have_actionlint=$("$TOOLS/actionlint" -version | sed -n 1p)
 [ "$have_actionlint" = "v$ACTIONLINT_VERSION" ] || die "built actionlint reports $have_actionlint, expected v$ACTIONLINT_VERSION"
 
 have=$("$TOOLS/pulumi" version)
-[ "$have" = "v$PULUMI_VERSION" ] || die "built pulumi reports $have, expected v$PULUMI_VERSION"
+[ "${have%%+*}" = "v${cli_version%%+*}" ] || die "$TOOLS/pulumi reports $have, expected v$cli_version"
 say "ready in $(( $(date +%s) - started ))s: pulumi $have in $TOOLS, the spark-remote provider in $provider_dir"

@@ -8,6 +8,10 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cache="${XDG_CACHE_HOME:-${HOME}/.cache}/spark-cluster/vllm-wheels"
 mkdir -p "${cache}"
+# One download at a time (test/process/vllmFlagsParity.test.ts and scripts/vllm-parser.sh may ask
+# at once, under `npm test`'s two files at a time).
+exec 9>"${cache}/.lock"
+flock -w 1800 9 || { echo "vllm-wheels.sh: another download holds ${cache}/.lock for over 30 minutes" >&2; exit 1; }
 tables=()
 if [[ $# -eq 0 ]]; then
   tables=(config/vllmFlags/*.json)
@@ -20,7 +24,7 @@ for table in "${tables[@]}"; do
   dir="${cache}/${dist}-${version}"
   if [[ ! -f "${dir}/${wheel}" ]]; then
     echo "vllm-wheels.sh: downloading ${dist}==${version} (wheel, no dependencies) from PyPI" >&2
-    python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary :all: "${dist}==${version}" -d "${dir}" >&2
+    python3 -m pip download --quiet --disable-pip-version-check --no-cache-dir --no-deps --only-binary :all: "${dist}==${version}" -d "${dir}" >&2
   fi
   [[ -f "${dir}/${wheel}" ]] || { echo "vllm-wheels.sh: pip did not fetch ${wheel} for ${dist}==${version}" >&2; exit 1; }
   got="$(sha256sum "${dir}/${wheel}" | cut -d' ' -f1)"

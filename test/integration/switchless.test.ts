@@ -9,7 +9,7 @@
 // removes routes, forwarding and rules and puts the flags back as found. Then ring-4-miscabled (a
 // second bring-up): the cabling check against LLDP refuses it, naming both ends, before any change.
 // Then mesh-3 (a third): up, every address in one hop at full MTU, no forwarding, serving, destroy.
-// (It replaces test/lab/lab-switchless.test.ts, which applied the renderers' scripts by hand.)
+// (It replaces the lab test lab-switchless.test.ts, which applied the renderers' scripts by hand.)
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";

@@ -1,6 +1,6 @@
 /**
  * The readers that stand between a rendered config value and the program that finally uses it,
- * for test/sinks.property.test.ts (and, the env-file readers, for checks against real hosts).
+ * for test/process/sinks.property.test.ts (and, the env-file readers, for checks against real hosts).
  *
  * Two kinds:
  * - faithful ports, pure functions, each written from the reader's own source (cited at each):
@@ -42,7 +42,7 @@ const SYSTEMD_SHELL_NEED_ESCAPE = '"\\`$';
  * then exec_context_load_environment() in src/core/execute.c drops assignments whose name or value
  * is invalid (strv_env_clean_with_callback → env_assignment_is_valid). Differences from later
  * systemd: a comment line ending in `\` swallows the next line (COMMENT_ESCAPE; changed in v254).
- * test/sinks.property.test.ts checks this port against systemd 252 itself ({@link systemdEnvOracle}).
+ * test/process/sinks.property.test.ts checks this port against systemd 252 itself ({@link systemdEnvOracle}).
  */
 export function parseSystemdEnvFile(text: string): EnvVars {
     type State =

@@ -1,6 +1,6 @@
 /**
  * Renders many configs, one after the other, in one process under Pulumi's mocks: the render
- * worker of test/sinks.property.test.ts, and {@link RenderPool}, which runs two of them.
+ * worker of test/process/sinks.property.test.ts, and {@link RenderPool}, which runs two of them.
  * test/mocked/graphHarness.ts renders one scenario per process (its tests need a fresh runtime each); the
  * property test renders hundreds, so each worker keeps its runtime and resets only what it records.
  *

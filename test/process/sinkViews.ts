@@ -1,7 +1,7 @@
 /**
- * A rendered program read back the way the nodes read it, for test/sinks.property.test.ts: every
- * resource of a render (test/sinkRender.ts) is decoded layer by layer with each sink's reader
- * (test/sinkParsers.ts) into a view, a tree whose strings are what the last reader of each place
+ * A rendered program read back the way the nodes read it, for test/process/sinks.property.test.ts: every
+ * resource of a render (test/process/sinkRender.ts) is decoded layer by layer with each sink's reader
+ * (test/process/sinkParsers.ts) into a view, a tree whose strings are what the last reader of each place
  * gets; the readers that run as programs (systemd, docker, python, nft, bash) run in batches for
  * all renders at once. The comparison of a view with its template (substitute, differences) and
  * the config's own expectations of the parsed layers (the secrets, the NCCL settings, what vLLM

@@ -8,8 +8,8 @@
  * mutations of valid examples.
  *
  * A value the config accepts is rendered with the whole program under Pulumi's mocks
- * (test/sinkRender.ts) into every resource, and each resource is read back layer by layer with
- * each sink's own reader (test/sinkParsers.ts): the remote command line, bash (words, here-docs,
+ * (test/process/sinkRender.ts) into every resource, and each resource is read back layer by layer with
+ * each sink's own reader (test/process/sinkParsers.ts): the remote command line, bash (words, here-docs,
  * `bash -n`), systemd 252 (`systemd --test` prints every parsed command line; `$` substitution at
  * exec), the docker CLI (a fake daemon records the container), vLLM's argument parser (the lab's,
  * generated from vLLM 0.33), EnvironmentFile= (systemd's reader, checked against systemd itself)

@@ -13,7 +13,7 @@
  *
  * This is the cheap check (the wheels only, no imports). The same tables against vLLM's REAL
  * argument parser, every version, every rendered flag and every spelling, is
- * test/vllmParserParity.test.ts (scripts/vllm-parser.sh installs each release with its torch,
+ * test/process/vllmParserParity.test.ts (scripts/vllm-parser.sh installs each release with its torch,
  * once, into the user cache).
  *
  * The flags are enumerated by rendering specs with every optional turned on, for rank 0 and a

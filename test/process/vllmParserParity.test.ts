@@ -2,8 +2,10 @@
  * Every vLLM flag table (config/vllmFlags/<version>.json) against the REAL argument parser of its
  * release: scripts/vllm-parser.sh builds, per version, the parser `vllm serve` builds (its CLI's
  * subparser from vllm/entrypoints/cli/serve.py, which calls that release's make_arg_parser) in a
- * venv with the wheel the table was generated from and the torch it pins (built once, cached in
- * ~/.cache/spark-cluster/vllm-parser-<version>/), and prints every option string of it.
+ * venv with the wheel the table was generated from and its requirements (built once with uv,
+ * cached in ~/.cache/spark-cluster/venvs/vllm-parser-<version>/), on one shared torch (2.13.0,
+ * the lab's; the script's header says why, and that each parser prints the same options on the
+ * torch its release pins), and prints every option string of it.
  *
  * For every version in VLLM_FLAG_VERSIONS:
  * - every flag the renderer can emit (RENDERABLE_VLLM_FLAGS): the parser has the option exactly
@@ -13,8 +15,11 @@
  *   omits); in 0.33 that includes the `--no-enable-X`/`--no-disable-X` spellings vLLM hides from
  *   --help but still accepts.
  *
- * The first run on a machine installs eight venvs from PyPI (see scripts/vllm-parser.sh for what
- * and lab/README.md, "vLLM stand-in", for the cost); later runs only build the parsers.
+ * The first run on a machine installs eight venvs from PyPI, and torch unless the NCCL check's
+ * test did (see scripts/vllm-parser.sh for what, and docs/development.md, "What the tests cost",
+ * for the time and bytes). Later runs build each parser again, two at a time, where its venv
+ * changed since its last report, and print that report where it did not (the report says when
+ * its parser was built; SPARK_PARSER_REPROBE=1 builds every parser again).
  */
 import { before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -28,6 +33,8 @@ const ROOT = path.resolve(__dirname, "..", "..", "..");
 /** One line of scripts/vllm-parser.sh. */
 interface ParserReport {
     version: string;
+    /** When the parser was built: the script reports a venv's parser again while the venv is unchanged. */
+    probed: string;
     vllm: string;
     torch: string;
     make_arg_parser: string;
@@ -74,7 +81,7 @@ describe("every flag table against its release's real `vllm serve` parser (scrip
             );
             const accepted = RENDERABLE_VLLM_FLAGS.filter((flag) => real.has(flag)).length;
             console.log(
-                `# ${version} (vllm ${report.vllm}, torch ${report.torch}, ${report.make_arg_parser}.make_arg_parser): ` +
+                `# ${version} (vllm ${report.vllm}, torch ${report.torch}, ${report.make_arg_parser}.make_arg_parser, probed ${report.probed}): ` +
                     `${RENDERABLE_VLLM_FLAGS.length} rendered flags checked, ${accepted} accepted by the parser, ${disagree.length} disagreements; ` +
                     `spellings: parser ${real.size} (${report.hidden.length} hidden from --help), table ${spellings.size}`,
             );

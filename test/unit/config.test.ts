@@ -1626,7 +1626,7 @@ describe("field formats", () => {
         ]) {
             assert.match(image, IMAGE_REFERENCE, image);
         }
-        // Found by test/sinks.property.test.ts (seed 275358056): docker refuses this one ("invalid reference format").
+        // Found by test/process/sinks.property.test.ts (seed 275358056): docker refuses this one ("invalid reference format").
         for (const image of ["nvcr.--helpio/nvidia/vllm:25.09-py3", "-nvcr.io/x", "nvcr.io-/x", "nvcr..io/x", "Upper/x", "x:tag:tag", "--help"]) {
             assert.doesNotMatch(image, IMAGE_REFERENCE, image);
         }
@@ -1655,7 +1655,7 @@ describe("field formats", () => {
             assert.ok(extraArgProblem(arg)?.message.includes(key), `${arg} should point to ${key}`);
         }
         assert.ok(extraArgProblem("-tp=2")?.message.includes("starting with --"));
-        // Found by test/sinks.property.test.ts with vLLM 0.33's own argument table: an alias of a
+        // Found by test/process/sinks.property.test.ts with vLLM 0.33's own argument table: an alias of a
         // rendered flag, and the `--flag.key=value` form FlexibleArgumentParser turns into --flag.
         for (const [arg, key] of [
             ["--device-memory-utilization=0.5", "model.gpuMemoryUtilization"],
@@ -1671,7 +1671,7 @@ describe("field formats", () => {
         assert.ok(extraArgProblem(`--chat-template=${"t".repeat(5000)}`)?.message.includes("at most 4096 characters"));
     });
 
-    // Found by test/sinks.property.test.ts: ids the hub client (huggingface_hub's validate_repo_id)
+    // Found by test/process/sinks.property.test.ts: ids the hub client (huggingface_hub's validate_repo_id)
     // refuses, a served name vLLM would read as a flag, paths Linux cannot open.
     const sources: [string, string | undefined][] = [
         ["Qwen/Qwen2.5-7B-Instruct", undefined],

@@ -5,7 +5,7 @@
  * sockets. Table tests cover the pure logic around them, and every rendered bash script goes
  * through `bash -n`.
  *
- * Snapshots: a missing one fails; `UPDATE_SNAPSHOTS=1` (re)writes them (see test/snapshot.ts).
+ * Snapshots: a missing one fails; `UPDATE_SNAPSHOTS=1` (re)writes them (see test/support/snapshot.ts).
  */
 import { describe, it, mock, test } from "node:test";
 import assert from "node:assert/strict";

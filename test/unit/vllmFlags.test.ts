@@ -1,7 +1,7 @@
 /**
  * config/vllmFlags.ts: the per-version `vllm serve` flag tables (generated from each release's
  * wheel by lab/vllm_standin/gen_flags.sh) and the version parser. Spot checks against facts read
- * in vLLM's source; test/vllmFlagsParity.test.ts checks every flag the renderer emits against the
+ * in vLLM's source; test/process/vllmFlagsParity.test.ts checks every flag the renderer emits against the
  * real parsers.
  */
 import { test } from "node:test";
