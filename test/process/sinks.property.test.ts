@@ -905,7 +905,7 @@ const KEYS: Key[] = [
     },
     {
         path: "frontend.openWebui.version",
-        lanes: [{ variant: "ray", at: ["frontend", "openWebui", "version"], sentinel: "0.98.76" }],
+        lanes: [{ variant: "ray", at: ["frontend", "openWebui", "version"], sentinel: "0.97.13" }],
         examples: ["0.12.4", "0.6.5", "1.0.0"],
     },
     {
