@@ -81,12 +81,15 @@ function replaceOnce(config: string, from: string | RegExp, to: string): string 
 function engineSwitchTouches(op: "create" | "delete"): string[] {
     return [
         "dev-model-download(update)",
+        "dev-node-check(update)",
         "dev-vllm-check(update)",
+        "spark-a-facts(update)",
         `spark-a-vllm-engine-switch(${op})`,
         "spark-a-vllm-probe(update)",
         "spark-a-vllm-ready(replace)",
         "spark-a-vllm-secrets(update)",
         "spark-a-vllm-unit(update)",
+        "spark-b-facts(update)",
         `spark-b-vllm-engine-switch(${op})`,
         "spark-b-vllm-follow(update)",
         "spark-b-vllm-probe(update)",
@@ -166,13 +169,17 @@ const ROWS: Row[] = [
     {
         change: "the image tag",
         edit: (c) => withImage(c, LAB_IMAGES.v2605),
-        // The vLLM probes ask the new image, and the check lists what they found.
+        // The vLLM probes ask the new image, and the check lists what they found; the facts
+        // (first contact) say whether each node has it, and the node check reads them again.
         touches: [
             "dev-model-download(update)",
+            "dev-node-check(update)",
             "dev-vllm-check(update)",
+            "spark-a-facts(update)",
             "spark-a-vllm-probe(update)",
             "spark-a-vllm-ready(replace)",
             "spark-a-vllm-unit(update)",
+            "spark-b-facts(update)",
             "spark-b-vllm-probe(update)",
             "spark-b-vllm-unit(update)",
         ],
@@ -202,7 +209,9 @@ const ROWS: Row[] = [
         edit: (c) => replaceOnce(withImage(c, LAB_IMAGES.ray), "executor: mp", "executor: ray"),
         touches: [
             "dev-model-download(update)",
+            "dev-node-check(update)",
             "dev-vllm-check(update)",
+            "spark-a-facts(update)",
             "spark-a-ray-head(create)",
             "spark-a-ray-head-auth(create)",
             "spark-a-ray-head-ready(create)",
@@ -211,6 +220,7 @@ const ROWS: Row[] = [
             "spark-a-vllm-probe(update)",
             "spark-a-vllm-ready(replace)",
             "spark-a-vllm-unit(update)",
+            "spark-b-facts(update)",
             "spark-b-ray-probe(create)",
             "spark-b-ray-worker(create)",
             "spark-b-ray-worker-auth(create)",

@@ -47,10 +47,12 @@ function ownerState(node: string): { files: string; devices: string; addresses: 
     );
     // Each port's state, and NetworkManager's profiles: which of two profiles claiming one port it
     // activates is its own choice (the owner's 40-cx7.yaml and its 90-NM profile both do), so the
-    // active one is not compared.
+    // active one is not compared. Left out: the profiles NetworkManager makes itself, in memory, at
+    // each start (the loopback's, with a new UUID each time, and "Wired connection N" for a device
+    // without a profile while it starts): they are nobody's files.
     const devices = [
         ssh(node as "spark-a", "nmcli -t -f DEVICE,STATE device status | grep -E '^en' | sort"),
-        ssh(node as "spark-a", "nmcli -t -f NAME,UUID,TYPE connection show | sort"),
+        ssh(node as "spark-a", "nmcli -t -f NAME,UUID,TYPE connection show | grep -vE ':loopback$|^Wired connection [0-9]+:' | sort"),
     ].join("");
     const addresses: Record<string, string[]> = {};
     for (const port of ["enp1s0f1np1", "enP2p1s0f1np1"]) {

@@ -61,6 +61,7 @@ interface Row {
 // deleted by removing it; the model is copied to it (its pull step).
 const NODE_STEPS = [
     "thor-d",
+    "thor-d-facts",
     "thor-d-firewall",
     "thor-d-firewall-apply",
     "thor-d-interconnect",
@@ -79,9 +80,11 @@ const NODE_STEPS = [
 // Both ways, the nodes that stay: every node's firewall lets the cluster's members in and every
 // node's netplan step pings its peers, so each is updated (no process restarts for either); the
 // head's Ray readiness counts the nodes (it runs again); the serving step lists the copies. vLLM's
-// unit and its readiness do not depend on the node count. The vLLM check lists every node's vLLM.
+// unit and its readiness do not depend on the node count. The vLLM check lists every node's vLLM,
+// the node check every node's first-contact facts.
 const STAYING_UPDATES = [
     "dev-model-serve",
+    "dev-node-check",
     "dev-vllm-check",
     "thor-a-firewall-apply",
     "thor-a-interconnect-apply",

@@ -874,7 +874,7 @@ func TestSudoPasswordOnStdin(t *testing.T) {
 	}
 	// Delete runs with the latest inputs' password.
 	if _, err := p.Delete(context.Background(), &pulumirpc.DeleteRequest{
-		Id: id, Urn: testURN, Type: RemoteCommandToken, Properties: mustMarshal(t, state),
+		Id: id, Urn: testURN, Type: StepToken, Properties: mustMarshal(t, state),
 		OldInputs: mustMarshal(t, check(t, p, changed)),
 	}); err != nil {
 		t.Fatalf("Delete: %v", err)
