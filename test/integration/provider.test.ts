@@ -17,8 +17,11 @@ import { Session, newSession, pulumi, pulumiWithConfig, removeSession, root, run
 
 withLabUp("spark-pair");
 
-/** The last commit whose provider was package `command` 1.2.1 (type command:remote:Command). */
-const BEFORE_THE_RENAME = "d74a5e6";
+/**
+ * The last commit whose provider was package `command` 1.2.1 (type command:remote:Command): main
+ * just before the rename was merged, with every step the program has besides (first contact's).
+ */
+const BEFORE_THE_RENAME = "8a51149";
 
 describe("a stack deployed before the rename moves to our provider without touching a host", { timeout: 1_800_000 }, () => {
     it(`scripts/check-no-change.sh ${BEFORE_THE_RENAME} HEAD: migrated, no change, destroy leaves nothing`, (t) => {
