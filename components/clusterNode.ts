@@ -135,7 +135,13 @@ export class ClusterNode extends pulumi.ComponentResource {
         const contact = firstContactProbe(node.runtime.kind === "docker" ? { dockerImage: node.runtime.image } : {});
         const facts = this.host.command(
             `${node.name}-facts`,
-            { create: firstContactScript(contact), read: firstContactReadScript(contact) },
+            {
+                create: firstContactScript(contact),
+                read: firstContactReadScript(
+                    contact,
+                    node.interconnect.map((i) => i.address),
+                ),
+            },
             this.childOptions({ dependsOn: [ssh] }),
         );
         this.firstContact = facts.stdout.apply((out) => parseFirstContact(contact, out ?? ""));

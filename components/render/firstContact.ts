@@ -5,7 +5,7 @@
 // changes, naming the node, the file or connection, and the key or command that fixes it.
 import { shellQuote } from "./host/shell";
 import { heredoc } from "./host/shell";
-import { Fact, factsScript, parseFacts } from "./facts";
+import { FACT_SECTION_PREFIX, Fact, factsScript, parseFacts } from "./facts";
 import { readScript } from "./host/read";
 import { HF_HOME_DIR, NETPLAN_PATH, TAKEOVER_STATE_DIR } from "./paths";
 
@@ -422,18 +422,78 @@ export function firstContactScript(probe: FirstContactProbe): string {
 }
 
 /**
- * The facts step's read-back (refresh): the probe again, compared with what the last run printed
- * (on stdin) but for what changes by itself (available memory, free disk). A difference is drift,
- * so `pulumi up --refresh` runs the probe again and the node check judges the node as it is now
- * (after an owner fixed what it refused). A plain `up` keeps the facts of the last run.
+ * Python that compares two outputs of the probe (the last run's on stdin, the one just made in
+ * SC_FACTS_NOW) on what only the owner or the hardware changes: the memory the node has (MemTotal),
+ * its GPUs, which netplan files of other tools there are (NetworkManager's profiles on DGX OS among
+ * them, as 90-NM-*.yaml), and addresses other than ours (argv) on the node's own interfaces. Not
+ * what our own steps change on purpose: our netplan file and addresses, MTU, NetworkManager's hold
+ * on the ports, files the take-over moved aside and addresses it removed, the image we pull; nor
+ * what changes by itself (available memory, free disk). Prints one line per difference.
  */
-export function firstContactReadScript(probe: FirstContactProbe): string {
+const FACTS_DRIFT_PY = String.raw`import json, os, sys
+PREFIX = ${JSON.stringify(FACT_SECTION_PREFIX)}
+OURS = set(sys.argv[1:])
+def view(text):
+    sections, name = {}, None
+    for line in text.split("\n"):
+        if line.startswith(PREFIX):
+            name = line[len(PREFIX):].strip()
+            sections[name] = []
+        elif name is not None:
+            sections[name].append(line)
+    moved = set(l.split()[-1] for l in sections.get("takeover", []) if l.startswith("moved "))
+    files = set()
+    for line in sections.get("netplan", []):
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(e, dict) and isinstance(e.get("file"), str) and not e.get("ours"):
+            files.add(e["file"])
+    addresses = set()
+    for line in sections.get("links", []):
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        name = str(e.get("name", "")) if isinstance(e, dict) else ""
+        if name and name != "lo" and not name.startswith(("docker", "br-", "veth")):
+            addresses.update("%s %s" % (name, a) for a in e.get("addresses", []) if a not in OURS)
+    taken_over = any(l == "takeover=yes" for l in sections.get("takeover", []))
+    memory = [l for l in sections.get("memory", []) if l.startswith("MemTotal:")]
+    return {"memory": memory, "gpus": [l for l in sections.get("gpu", []) if l.strip()], "files": files, "moved": moved,
+            "addresses": addresses, "taken_over": taken_over}
+last, now = view(sys.stdin.read()), view(os.environ.get("SC_FACTS_NOW", ""))
+if last["memory"] != now["memory"]:
+    print("memory: %s, was %s" % (" ".join(now["memory"]) or "?", " ".join(last["memory"]) or "?"))
+if last["gpus"] != now["gpus"]:
+    print("GPUs: %s, were %s" % ("; ".join(now["gpus"]) or "none", "; ".join(last["gpus"]) or "none"))
+moved = last["moved"] | now["moved"]
+for f in sorted(now["files"] - last["files"] - moved):
+    print("netplan file %s is new" % f)
+for f in sorted(last["files"] - now["files"] - moved):
+    print("netplan file %s is gone" % f)
+for a in sorted(now["addresses"] - last["addresses"]):
+    print("address %s is new" % a)
+if not (last["taken_over"] or now["taken_over"]):
+    for a in sorted(last["addresses"] - now["addresses"]):
+        print("address %s is gone" % a)
+`;
+
+/**
+ * The facts step's read-back (refresh): the probe again, compared with what the last run printed
+ * (on stdin) on what the owner or the hardware changes ({@link FACTS_DRIFT_PY}). A difference is
+ * drift, so `pulumi up --refresh` runs the probe again and the node check judges the node as it is
+ * now (after an owner fixed what it refused); a converged cluster's refresh finds none. A plain
+ * `up` keeps the facts of the last run.
+ */
+export function firstContactReadScript(probe: FirstContactProbe, ourAddresses: readonly string[]): string {
     return readScript([
         `last=$(cat)`,
         `now=$(bash -c ${shellQuote(firstContactScript(probe))})`,
-        `stable() { grep -vE '^(MemAvailable:|free )' || true; }`,
-        `if [ "$(printf '%s\\n' "$last" | stable)" != "$(printf '%s\\n' "$now" | stable)" ]; then`,
-        `  echo "first contact: the node is not as the last up found it (other tools' files, NetworkManager, addresses, memory, GPUs or Docker changed): up --refresh probes it again"`,
+        `changed=$(printf '%s\\n' "$last" | SC_FACTS_NOW="$now" python3 -c ${shellQuote(FACTS_DRIFT_PY)} ${ourAddresses.map(shellQuote).join(" ")})`,
+        `if [ -n "$changed" ]; then`,
+        `  printf 'first contact: the node is not as the last up found it (up --refresh probes it again): %s\\n' "$changed"`,
         `fi`,
     ]);
 }

@@ -15,6 +15,7 @@ import {
     dockerFact,
     diskFact,
     firstContactProbe,
+    firstContactReadScript,
     firstContactScript,
     gpuFact,
     linksFact,
@@ -213,6 +214,37 @@ describe("first contact: the facts' parsers", () => {
         );
         assert.ok(facts.docker !== undefined, "a docker node's probe reads Docker");
         assert.equal(facts.disk.length, 2);
+    });
+
+    it("the read-back (refresh) reports what the owner or the hardware changed, not what our steps or time did", () => {
+        const probe = firstContactProbe({});
+        const now = spawnSync("bash", ["-c", firstContactScript(probe)], { encoding: "utf8", timeout: 60_000 }).stdout;
+        /** The read-back's lines against `last` as the step's recorded output. */
+        const readBack = (last: string): string => {
+            const run = spawnSync("bash", ["-c", firstContactReadScript(probe, ["192.168.100.11/24"])], { input: last, encoding: "utf8", timeout: 60_000 });
+            assert.equal(run.status, 0, run.stderr);
+            return run.stdout;
+        };
+        const withNetplan = (output: string, ...entries: object[]): string =>
+            output.replace(`${FACT_SECTION_PREFIX}netplan\n`, `${FACT_SECTION_PREFIX}netplan\n${entries.map((e) => JSON.stringify(e)).join("\n")}\n`);
+        const withTakeOver = (output: string, line: string): string => output.replace(/^takeover=no$/m, `takeover=yes\n${line}`);
+        assert.equal(readBack(now), "", "the same node");
+        // Time and our own steps: available memory, free disk, addresses, our netplan file.
+        const withPort = (output: string, addresses: string[]): string =>
+            output.replace(`${FACT_SECTION_PREFIX}links\n`, `${FACT_SECTION_PREFIX}links\n${JSON.stringify({ addresses, name: "enp1s0f1np1" })}\n`);
+        const churned = withPort(now.replace(/^MemAvailable:.*$/m, "MemAvailable: 1 kB"), ["192.168.100.11/24"]);
+        assert.equal(readBack(withNetplan(churned, { file: "/etc/netplan/60-spark-cluster-interconnect.yaml", id: "enp1s0f1np1", ours: true })), "");
+        // The owner's: memory the node has, a netplan file of another tool that came or went.
+        assert.match(readBack(now.replace(/^MemTotal:.*$/m, "MemTotal: 65000000 kB")), /^first contact: .*memory: MemTotal:/m);
+        const cx7 = { file: "/etc/netplan/40-cx7.yaml", id: "enp1s0f1np1" };
+        assert.match(readBack(withNetplan(now, cx7)), /netplan file \/etc\/netplan\/40-cx7\.yaml is gone/);
+        // An address not ours: one that came is the owner's; one that went is, unless our take-over removed it.
+        const foreign = withPort(now, ["10.9.9.9/24"]);
+        assert.match(readBack(foreign), /address enp1s0f1np1 10\.9\.9\.9\/24 is gone/);
+        assert.equal(readBack(withTakeOver(foreign, "moved 1 /etc/netplan/40-cx7.yaml")), "");
+        // A file the take-over moved aside is gone by our doing.
+        assert.match(now, /^takeover=no$/m, "this machine has no take-over of ours");
+        assert.equal(readBack(withTakeOver(withNetplan(now, cx7), "moved 1 /etc/netplan/40-cx7.yaml")), "");
     });
 
     for (const file of fs.existsSync(FIXTURES) ? fs.readdirSync(FIXTURES).filter((f) => f.endsWith(".out")) : []) {
