@@ -51,7 +51,7 @@ echo "== Go tests of the project-built plugins (toolchain/plugins)"
 (cd toolchain/plugins && go test -count=1 ./...)
 
 echo "== Node tests, every tier: test/unit, test/mocked, test/process, test/lab, test/integration"
-# Files run one at a time because the lab tests share the lab. Only *.test.js: node 20 would also
+# Lab files run one at a time because they share the lab. Only *.test.js: node 20 would also
 # run every other file under a test/ folder.
 # The lab's files run grouped by topology, and with SPARK_LAB_KEEP_UP=1 a file that ends with the
 # lab clean leaves it up for the next file of its topology (test/lab/lab-harness.ts, withLabUp):
@@ -92,18 +92,21 @@ done
 trap 'lab/lab.sh down >/dev/null 2>&1 || true' EXIT
 results=$(mktemp)
 failed=()
-run_node_tests() { # label files...: one `node --test`; its closing counts are kept for the total
-  local label=$1 out rc=0
-  shift
+run_node_tests() { # label concurrency files...: one `node --test`; its closing counts are kept for the total
+  local label=$1 concurrency=$2 out rc=0 began
+  shift 2
   out=$(mktemp)
-  SPARK_LAB_KEEP_UP=1 node --test --test-concurrency=1 "$@" 2>&1 | tee "$out" || rc=$?
+  began=$(date +%s)
+  SPARK_LAB_KEEP_UP=1 node --test --test-concurrency="$concurrency" "$@" 2>&1 | tee "$out" || rc=$?
   grep -E '^# (tests|pass|fail|cancelled|skipped|todo) [0-9]+$' "$out" >> "$results" || true
   rm -f "$out"
+  echo "== $label: $(( $(date +%s) - began )) s"
   if (( rc != 0 )); then failed+=("$label"); fi
 }
 started=$(date +%s)
-run_node_tests "the tiers without the lab (test/unit, test/mocked, test/process)" "${plain[@]}"
-for f in "${lab[@]}"; do run_node_tests "$f" "$f"; done
+# The tiers without the lab two files at a time (one per core; they share no lab), the lab's one.
+run_node_tests "the tiers without the lab (test/unit, test/mocked, test/process)" 2 "${plain[@]}"
+for f in "${lab[@]}"; do run_node_tests "$f" 1 "$f"; done
 echo "== the suite: ${#found[@]} test files in $(( ${#lab[@]} + 1 )) runs, $(( $(date +%s) - started )) s"
 awk '{ n[$2] += $3 } END { for (k in n) printf "# total %s %d\n", k, n[k] }' "$results" | sort
 rm -f "$results"
