@@ -249,7 +249,7 @@ export function parseNcclConf(text: string): EnvVars {
  * `[sudo -n ]bash -c '<script>'` with the script single-quoted by shellQuote (`'` as `'"'"'`).
  * Exactly that grammar is accepted; bash reads it the same way (checked by {@link bashWords}).
  */
-export function decodeRemoteCommand(line: string): { comments: string[]; sudo: boolean; script: string; quoted: string } {
+export function decodeRemoteCommand(line: string): { comments: string[]; sudo: boolean; script: string; quoted: string; word: string } {
     const lines = line.split("\n");
     let start = 0;
     while (lines[start]?.startsWith("# ")) start++;
@@ -260,13 +260,15 @@ export function decodeRemoteCommand(line: string): { comments: string[]; sudo: b
     const quoted = match[2];
     const parts = quoted.slice(1, -1).split(`'"'"'`);
     if (parts.some((part) => part.includes("'"))) throw new Error("a single quote outside shellQuote's '\"'\"' escapes");
-    let script = parts.join("'");
+    const word = parts.join("'");
+    let script = word;
     if (match[1] === "sudo -k -S -p '' ") {
         // The wrapper's own first line: skip stdin up to the marker (components/render/host/shell.ts).
         if (!script.startsWith(SUDO_STDIN_SKIP)) throw new Error("a sudo -S command line without the stdin skip before its script");
         script = script.slice(SUDO_STDIN_SKIP.length);
     }
-    return { comments: lines.slice(0, start), sudo: match[1] !== undefined, script, quoted };
+    // `word` is what bash makes of the quoted argument (the skip included), `script` the step's own.
+    return { comments: lines.slice(0, start), sudo: match[1] !== undefined, script, quoted, word };
 }
 
 /** One item of a script as {@link lexShell} reads it. */

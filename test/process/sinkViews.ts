@@ -377,7 +377,7 @@ export async function readJob(result: RenderResult, config: Config, readers: Rea
                 const remote = decodeRemoteCommand(text);
                 const where = `${resource.name}.${field}`;
                 if (!unchanged) {
-                    checkWord(remote.quoted, remote.script);
+                    checkWord(remote.quoted, remote.word);
                     pending.push(
                         readers.bashSyntax.get(remote.script).then((error) => {
                             if (error !== undefined) problems.push(`${where}: bash -n refuses the script: ${error}`);
