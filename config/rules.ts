@@ -109,8 +109,7 @@ export function checkSudoPasswordUsed(sudoPasswordSet: boolean, nodes: readonly 
     return [
         {
             path: "sudoPassword",
-            message:
-                "is set, but every node logs in as root (nodes[].ssh.user), so no step uses it. Fix: remove it, or set ssh.user to the user whose sudo asks for it",
+            message: `is set, but every node logs in as root (${nodes.map((_, i) => `nodes[${i}].ssh.user`).join(", ")}), so no step uses it. Fix: remove it, or set ssh.user to the user whose sudo asks for it`,
             got: "a password",
             example: `pulumi config rm ${CONFIG_NAMESPACE}:sudoPassword`,
         },
