@@ -409,6 +409,8 @@ const KEYS: Key[] = [
         lanes: [{ variant: "mp", at: ["nodes", 1, "ssh", "user"], sentinel: "zquserzq" }],
         examples: ["ubuntu", "root", "_svc-1"],
         exact: (v) => v === "root",
+        // The template's other node logs in as root and it sets sudoPassword: root here leaves no step to use it.
+        refusalAlso: ["sudoPassword"],
     },
     {
         path: "nodes[].ssh.privateKeyPath",
