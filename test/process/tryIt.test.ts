@@ -62,7 +62,7 @@ describe("tryIt: the curl line is safe to paste into bash", () => {
             const run = runAsNobody(line);
             assert.equal(run.status, 0, run.stderr);
             assert.deepEqual(run.files, [], "the line left files behind: something in it ran");
-            // scripts/pulumi.sh finds stacks/Pulumi.spark-pair.yaml itself (test/process/pulumiSh.test.ts).
+            // scripts/pulumi.sh finds stacks/Pulumi.spark-pair.yaml itself (test/integration/dgxOs.test.ts runs the quickstart's commands through it).
             assert.deepEqual(run.pulumi, ["--stack", "spark-pair", "config", "get", "spark-cluster:apiKey"]);
             assert.deepEqual(run.curl, [
                 "-s",

@@ -10,7 +10,7 @@ import * as path from "node:path";
 import { findRepoRoot } from "./repoRoot";
 
 export interface DocCommand {
-    /** README.md or docs/NAME.md. */
+    /** README.md or a file under docs/. */
     file: string;
     /** The `## ` heading the block is under. */
     section: string;

@@ -3,7 +3,7 @@
 // pulumi:providers:command::default_1_2_1) to our own package, spark-remote. The fixture is a real
 // `pulumi stack export` of such a stack (two steps under a component, one depending on the other,
 // secrets encrypted under the throwaway passphrase "x"; stack traces left out). The lab test
-// test/integration/providerMigration.test.ts deploys with the commit before the rename and checks
+// test/integration/provider.test.ts deploys with the commit before the rename and checks
 // the engine's side (no change, destroy cleans the hosts).
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
