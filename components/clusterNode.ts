@@ -141,8 +141,6 @@ export class ClusterNode extends pulumi.ComponentResource {
                     contact,
                     node.interconnect.map((i) => i.address),
                 ),
-                // Data for the node check, which prints the findings: not shown as it runs.
-                logging: "none",
             },
             this.childOptions({ dependsOn: [ssh] }),
         );
