@@ -425,7 +425,8 @@ export function firstContactScript(probe: FirstContactProbe): string {
  * Python that compares two outputs of the probe (the last run's on stdin, the one just made in
  * SC_FACTS_NOW) on what only the owner or the hardware changes: the memory the node has (MemTotal),
  * its GPUs, which netplan files of other tools there are (NetworkManager's profiles on DGX OS among
- * them, as 90-NM-*.yaml), and addresses other than ours (argv) on the node's own interfaces. Not
+ * them, as 90-NM-*.yaml), and, until our netplan file is there, addresses other than ours (argv) on
+ * the node's own interfaces (after that the interconnect step reads the ports back). Not
  * what our own steps change on purpose: our netplan file and addresses, MTU, NetworkManager's hold
  * on the ports, files the take-over moved aside and addresses it removed, the image we pull; nor
  * what changes by itself (available memory, free disk). Prints one line per difference.
@@ -442,14 +443,17 @@ def view(text):
         elif name is not None:
             sections[name].append(line)
     moved = set(l.split()[-1] for l in sections.get("takeover", []) if l.startswith("moved "))
-    files = set()
+    files, ours_there = set(), False
     for line in sections.get("netplan", []):
         try:
             e = json.loads(line)
         except ValueError:
             continue
-        if isinstance(e, dict) and isinstance(e.get("file"), str) and not e.get("ours"):
-            files.add(e["file"])
+        if isinstance(e, dict) and isinstance(e.get("file"), str):
+            if e.get("ours"):
+                ours_there = True
+            else:
+                files.add(e["file"])
     addresses = set()
     for line in sections.get("links", []):
         try:
@@ -462,7 +466,7 @@ def view(text):
     taken_over = any(l == "takeover=yes" for l in sections.get("takeover", []))
     memory = [l for l in sections.get("memory", []) if l.startswith("MemTotal:")]
     return {"memory": memory, "gpus": [l for l in sections.get("gpu", []) if l.strip()], "files": files, "moved": moved,
-            "addresses": addresses, "taken_over": taken_over}
+            "addresses": addresses, "taken_over": taken_over, "ours_there": ours_there}
 last, now = view(sys.stdin.read()), view(os.environ.get("SC_FACTS_NOW", ""))
 if last["memory"] != now["memory"]:
     print("memory: %s, was %s" % (" ".join(now["memory"]) or "?", " ".join(last["memory"]) or "?"))
@@ -473,11 +477,14 @@ for f in sorted(now["files"] - last["files"] - moved):
     print("netplan file %s is new" % f)
 for f in sorted(last["files"] - now["files"] - moved):
     print("netplan file %s is gone" % f)
-for a in sorted(now["addresses"] - last["addresses"]):
-    print("address %s is new" % a)
-if not (last["taken_over"] or now["taken_over"]):
-    for a in sorted(last["addresses"] - now["addresses"]):
-        print("address %s is gone" % a)
+# Once our netplan file is there (an up got past the node check), addresses on the ports are the
+# interconnect step's to read back and repair, not first contact's.
+if not (last["ours_there"] or now["ours_there"]):
+    for a in sorted(now["addresses"] - last["addresses"]):
+        print("address %s is new" % a)
+    if not (last["taken_over"] or now["taken_over"]):
+        for a in sorted(last["addresses"] - now["addresses"]):
+            print("address %s is gone" % a)
 `;
 
 /**

@@ -242,6 +242,10 @@ describe("first contact: the facts' parsers", () => {
         const foreign = withPort(now, ["10.9.9.9/24"]);
         assert.match(readBack(foreign), /address enp1s0f1np1 10\.9\.9\.9\/24 is gone/);
         assert.equal(readBack(withTakeOver(foreign, "moved 1 /etc/netplan/40-cx7.yaml")), "");
+        // Once our netplan file is there, an address on a port is the interconnect step's drift, not first contact's.
+        const ourFile = { file: "/etc/netplan/60-spark-cluster-interconnect.yaml", id: "enp1s0f1np1", ours: true };
+        assert.equal(readBack(withNetplan(foreign, ourFile)), "");
+        assert.match(readBack(withNetplan(now, ourFile)), /^$/);
         // A file the take-over moved aside is gone by our doing.
         assert.match(now, /^takeover=no$/m, "this machine has no take-over of ours");
         assert.equal(readBack(withTakeOver(withNetplan(now, cx7), "moved 1 /etc/netplan/40-cx7.yaml")), "");
