@@ -276,8 +276,16 @@ describe("Sparks as DGX OS leaves them, and their owner after NVIDIA's playbooks
         assert.equal(backend.status, 1, `files of the state backend hold the password: ${backend.stdout}`);
     });
 
-    it("destroy puts the owner's files and NetworkManager's state back byte for byte, and their addresses come back", () => {
-        pulumiWithConfig(session, "destroy", "--yes", "--skip-preview");
+    it("destroy puts the owner's files and NetworkManager's state back byte for byte, and their addresses come back", (t) => {
+        const destroyed = pulumiWithConfig(session, "destroy", "--yes", "--skip-preview");
+        t.diagnostic(
+            destroyed
+                .split("\n")
+                .filter((l) => l.includes("take-over:"))
+                .join(" | "),
+        );
+        for (const node of SPARKS)
+            t.diagnostic(`${node} active: ${ssh(node, "nmcli -t -f NAME,UUID,DEVICE connection show --active | sort").trim().replace(/\n/g, ", ")}`);
         for (const node of SPARKS) {
             assert.equal(oursLeft(node), "", `${node} has nothing of ours`);
             const now = ownerState(node);
