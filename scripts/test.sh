@@ -26,13 +26,14 @@ if ! command -v netplan >/dev/null; then
   apt-get install -y -q netplan.io >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q netplan.io >/dev/null; }
 fi
 
+echo "== typecheck (tsc, strict; the JavaScript by tsconfig.js.json)"
+rm -rf build  # no stale compiled tests from files that no longer exist
+tsc -p tsconfig.json
+tsc -p tsconfig.js.json
+
 if ((fast)); then
-  echo "== typecheck (tsc, strict; the JavaScript by tsconfig.js.json); lint: npm run lint"
-  rm -rf build  # no stale compiled tests from files that no longer exist
-  tsc -p tsconfig.json
-  tsc -p tsconfig.js.json
   mapfile -t found < <(find build/test -name '*.test.js' ! -path 'build/test/lab/*' ! -path 'build/test/integration/*' | sort)
-  echo "== Node tests without the lab: test/unit, test/mocked, test/process (${#found[@]} files; the whole suite: scripts/test.sh)"
+  echo "== Node tests without the lab: test/unit, test/mocked, test/process (${#found[@]} files; lint: npm run lint; the whole suite: scripts/test.sh)"
   started=$(date +%s)
   rc=0
   SPARK_PROPERTY_COUNT="${SPARK_PROPERTY_COUNT:-40}" node --test --test-concurrency=2 "${found[@]}" || rc=$?
@@ -40,10 +41,7 @@ if ((fast)); then
   exit "${rc}"
 fi
 
-echo "== typecheck (tsc, strict; the JavaScript by tsconfig.js.json), lint (eslint + @pulumi/eslint-plugin) and format (prettier)"
-rm -rf build  # no stale compiled tests from files that no longer exist
-tsc -p tsconfig.json
-tsc -p tsconfig.js.json
+echo "== lint (eslint + @pulumi/eslint-plugin) and format (prettier)"
 eslint --max-warnings 0 .
 prettier --check --log-level warn "**/*.{ts,mjs,js}"
 
