@@ -41,13 +41,6 @@ if ((fast)); then
   exit "${rc}"
 fi
 
-echo "== lint (eslint + @pulumi/eslint-plugin) and format (prettier)"
-eslint --max-warnings 0 .
-prettier --check --log-level warn "**/*.{ts,mjs,js}"
-
-echo "== Go tests of the project-built plugins (toolchain/plugins)"
-(cd toolchain/plugins && go test -count=1 ./...)
-
 echo "== Node tests, every tier: test/unit, test/mocked, test/process, test/lab, test/integration"
 # Lab files run one at a time because they share the lab. Only *.test.js: node 20 would also
 # run every other file under a test/ folder.
@@ -55,7 +48,8 @@ echo "== Node tests, every tier: test/unit, test/mocked, test/process, test/lab,
 # lab clean leaves it up for the next file of its topology (test/lab/lab-harness.ts, withLabUp):
 # one bring-up per topology instead of one per file. The lab goes down at the end, whatever happened.
 # `node --test` sorts the files it is given, so the tiers without the lab run in one `node --test`
-# and each lab file in its own, in this order; the closing lines add up every run.
+# (beside the lab's files, see below) and each lab file in its own, in this order; the closing
+# lines add up every run.
 lab_order=(
   # spark-pair, kept up from file to file. lab-netplan-restore first: it needs the interconnect's
   # IPv6 link-local as a fresh node has it, and spark-pair's last test deploys with a commit older
@@ -87,7 +81,13 @@ for f in "${found[@]}"; do  # lab files not in the list above: last, each with i
   case "$f" in build/test/lab/* | build/test/integration/*) [[ -n "${listed[$f]:-}" ]] || lab+=("$f") ;; esac
 done
 (( ${#plain[@]} + ${#lab[@]} == ${#found[@]} )) || { echo "test.sh: $(( ${#plain[@]} + ${#lab[@]} )) files ordered, ${#found[@]} found" >&2; exit 1; }
-trap 'lab/lab.sh down >/dev/null 2>&1 || true' EXIT
+beside_pid=""
+stop_beside() { # the job beside the lab's files, if it still runs (by its PID and its children's)
+  [[ -n "$beside_pid" ]] && kill -0 "$beside_pid" 2>/dev/null || return 0
+  pkill -TERM -P "$beside_pid" 2>/dev/null || true
+  kill "$beside_pid" 2>/dev/null || true
+}
+trap 'stop_beside; lab/lab.sh down >/dev/null 2>&1 || true' EXIT
 results=$(mktemp)
 failed=()
 run_node_tests() { # label concurrency files...: one `node --test`; its closing counts are kept for the total
@@ -102,9 +102,36 @@ run_node_tests() { # label concurrency files...: one `node --test`; its closing 
   if (( rc != 0 )); then failed+=("$label"); fi
 }
 started=$(date +%s)
-# The tiers without the lab two files at a time (one per core; they share no lab), the lab's one.
-run_node_tests "the tiers without the lab (test/unit, test/mocked, test/process)" 2 "${plain[@]}"
+# Everything that needs no lab (lint, format, the Go tests, the tiers without the lab) runs beside
+# the lab's files, one file at a time (one core for it, one for the lab, whose files mostly wait
+# on their nodes); its output is kept and printed after the lab's files. Nothing of it touches
+# the lab: the tests that load nft rules or run the CLI do it in network namespaces and scratch
+# backends of their own.
+beside=$(mktemp) beside_results=$(mktemp) beside_rc=$(mktemp)
+(
+  rc=0
+  echo "== lint (eslint + @pulumi/eslint-plugin) and format (prettier)"
+  { eslint --max-warnings 0 . && prettier --check --log-level warn "**/*.{ts,mjs,js}"; } || rc=1
+  echo "== Go tests of the project-built plugins (toolchain/plugins)"
+  (cd toolchain/plugins && go test -count=1 ./...) || rc=1
+  echo "== the tiers without the lab (test/unit, test/mocked, test/process): ${#plain[@]} files"
+  began=$(date +%s)
+  node --test --test-concurrency=1 "${plain[@]}" > "${beside}.tap" 2>&1 || rc=1
+  cat "${beside}.tap"
+  grep -E '^# (tests|pass|fail|cancelled|skipped|todo) [0-9]+$' "${beside}.tap" > "$beside_results" || true
+  rm -f "${beside}.tap"
+  echo "== the tiers without the lab: $(( $(date +%s) - began )) s"
+  echo "$rc" > "$beside_rc"
+) > "$beside" 2>&1 &
+beside_pid=$!
+echo "== lint, format, Go tests and the tiers without the lab: running beside the lab's files (pid ${beside_pid}; printed after them)"
 for f in "${lab[@]}"; do run_node_tests "$f" 1 "$f"; done
+wait "$beside_pid" || true
+echo "== beside the lab's files (lint, format, Go tests, the tiers without the lab):"
+cat "$beside"
+cat "$beside_results" >> "$results"
+[[ "$(cat "$beside_rc")" == 0 ]] || failed+=("lint, format, Go tests or the tiers without the lab (printed just above)")
+rm -f "$beside" "$beside_results" "$beside_rc"
 echo "== the suite: ${#found[@]} test files in $(( ${#lab[@]} + 1 )) runs, $(( $(date +%s) - started )) s"
 awk '{ n[$2] += $3 } END { for (k in n) printf "# total %s %d\n", k, n[k] }' "$results" | sort
 rm -f "$results"
