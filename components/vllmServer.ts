@@ -2,7 +2,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
 import { readinessCommand } from "./readiness";
-import type { EnginePlan } from "./render/engine";
+import type { EnginePlan } from "./render/enginePlan";
 import { contentHash } from "./render/host/shell";
 
 const TYPE = typeToken("VllmServer");

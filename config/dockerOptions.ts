@@ -2,7 +2,7 @@
 // serving containers (Ray, vLLM), from an allow-list. Each option is one argv token
 // `--flag=value`, checked here against the flag's own grammar (docker CLI 28, cli/opts), so
 // what the config accepts reaches docker as one argument and parses as the user meant.
-import { CONFIG_DIR, HF_HOME_DIR, STATE_DIR } from "../components/render/paths";
+import { CONFIG_DIR, HF_HOME_DIR, STATE_DIR } from "./hostPaths";
 
 /** A problem with one option: what is wrong, and a right example. */
 export interface DockerOptionProblem {

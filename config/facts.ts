@@ -5,7 +5,7 @@
  * {@link gatherFacts}; the cross-field rules, the fit check and the resolution step read them.
  * Nothing here imports a later phase (rules, fit, resolve).
  */
-import { HF_HOME_DIR } from "../components/render/paths";
+import { HF_HOME_DIR } from "./hostPaths";
 import { isLocalModelPath } from "./valueRules";
 import { DockerRuntimeSchema, type ParsedConfig, type ParsedModel, type ParsedNode, type Runtime } from "./schema";
 

@@ -42,6 +42,17 @@ export interface Cidr {
 }
 
 /**
+ * Whether a host is loopback: `localhost` or an IPv4 address in 127.0.0.0/8. A server bound to one
+ * is reachable only on its node (through an SSH tunnel from elsewhere), so the firewall opens
+ * nothing for it.
+ */
+export function isLoopback(host: string): boolean {
+    if (host === "localhost") return true;
+    const ip = parseIpv4(host);
+    return ip !== undefined && Math.floor(ip / 2 ** 24) === 127;
+}
+
+/**
  * Why `text` is not a usable interconnect interface address (`a.b.c.d/prefix`), or undefined when
  * it is one: IPv4 only, prefix 1..31 (a /32 has no peer; a /31 is a point-to-point link), not a
  * loopback, multicast, reserved or "this network" address, and for prefixes up to /30 neither

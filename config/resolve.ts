@@ -12,7 +12,7 @@ import { type FabricNode, planFabric } from "./fabric";
 import { DEFAULT_GPU_MEMORY_UTILIZATION, type Facts, NODE_KIND_TRAITS, RUNTIME_TRAITS, gatherFacts, runtimeOf } from "./facts";
 import { DEFAULT_OPEN_WEBUI_IMAGE, DEFAULT_OPEN_WEBUI_VENV, OpenWebuiDockerSchema, OpenWebuiVenvSchema } from "./frontendSchema";
 import { type FitInputs, type FitReport, fitInputs } from "./fitRule";
-import { formatIpv4, formatSubnet, parseCidr } from "./ipv4";
+import { formatIpv4, formatSubnet, isLoopback, parseCidr } from "./ipv4";
 import {
     CheckSchema,
     DEFAULT_SSH_CONNECT_TIMEOUT_SECONDS,
@@ -24,14 +24,12 @@ import {
     ParsedModel,
     ParsedNode,
     RaySchema,
+    ROCE_PASS_MARK_GBPS,
     RoceSchema,
     Runtime,
 } from "./schema";
 import { SecretString } from "./secret";
 import { SGLANG_VERSION } from "./sglangFlags";
-
-/** NVIDIA's pass mark for NCCL between two Sparks over RoCE (175 Gb/s), in GB/s. */
-export const ROCE_PASS_MARK_GBPS = 21.875;
 
 /** The NCCL transport every node uses. */
 export type Transport = "roce" | "socket";
@@ -468,13 +466,11 @@ export function resolveOpenWebui(
         (RUNTIME_TRAITS[head.runtime.kind].containerized
             ? { kind: "docker", image: DEFAULT_OPEN_WEBUI_IMAGE }
             : { kind: "venv", path: DEFAULT_OPEN_WEBUI_VENV });
-    const exposed = !LOOPBACK.includes(ui.listenAddress) && !ui.listenAddress.startsWith("127.");
-    const apiHost = api.host === "0.0.0.0" || LOOPBACK.includes(api.host) ? "127.0.0.1" : api.host;
-    const ssh = head.ssh;
-    const sshTarget = `${ssh.user}@${ssh.host}${ssh.port === 22 ? "" : ` -p ${ssh.port}`}`;
+    const exposed = !isLoopback(ui.listenAddress);
+    const apiHost = api.host === "0.0.0.0" || isLoopback(api.host) ? "127.0.0.1" : api.host;
     const access = exposed
-        ? `http://${ui.listenAddress === "0.0.0.0" ? ssh.host : ui.listenAddress}:${ui.port}`
-        : `ssh -N -L ${ui.port}:${ui.listenAddress}:${ui.port} ${sshTarget}, then open http://localhost:${ui.port}`;
+        ? `http://${ui.listenAddress === "0.0.0.0" ? head.ssh.host : ui.listenAddress}:${ui.port}`
+        : `ssh -N -L ${ui.port}:${ui.listenAddress}:${ui.port} ${sshTarget(head.ssh)}, then open http://localhost:${ui.port}`;
     return {
         node: head.name,
         runtime,
@@ -493,8 +489,10 @@ export function resolveOpenWebui(
     };
 }
 
-/** Loopback addresses: a dashboard bound to one is reachable only through an SSH tunnel. */
-const LOOPBACK = ["127.0.0.1", "localhost"];
+/** How a user reaches a node's SSH on a command line: `user@host`, and `-p port` when not 22. */
+export function sshTarget(ssh: { user: string; host: string; port: number }): string {
+    return `${ssh.user}@${ssh.host}${ssh.port === 22 ? "" : ` -p ${ssh.port}`}`;
+}
 
 /** What runs where for `model.executor`: the one place that tells the executors apart. */
 export function resolveExecutor(
@@ -510,9 +508,7 @@ export function resolveExecutor(
     }
     switch (model.executor) {
         case "ray": {
-            const exposed = !LOOPBACK.includes(ray.dashboardHost);
-            const ssh = head.ssh;
-            const sshTarget = `${ssh.user}@${ssh.host}${ssh.port === 22 ? "" : ` -p ${ssh.port}`}`;
+            const exposed = !isLoopback(ray.dashboardHost);
             return {
                 kind: "ray",
                 servers: [{ node: head.name, rank: 0 }],
@@ -527,7 +523,7 @@ export function resolveExecutor(
                         port: ray.dashboardPort,
                         access: exposed
                             ? `http://${ray.dashboardHost}:${ray.dashboardPort} (exposed: anyone who reaches it can run code)`
-                            : `ssh -L ${ray.dashboardPort}:127.0.0.1:${ray.dashboardPort} ${sshTarget}, then open http://127.0.0.1:${ray.dashboardPort}`,
+                            : `ssh -L ${ray.dashboardPort}:127.0.0.1:${ray.dashboardPort} ${sshTarget(head.ssh)}, then open http://127.0.0.1:${ray.dashboardPort}`,
                     },
                 },
             };

@@ -10,7 +10,7 @@ import { ConfigIssue, describeValue, formatPath } from "./issues";
 import { CONFIG_NAMESPACE } from "./namespace";
 import { formatIpv4, formatSubnet, parseCidr, parseIpv4, subnetsOverlap } from "./ipv4";
 import { Facts, RUNTIME_TRAITS, gatherFacts, hasThorIn, localModelFacts, resolveParallelism, runtimeOf, totalGpusOf } from "./facts";
-import { HF_HOME_DIR } from "../components/render/paths";
+import { HF_HOME_DIR } from "./hostPaths";
 import type { InterconnectSchema, NcclSchema, ParsedConfig, ParsedModel, ParsedNode } from "./schema";
 import { checkPorts } from "./portRules";
 import { checkEngineRules } from "./engineRules";

@@ -430,6 +430,9 @@ export const ModelSchema = z.strictObject({
     paused: z.boolean().optional().meta({ example: "true" }),
 });
 
+/** NVIDIA's pass mark for NCCL between two Sparks over RoCE: 175 Gb/s of the 200 Gb/s link, in GB/s (1e9 bytes/s). */
+export const ROCE_PASS_MARK_GBPS = 21.875;
+
 /** The NCCL check: an all-reduce across the nodes with the runtime's own torch, after the host layers. */
 export const CheckSchema = z.strictObject({
     /**

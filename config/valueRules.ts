@@ -2,7 +2,7 @@
 // sources, extra vLLM flags (not one the project renders, not an abbreviation
 // of one), and NCCL override names.
 import { CONFIG_NAMESPACE } from "./namespace";
-import { PROJECT_ENV, RUNTIME_ENV_PATH } from "../components/render/paths";
+import { PROJECT_ENV, RUNTIME_ENV_PATH } from "./hostPaths";
 
 /**
  * `org/name` as the hub client takes it (huggingface_hub's validate_repo_id, which `hf download`

@@ -2,7 +2,7 @@
 // the options and the script a node runs as root; ops/cli.ts runs it over SSH, node by node.
 import { bashScript, shellQuote } from "../components/render/host/shell";
 import { MODEL_SYNC_STATE_DIR } from "../components/render/modelSync";
-import { UNITS } from "../components/render/paths";
+import { UNITS } from "../config/hostPaths";
 
 /** The units whose journals `logs` shows: vLLM, a headless rank's follower, Ray. */
 export const LOG_UNITS = [UNITS.vllm, UNITS.vllmFollow, UNITS.ray] as const;

@@ -6,7 +6,7 @@ import type { Config, NodeConfig, Runtime } from "../config";
 import { envFileReader, pythonReadEnvValue } from "../components/render/host/envFile";
 import { runtimeStrategy } from "../components/render/host/runtime";
 import { bashScript, heredoc, shellQuote } from "../components/render/host/shell";
-import { CONTAINER_NAMES, RAY_ENV_PATH, UNITS, VLLM_SECRETS_PATH } from "../components/render/paths";
+import { CONTAINER_NAMES, RAY_ENV_PATH, UNITS, VLLM_SECRETS_PATH } from "../config/hostPaths";
 import { rayProbeArgv } from "../components/render/ray";
 
 /** Our units on a node, in the order the table lists them. */

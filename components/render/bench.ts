@@ -10,7 +10,7 @@ import type { ClusterSummary } from "../clusterSummary";
 import { envFileReader, pythonReadEnvValue } from "./host/envFile";
 import { runtimeStrategy } from "./host/runtime";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
-import { CONTAINER_NAMES, UNITS, VLLM_SECRETS_PATH } from "./paths";
+import { CONTAINER_NAMES, UNITS, VLLM_SECRETS_PATH } from "../../config/hostPaths";
 
 /** The benchmark's knobs, as `vllm bench serve` (vLLM 0.33) names them. */
 export interface BenchServeOptions {

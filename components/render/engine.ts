@@ -3,46 +3,11 @@
 // engine decision (config/resolve.ts `Engine`). The component wires any EnginePlan without
 // knowing which engine made it; adding an engine is one strategy here and one schema value.
 import type { Engine, ModelConfig, Runtime, ServerPlacement } from "../../config";
-import type { StepScripts } from "./step";
+import type { EnginePlan } from "./enginePlan";
 import { vllmProbeScript } from "./probe";
 import { parseSglangProbe, sglangCheckScript, sglangPlan, sglangProbeScript, sglangServeArgv } from "./sglang";
 import { vllmPlan, vllmServeArgv } from "./vllm";
 import { type NodeVllm, SHIPPED_FLAG_TABLES, type VllmProbeResult, parseVllmProbe, vllmCheckScript, vllmVerdict } from "./vllmCompat";
-
-/**
- * Everything an engine puts on one node, asked for once by its component, which wires it: the
- * root-only secrets file and its step, the unit and its step, the readiness probe (rank 0), and
- * on a headless rank its follower unit. The unit and the secrets file wait for values known at
- * deploy time (the runtime env's hash, the other ranks' units, the secrets), so they are
- * functions of those.
- */
-export interface EnginePlan {
-    /** This server's rank (0 serves the API). */
-    rank: number;
-    /** The OpenAI-compatible API rank 0 serves: its port and the model name clients ask for. */
-    api: { port: number; servedModel: string };
-    /** Rendered secrets file (API key, HF token), read by the runtime's env-file reader. */
-    secretsFile(apiKey: string, hfToken: string): string;
-    /** The secrets step: the file from stdin, root-only. */
-    secrets: StepScripts;
-    /** The unit; `peerUnits` (rank 0 of a multi-node engine): a change of any restarts this one after them. */
-    unit(envHash: string, peerUnits: readonly string[]): string;
-    /** The unit step: its create and read-back scripts for the rendered unit, and its delete. */
-    unitStep: { create(unit: string): string; read(unit: string): string; delete: string };
-    /** The readiness probe (rank 0 only: a real chat request answered). */
-    ready?: string;
-    /** The readiness step's Pulumi timeout: the probe's wait and 10 minutes for its last attempt and SSH. */
-    readyTimeout: string;
-    /** A headless rank's follower unit step (rank 1+): restarts it when the head's engine ends. */
-    follow?: StepScripts;
-    /**
-     * The engine-switch step of an engine other than vLLM: a switch updates the serving steps in
-     * place, which runs only the new engine's create scripts. Its create removes what vLLM leaves
-     * on the node (unit, follower, secrets file); its delete, when the stack goes back to vLLM
-     * (or is destroyed), removes this engine's. vLLM has none, so a vLLM stack is unchanged.
-     */
-    switchCleanup?: { create: string; delete: string };
-}
 
 /** What an engine renders for one server: the model settings, where the server runs, and its runtime. */
 export interface EngineServer {

@@ -13,7 +13,7 @@ import { readScript } from "./host/read";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
 import type { NcclSpec } from "./nccl";
 import type { NetplanSpec } from "./netplan";
-import { FORWARDING_STATE_DIR, FORWARDING_SYSCTL_PATH, MANAGED_MARKER } from "./paths";
+import { FORWARDING_STATE_DIR, FORWARDING_SYSCTL_PATH, MANAGED_MARKER } from "../../config/hostPaths";
 import type { StepScripts } from "./step";
 
 /**

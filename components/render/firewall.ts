@@ -10,7 +10,7 @@ import { HOST_LIB } from "./host/lib";
 import { fileDriftLine, readScript, unitDriftLine } from "./host/read";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
 import { systemdJoin } from "./host/systemd";
-import { CONFIG_DIR, FIREWALL_RULES_PATH, MANAGED_MARKER, UNITS, unitPath } from "./paths";
+import { CONFIG_DIR, FIREWALL_RULES_PATH, MANAGED_MARKER, UNITS, unitPath } from "../../config/hostPaths";
 import type { StepScripts } from "./step";
 
 /** Our nftables table: `inet spark_cluster`. */

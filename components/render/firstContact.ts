@@ -7,7 +7,7 @@ import { shellQuote } from "./host/shell";
 import { heredoc } from "./host/shell";
 import { FACT_SECTION_PREFIX, Fact, factsScript, parseFacts } from "./facts";
 import { readScript } from "./host/read";
-import { HF_HOME_DIR, NETPLAN_PATH, TAKEOVER_STATE_DIR } from "./paths";
+import { HF_HOME_DIR, NETPLAN_PATH, TAKEOVER_STATE_DIR } from "../../config/hostPaths";
 
 // --------------------------------------------------------------------------------------------
 // The facts

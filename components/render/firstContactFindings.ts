@@ -5,7 +5,7 @@
 import type { NodeKind } from "../../config";
 import type { FirstContactFacts, LinkFact, NetplanDefinition } from "./firstContact";
 import { bashScript, shellQuote } from "./host/shell";
-import { HF_HOME_DIR } from "./paths";
+import { HF_HOME_DIR } from "../../config/hostPaths";
 
 /** ok: as it should be; note: fine, worth knowing; warn: may hurt, up goes on; block: up stops before any node changes. */
 export type FindingLevel = "ok" | "note" | "warn" | "block";

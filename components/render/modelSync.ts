@@ -6,9 +6,9 @@ import type { Runtime } from "../../config";
 import { HOST_LIB } from "./host/lib";
 import { runtimeStrategy } from "./host/runtime";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
-import { HF_HOME_DIR, HF_HUB_DIR, MANAGED_MARKER, STATE_DIR } from "./paths";
+import { HF_HOME_DIR, HF_HUB_DIR, MANAGED_MARKER, STATE_DIR } from "../../config/hostPaths";
 
-export { HF_HOME_DIR, HF_HUB_DIR } from "./paths";
+export { HF_HOME_DIR, HF_HUB_DIR } from "../../config/hostPaths";
 /** Our records of the sync: what was downloaded or pulled (manifests), which workers got a model, the daemon's scratch. */
 export const MODEL_SYNC_STATE_DIR = `${STATE_DIR}/model-sync`;
 /** TCP port of the head's rsync daemon, bound to the head's interconnect address only while it serves. */

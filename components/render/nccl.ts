@@ -3,11 +3,12 @@
 // config or from `ibdev2netdev` on the node. No GID index is ever written:
 // it moved from 3 to 4 within 30 minutes on one Spark, and NCCL >= 2.21 picks it itself.
 import type { Runtime } from "../../config";
-import { EnvFileReader, envFileReader, renderEnvFile } from "./host/envFile";
+import { envFileReader, renderEnvFile } from "./host/envFile";
+import type { EnvFileReader } from "./host/runtime";
 import { installFilesScript, removeFilesScript } from "./host/files";
 import { filesReadScript } from "./host/read";
 import { contentHash } from "./host/shell";
-import { CONFIG_DIR, MANAGED_MARKER, NCCL_CONF_PATH, RUNTIME_ENV_PATH, RuntimeEnvName } from "./paths";
+import { CONFIG_DIR, MANAGED_MARKER, NCCL_CONF_PATH, RUNTIME_ENV_PATH, RuntimeEnvName } from "../../config/hostPaths";
 
 export interface NcclSpec {
     transport: "roce" | "socket";

@@ -5,7 +5,7 @@ import * as yaml from "js-yaml";
 import { HOST_LIB } from "./host/lib";
 import { fileDriftLine, readScript } from "./host/read";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
-import { MANAGED_MARKER, NETPLAN_PATH } from "./paths";
+import { MANAGED_MARKER, NETPLAN_PATH } from "../../config/hostPaths";
 import type { StepScripts } from "./step";
 
 export interface NetplanSpec {

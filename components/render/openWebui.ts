@@ -18,14 +18,15 @@
 //                                  (on, the database keeps the first start's endpoint and key)
 //   backend/start.sh (the image's entry point): HOST and PORT; the image's DATA_DIR is /app/backend/data
 import type { OpenWebuiConfig, OpenWebuiRuntime } from "../../config";
-import { EnvFileReader, pythonReadEnvValue, renderEnvFile } from "./host/envFile";
+import { pythonReadEnvValue, renderEnvFile } from "./host/envFile";
+import type { EnvFileReader } from "./host/runtime";
 import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./host/files";
 import { HOST_LIB } from "./host/lib";
 import { secretFileReadScript, unitReadScript } from "./host/read";
 import { bashScript, heredoc, shellJoin, shellQuote } from "./host/shell";
 import { systemdJoin, systemdText } from "./host/systemd";
 import type { StepScripts } from "./step";
-import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, OPEN_WEBUI_ENV_PATH, UNITS } from "./paths";
+import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, OPEN_WEBUI_ENV_PATH, UNITS } from "../../config/hostPaths";
 
 /** Where the image keeps its data (the Dockerfile's DATA_DIR); the host's data directory is mounted there. */
 export const OPEN_WEBUI_IMAGE_DATA_DIR = "/app/backend/data";

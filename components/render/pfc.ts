@@ -1,6 +1,6 @@
 // The RocePfc layer: PFC on the RoCE priority with mlnx_qos, the boot-time unit
 // that re-applies it, nvidia-peermem, and the script that puts it all back.
-import { MANAGED_MARKER, PEERMEM_CONF, PFC_STATE_DIR, STATE_DIR, UNITS, unitPath } from "./paths";
+import { MANAGED_MARKER, PEERMEM_CONF, PFC_STATE_DIR, STATE_DIR, UNITS, unitPath } from "../../config/hostPaths";
 import { HOST_LIB } from "./host/lib";
 import { fileDriftLine, readScript, unitDriftLine } from "./host/read";
 import { bashScript, heredoc, shellQuote } from "./host/shell";

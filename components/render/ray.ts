@@ -1,14 +1,15 @@
 // The Ray layer: `ray start --block` argv pinned to the interconnect address,
 // the unit that runs it, and the readiness probe on the head (the GCS node table, polled).
 import type { Runtime } from "../../config";
-import { EnvFileReader, renderEnvFile } from "./host/envFile";
+import { renderEnvFile } from "./host/envFile";
+import type { EnvFileReader } from "./host/runtime";
 import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./host/files";
 import { HOST_LIB } from "./host/lib";
 import { secretFileReadScript, unitReadScript } from "./host/read";
 import { runtimeStrategy } from "./host/runtime";
 import { bashScript, shellQuote } from "./host/shell";
 import { renderUnit } from "./host/systemd";
-import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, RAY_ENV_PATH, RUNTIME_ENV_PATH, RayEnvName, UNITS } from "./paths";
+import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, RAY_ENV_PATH, RUNTIME_ENV_PATH, RayEnvName, UNITS } from "../../config/hostPaths";
 import type { StepScripts } from "./step";
 
 /** Ray's ports that `ray start` would otherwise pick at random: pinned, so each can be named (and firewalled). */

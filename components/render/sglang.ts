@@ -5,7 +5,7 @@
 import * as yaml from "js-yaml";
 import type { Runtime } from "../../config";
 import { isLocalModelPath } from "../../config/facts";
-import type { EnginePlan } from "./engine";
+import type { EnginePlan } from "./enginePlan";
 import { envFileReader } from "./host/envFile";
 import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./host/files";
 import { secretFileReadScript, unitReadScript } from "./host/read";
@@ -13,7 +13,7 @@ import { HOST_LIB } from "./host/lib";
 import { runtimeStrategy } from "./host/runtime";
 import { bashScript, contentHash, shellQuote } from "./host/shell";
 import { renderUnit } from "./host/systemd";
-import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, RUNTIME_ENV_PATH, SGLANG_SECRETS_PATH, UNITS, VLLM_SECRETS_PATH, unitPath } from "./paths";
+import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, RUNTIME_ENV_PATH, SGLANG_SECRETS_PATH, UNITS, VLLM_SECRETS_PATH, unitPath } from "../../config/hostPaths";
 import { IMAGE_ID_PREFIX, runtimeLabel, versionProbeLines } from "./probe";
 import { type VllmServeSpec, chatReadyScript, readinessTimeout, renderFollowUnit, vllmMemoryStepArgv } from "./vllm";
 import { type NodeVllm, type VllmProbeResult, groupBy, parseEngineProbe } from "./vllmCompat";

@@ -15,7 +15,7 @@
 import { HOST_LIB } from "./host/lib";
 import { fileDriftLine, readScript } from "./host/read";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
-import { MANAGED_MARKER, NETPLAN_PATH, NM_UNMANAGED_CONF, TAKEOVER_STATE_DIR } from "./paths";
+import { MANAGED_MARKER, NETPLAN_PATH, NM_UNMANAGED_CONF, TAKEOVER_STATE_DIR } from "../../config/hostPaths";
 import type { StepScripts } from "./step";
 
 export interface TakeOverSpec {

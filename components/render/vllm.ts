@@ -2,10 +2,11 @@
 // the readiness probe (a real chat request).
 import type { ModelConfig, Runtime } from "../../config";
 import { isLocalModelPath } from "../../config/facts";
-import type { EnginePlan } from "./engine";
+import type { EnginePlan } from "./enginePlan";
 import { HOST_LIB } from "./host/lib";
 import { hubRepoDirName } from "./modelSync";
-import { EnvFileReader, envFileReader, pythonReadEnvValue, renderEnvFile } from "./host/envFile";
+import { envFileReader, pythonReadEnvValue, renderEnvFile } from "./host/envFile";
+import type { EnvFileReader } from "./host/runtime";
 import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./host/files";
 import { secretFileReadScript, unitReadScript } from "./host/read";
 import { bashScript, contentHash, heredoc, shellQuote } from "./host/shell";
@@ -21,7 +22,7 @@ import {
     VLLM_SECRETS_PATH,
     VllmSecretName,
     VllmUnitEnvName,
-} from "./paths";
+} from "../../config/hostPaths";
 
 /** What `vllm serve` is rendered from: the model settings as config resolves them, plus the mp executor's rank. */
 export type VllmServeSpec = Pick<

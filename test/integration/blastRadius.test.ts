@@ -9,7 +9,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { HEREDOC_DELIMITER } from "../../components/render/host/shell";
-import { UNITS } from "../../components/render/paths";
+import { UNITS } from "../../config/hostPaths";
 import { withLabUp } from "../lab/lab-harness";
 import {
     LAB_IMAGES,

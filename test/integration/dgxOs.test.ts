@@ -17,7 +17,7 @@ import * as path from "node:path";
 import { lab, withLabUp } from "../lab/lab-harness";
 import * as fs from "node:fs";
 import { OUR_PATHS, Session, apiKeyOf, chat, newSession, nodes, pulumi, pulumiWithConfig, removeSession, root, ssh } from "./stackSession";
-import { NM_UNMANAGED_CONF, PEERMEM_CONF, TAKEOVER_STATE_DIR } from "../../components/render/paths";
+import { NM_UNMANAGED_CONF, PEERMEM_CONF, TAKEOVER_STATE_DIR } from "../../config/hostPaths";
 import { NOT_RUN_BY_THE_QUICKSTART_TEST, quickstartCommands } from "../support/docCommands";
 import * as os from "node:os";
 

@@ -4,7 +4,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
-import { CONFIG_DIR, NETPLAN_PATH, STATE_DIR, UNITS, unitPath } from "../../components/render/paths";
+import { CONFIG_DIR, NETPLAN_PATH, STATE_DIR, UNITS, unitPath } from "../../config/hostPaths";
 import { withLabUp } from "../lab/lab-harness";
 import { NodeName, Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession, scanFromOutsider, ssh } from "./stackSession";
 

@@ -26,7 +26,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
 import * as path from "node:path";
-import { NETPLAN_PATH, UNITS, unitPath } from "../../components/render/paths";
+import { NETPLAN_PATH, UNITS, unitPath } from "../../config/hostPaths";
 import { sshRun, withLabUp } from "../lab/lab-harness";
 import { DRIFTS, asLines, expectedDrift, reportedDrift } from "./drift";
 import { NodeName, OUR_PATHS, Session, apiKeyOf, newSession, pulumi, removeSession, root, secondsUntilAnswering, setConfig, ssh } from "./stackSession";

@@ -6,7 +6,7 @@
 // model.removeCacheOnDestroy; a local path missing on a node fails naming model.source.
 import { before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { CONFIG_DIR, STATE_DIR, UNITS, unitPath } from "../../components/render/paths";
+import { CONFIG_DIR, STATE_DIR, UNITS, unitPath } from "../../config/hostPaths";
 import { HF_HUB_DIR, MODEL_SYNC_PORT, hubRepoDirName } from "../../components/render/modelSync";
 import { withLabUp } from "../lab/lab-harness";
 import { LAB_IMAGES, NodeName, Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession, setConfig, ssh, withImage } from "./stackSession";

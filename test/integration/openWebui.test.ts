@@ -15,7 +15,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
-import { OPEN_WEBUI_ENV_PATH, UNITS, unitPath } from "../../components/render/paths";
+import { OPEN_WEBUI_ENV_PATH, UNITS, unitPath } from "../../config/hostPaths";
 import { deriveOpenWebuiSecretKey } from "../../config";
 import { keyPath, sleep, sshOpts, withLabUp } from "../lab/lab-harness";
 import { chatThroughPage, chromiumPath } from "./openWebuiBrowser";

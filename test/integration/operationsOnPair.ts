@@ -9,7 +9,7 @@ import { it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
-import { HF_HUB_DIR, UNITS } from "../../components/render/paths";
+import { HF_HUB_DIR, UNITS } from "../../config/hostPaths";
 import { hubRepoDirName } from "../../components/render/modelSync";
 import { Session, chat, mainPid, pulumiWithConfig, root, secondsUntilAnswering, ssh } from "./stackSession";
 

@@ -11,7 +11,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { UNITS, unitPath } from "../../components/render/paths";
+import { UNITS, unitPath } from "../../config/hostPaths";
 import { labReusableFor, withLabUp } from "../lab/lab-harness";
 import { Session, newSession, pulumi, pulumiWithConfig, removeSession, root, run, ssh } from "./stackSession";
 

@@ -28,7 +28,7 @@ import * as http from "node:http";
 import * as path from "node:path";
 import * as yaml from "js-yaml";
 import { shellQuote } from "../../components/render/host/shell";
-import { UNITS, unitPath } from "../../components/render/paths";
+import { UNITS, unitPath } from "../../config/hostPaths";
 import { vllmFlagTable } from "../../config/vllmFlags";
 import { RENDERABLE_VLLM_FLAGS } from "../support/fixtures";
 import { sleep, withExclusiveLab } from "../lab/lab-harness";

@@ -13,7 +13,7 @@ import { before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { CONTAINER_NAMES, NCCL_CONF_PATH, NETPLAN_PATH, PEERMEM_CONF, RAY_ENV_PATH, UNITS, VLLM_SECRETS_PATH, unitPath } from "../../components/render/paths";
+import { CONTAINER_NAMES, NCCL_CONF_PATH, NETPLAN_PATH, PEERMEM_CONF, RAY_ENV_PATH, UNITS, VLLM_SECRETS_PATH, unitPath } from "../../config/hostPaths";
 import { lab, withLabUp } from "../lab/lab-harness";
 import {
     LAB_IMAGES,

@@ -14,7 +14,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
-import { FORWARDING_SYSCTL_PATH, NETPLAN_PATH, STATE_DIR, CONFIG_DIR, UNITS } from "../../components/render/paths";
+import { FORWARDING_SYSCTL_PATH, NETPLAN_PATH, STATE_DIR, CONFIG_DIR, UNITS } from "../../config/hostPaths";
 import { lab, sleep, ssh, sshRun, waitFor, withLabUp } from "../lab/lab-harness";
 import { Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession, root, secondsUntilAnswering } from "./stackSession";
 import { asLines, reportedDrift } from "./drift";

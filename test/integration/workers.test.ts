@@ -7,7 +7,7 @@
 import { before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
-import { UNITS } from "../../components/render/paths";
+import { UNITS } from "../../config/hostPaths";
 import { ssh, withLabUp } from "../lab/lab-harness";
 import { Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession } from "./stackSession";
 

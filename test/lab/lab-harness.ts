@@ -8,7 +8,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { after, before } from "node:test";
-import { CONFIG_DIR, HF_HOME_DIR, NCCL_CONF_PATH, NETPLAN_PATH, PEERMEM_CONF, STATE_DIR, UNITS, unitPath } from "../../components/render/paths";
+import { CONFIG_DIR, HF_HOME_DIR, NCCL_CONF_PATH, NETPLAN_PATH, PEERMEM_CONF, STATE_DIR, UNITS, unitPath } from "../../config/hostPaths";
 import { findRepoRoot } from "../support/repoRoot";
 
 export const repoRoot = findRepoRoot(__dirname);
@@ -356,7 +356,7 @@ function labStateFile(name: string): string {
 
 /**
  * Paths a node of a freshly booted lab does not have, and each file that deploys to the lab
- * removes or restores: every file and unit of ours, and nccl.conf (components/render/paths.ts).
+ * removes or restores: every file and unit of ours, and nccl.conf (config/hostPaths.ts).
  */
 const NOT_ON_A_FRESH_NODE = [NETPLAN_PATH, CONFIG_DIR, STATE_DIR, ...Object.values(UNITS).map(unitPath), PEERMEM_CONF, NCCL_CONF_PATH];
 

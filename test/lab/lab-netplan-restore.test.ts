@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { NetplanSpec, netplanApplyScript, netplanDeleteScript } from "../../components/render/netplan";
-import { NETPLAN_PATH, STATE_DIR } from "../../components/render/paths";
+import { NETPLAN_PATH, STATE_DIR } from "../../config/hostPaths";
 import { keyPath, run, ssh, withLabUp } from "./lab-harness";
 import { linkLocalState } from "../integration/stackSession";
 

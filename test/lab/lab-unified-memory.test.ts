@@ -21,7 +21,7 @@ import { describe, test } from "node:test";
 import { installUnitScript } from "../../components/render/host/files";
 import { modelSyncPlan } from "../../components/render/modelSync";
 import { renderVllmUnit, vllmServeArgv, type VllmServeSpec } from "../../components/render/vllm";
-import { CONFIG_DIR, HF_HUB_DIR, RUNTIME_ENV_PATH, UNITS, VLLM_SECRETS_PATH } from "../../components/render/paths";
+import { CONFIG_DIR, HF_HUB_DIR, RUNTIME_ENV_PATH, UNITS, VLLM_SECRETS_PATH } from "../../config/hostPaths";
 import { lab, shQuote, ssh, sshRun, startScript, startUnit, unitLog, unitState, waitFor, withExclusiveLab } from "./lab-harness";
 
 const repoId = "lab/uma-pagecache";

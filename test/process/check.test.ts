@@ -35,7 +35,7 @@ import {
 } from "../../components/render/check";
 import { renderEnvFile } from "../../components/render/host/envFile";
 import { remoteCommand } from "../../components/render/host/shell";
-import { RUNTIME_ENV_PATH, VLLM_SECRETS_PATH } from "../../components/render/paths";
+import { RUNTIME_ENV_PATH, VLLM_SECRETS_PATH } from "../../config/hostPaths";
 import { renderVllmSecrets } from "../../components/render/vllm";
 import { matchSnapshot, unusedSnapshots } from "../support/snapshot";
 import { findRepoRoot } from "../support/repoRoot";

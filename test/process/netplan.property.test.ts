@@ -28,7 +28,7 @@ import { InterconnectSchema, InterfaceSchema, NodeSchema, interfaceAddressProble
 import { DNS_LABEL, IFNAME } from "../../config/schemaFields";
 import { interconnectNameProblem } from "../../config/valueRules";
 import { NetplanSpec, renderNetplan } from "../../components/render/netplan";
-import { MANAGED_MARKER, NETPLAN_PATH } from "../../components/render/paths";
+import { MANAGED_MARKER, NETPLAN_PATH } from "../../config/hostPaths";
 
 const SEED = process.env.SPARK_PROPERTY_SEED !== undefined ? Number(process.env.SPARK_PROPERTY_SEED) >>> 0 : randomInt(0, 2 ** 31);
 const RUNS = Number(process.env.SPARK_PROPERTY_COUNT ?? 300);

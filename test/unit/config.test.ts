@@ -41,11 +41,13 @@ import {
     interfaceAddressProblem,
     ipv4RangeProblem,
     isHostOrIpv4,
+    isLoopback,
     modelSourceProblem,
     parseConfig,
     renderIssue,
     resolveParallelism,
     resolveTransport,
+    sshTarget,
 } from "../../config";
 import { IMAGE_REFERENCE } from "../../config/schemaFields";
 
@@ -1615,6 +1617,16 @@ describe("field formats", () => {
             }
         });
     }
+
+    test("isLoopback: localhost and all of 127.0.0.0/8, one rule for the Ray dashboard and Open WebUI", () => {
+        for (const host of ["localhost", "127.0.0.1", "127.0.0.53", "127.255.255.254"]) assert.equal(isLoopback(host), true, host);
+        for (const host of ["0.0.0.0", "10.77.0.11", "128.0.0.1", "126.255.255.255", "localhost.lan", "spark-a"]) assert.equal(isLoopback(host), false, host);
+    });
+
+    test("sshTarget: user@host, and -p only for a port other than 22", () => {
+        assert.equal(sshTarget({ user: "root", host: "10.77.0.11", port: 22 }), "root@10.77.0.11");
+        assert.equal(sshTarget({ user: "admin", host: "spark-a.lan", port: 2222 }), "admin@spark-a.lan -p 2222");
+    });
 
     test("IMAGE_REFERENCE follows docker's reference grammar (a registry host's labels cannot start or end with -)", () => {
         for (const image of [

@@ -1,5 +1,6 @@
 // The import graph of config/: facts before rules before resolve, no phase importing a later
-// one, and no cycle. Read from the sources, so a new import that breaks the order fails here.
+// one, nothing from outside config/, and no cycle; and of components/render/ (its host/ folder
+// included): no cycle. Read from the sources, so a new import that breaks the order fails here.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
@@ -7,6 +8,7 @@ import path from "node:path";
 import { findRepoRoot } from "../support/repoRoot";
 
 const CONFIG_DIR = path.join(findRepoRoot(), "config");
+const RENDER_DIR = path.join(findRepoRoot(), "components", "render");
 
 /** The phase of each config module; a module not named here is phase 0 (schema, field checks, pure helpers). */
 const PHASES: Record<string, number> = {
@@ -21,8 +23,6 @@ const PHASES: Record<string, number> = {
     fabric: 3,
     index: 4,
 };
-/** What a config module may import from outside config/: leaf modules of names only. */
-const ALLOWED_OUTSIDE = new Set(["components/render/paths"]);
 
 /** Every relative import and re-export of a source text, type-only ones included. */
 export function importsOf(source: string): string[] {
@@ -32,17 +32,27 @@ export function importsOf(source: string): string[] {
     return specifiers.filter((s) => s.startsWith("."));
 }
 
-/** The config module graph: module name (path under config/, no extension) → imported module names. */
-function configGraph(): Map<string, string[]> {
+/**
+ * The module graph of a folder (and its subfolders): module name (path under `dir`, no extension)
+ * → the names it imports (an import from outside `dir` starts with `../`).
+ */
+function moduleGraph(dir: string): Map<string, string[]> {
     const graph = new Map<string, string[]>();
-    for (const file of fs.readdirSync(CONFIG_DIR).filter((f) => f.endsWith(".ts"))) {
-        const name = file.slice(0, -3);
-        const source = fs.readFileSync(path.join(CONFIG_DIR, file), "utf8");
-        graph.set(
-            name,
-            importsOf(source).map((s) => path.relative(CONFIG_DIR, path.resolve(CONFIG_DIR, s)).replace(/\\/g, "/")),
-        );
-    }
+    const walk = (folder: string): void => {
+        for (const entry of fs.readdirSync(folder, { withFileTypes: true })) {
+            const file = path.join(folder, entry.name);
+            if (entry.isDirectory()) walk(file);
+            else if (entry.name.endsWith(".ts")) {
+                const name = path.relative(dir, file).slice(0, -3).replace(/\\/g, "/");
+                const source = fs.readFileSync(file, "utf8");
+                graph.set(
+                    name,
+                    importsOf(source).map((s) => path.relative(dir, path.resolve(folder, s)).replace(/\\/g, "/")),
+                );
+            }
+        }
+    };
+    walk(dir);
     return graph;
 }
 
@@ -72,7 +82,7 @@ export function findCycle(graph: Map<string, string[]>): string[] | undefined {
 }
 
 describe("config/ import graph", () => {
-    const graph = configGraph();
+    const graph = moduleGraph(CONFIG_DIR);
 
     it("reads the modules and their imports", () => {
         assert.ok(graph.size >= 10, `config modules: ${[...graph.keys()].join(", ")}`);
@@ -107,12 +117,12 @@ describe("config/ import graph", () => {
         assert.deepEqual(importsOf(source), ["./a", "./b", "./c"]);
     });
 
-    it("imports no later phase: facts before rules before resolve", () => {
+    it("imports nothing from outside config/, and no later phase: facts before rules before resolve", () => {
         const wrong: string[] = [];
         for (const [name, imports] of graph) {
             for (const target of imports) {
                 if (target.startsWith("../")) {
-                    if (!ALLOWED_OUTSIDE.has(target.slice(3))) wrong.push(`${name} imports ${target} from outside config/`);
+                    wrong.push(`${name} imports ${target} from outside config/`);
                     continue;
                 }
                 if (!graph.has(target)) continue; // a JSON table
@@ -127,5 +137,20 @@ describe("config/ import graph", () => {
             assert.ok(graph.has(rule), `${rule}.ts exists`);
             assert.ok(!graph.get(rule)?.includes("resolve"), `${rule} imports resolve`);
         }
+    });
+});
+
+describe("components/render/ import graph", () => {
+    const graph = moduleGraph(RENDER_DIR);
+
+    it("reads the renderers, host/ included, and their imports", () => {
+        assert.ok(graph.size >= 20, `render modules: ${[...graph.keys()].join(", ")}`);
+        assert.ok(graph.get("engine")?.includes("vllm"), "engine imports vllm");
+        assert.ok(graph.get("vllm")?.includes("host/shell"), "vllm imports host/shell");
+        assert.ok(graph.get("host/envFile")?.includes("host/runtime"), "host/envFile imports host/runtime");
+    });
+
+    it("has no cycle", () => {
+        assert.equal(findCycle(graph)?.join(" → "), undefined);
     });
 });

@@ -10,7 +10,7 @@ import * as path from "node:path";
 import { ConfigError, DEFAULT_OPEN_WEBUI_IMAGE, DEFAULT_OPEN_WEBUI_VENV, OPEN_WEBUI_VERSION, type Config, parseConfig } from "../../config";
 import { OPEN_WEBUI_ENV_NAMES, type OpenWebuiSpec, openWebuiPlan, renderOpenWebuiEnv } from "../../components/render/openWebui";
 import { pythonReadEnvValue } from "../../components/render/host/envFile";
-import { OPEN_WEBUI_ENV_PATH, UNITS } from "../../components/render/paths";
+import { OPEN_WEBUI_ENV_PATH, UNITS } from "../../config/hostPaths";
 import { matchSnapshot } from "../support/snapshot";
 
 const API_KEY = "sk-API-KEY-plaintext-0123456789";

@@ -5,7 +5,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { parseConfig } from "../../config";
-import { UNITS } from "../../components/render/paths";
+import { UNITS } from "../../config/hostPaths";
 import { nodeLogsScript } from "../../ops/logs";
 import { parseArgs, rawConfigFromCli } from "../../ops/cli";
 import { sparkPair } from "../support/fixtures";

@@ -23,7 +23,7 @@ import {
 } from "../../components/render/modelSync";
 import { NcclSpec, ncclPlan, renderNcclConf, renderRuntimeEnv } from "../../components/render/nccl";
 import { NetplanSpec, netplanApplyScript, netplanDeleteScript, netplanPlan, netplanReadScript, renderNetplan } from "../../components/render/netplan";
-import { CONFIG_DIR, NCCL_CONF_PATH, RUNTIME_ENV_PATH } from "../../components/render/paths";
+import { CONFIG_DIR, NCCL_CONF_PATH, RUNTIME_ENV_PATH } from "../../config/hostPaths";
 import { pfcApplyScript, pfcPlan, pfcReadScript, pfcRestoreScript, pfcVector, renderPeermemConf, renderPfcUnit } from "../../components/render/pfc";
 import { vllmServeArgv } from "../../components/render/vllm";
 import { DOCKER_DEFAULT, VENV } from "../support/fixtures";

@@ -47,7 +47,7 @@ import {
     UNITS as UNIT_NAMES,
     VLLM_SECRETS_PATH,
     unitPath,
-} from "../../components/render/paths";
+} from "../../config/hostPaths";
 import { FirewallSpec, firewallApplyScript, firewallRemoveScript, renderFirewallRules, renderFirewallUnit } from "../../components/render/firewall";
 import { PfcSpec, pfcApplyScript, pfcRestoreScript, pfcVector, renderPeermemConf, renderPfcUnit } from "../../components/render/pfc";
 import {
@@ -72,7 +72,7 @@ import {
     vllmPlan,
     vllmServeArgv,
 } from "../../components/render/vllm";
-import { PROJECT_ENV } from "../../components/render/paths";
+import { PROJECT_ENV } from "../../config/hostPaths";
 import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE, runProbeInFakeVenv } from "../support/fixtures";
 import { argvText, matchSnapshot, unusedSnapshots } from "../support/snapshot";
 

@@ -14,10 +14,9 @@ import { envValueProblem } from "../host/envFile";
 import { HOST_LIB } from "../host/lib";
 import { runtimeStrategy } from "../host/runtime";
 import { bashScript, heredoc, shellQuote } from "../host/shell";
-import { RUNTIME_ENV_PATH, STATE_DIR } from "../paths";
+import { RUNTIME_ENV_PATH, STATE_DIR } from "../../../config/hostPaths";
+import { ROCE_PASS_MARK_GBPS } from "../../../config/schema";
 
-/** NVIDIA's pass mark for NCCL on a Spark pair: 175 Gb/s of the 200 Gb/s link, in GB/s (1e9 bytes/s). */
-export const NCCL_PASS_MARK_GBPS = 21.875;
 /** Default port of rank 0's TCP store (torch.distributed's usual MASTER_PORT; vLLM's mp executor uses 29501). */
 export const NCCL_CHECK_PORT = 29500;
 /** Where the script is written on the node while it runs (removed afterwards). */
@@ -59,7 +58,7 @@ export interface NcclCheckSpec {
     masterAddr: string;
     /** Port of rank 0's TCP store. Defaults to {@link NCCL_CHECK_PORT}. */
     masterPort?: number;
-    /** Minimum peak bus bandwidth in GB/s. Defaults to {@link NCCL_PASS_MARK_GBPS}. */
+    /** Minimum peak bus bandwidth in GB/s. Defaults to {@link ROCE_PASS_MARK_GBPS}. */
     passMarkGBps?: number;
     /** Fail unless NCCL's transport starts with this (e.g. `NET/IB` on a RoCE cluster). */
     requireTransport?: string;
@@ -123,7 +122,7 @@ export function ncclCheckArgs(spec: NcclCheckSpec): string[] {
         "--master-port",
         String(spec.masterPort ?? NCCL_CHECK_PORT),
         "--pass-mark",
-        String(spec.passMarkGBps ?? NCCL_PASS_MARK_GBPS),
+        String(spec.passMarkGBps ?? ROCE_PASS_MARK_GBPS),
         "--init-timeout",
         String(spec.initTimeoutSeconds ?? 120),
         "--timeout",

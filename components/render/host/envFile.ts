@@ -5,10 +5,7 @@
 // (cli/opts/envfile.go) takes everything after the first `=` verbatim. So each
 // file is rendered for its reader, and values neither can carry are refused.
 import type { Runtime } from "../../../config";
-import { runtimeStrategy } from "./runtime";
-
-/** Who reads the file. */
-export type EnvFileReader = "systemd" | "docker";
+import { type EnvFileReader, runtimeStrategy } from "./runtime";
 
 /** The reader of env files for a runtime: the container runtime hands them to docker, the venv runtime to systemd. */
 export function envFileReader(runtime: Runtime): EnvFileReader {

@@ -1,6 +1,6 @@
 // Installing and removing managed files and systemd units on a host. Each
 // script probes, acts only when something differs, and verifies the result.
-import { unitPath } from "../paths";
+import { unitPath } from "../../../config/hostPaths";
 import { HOST_LIB } from "./lib";
 import { bashScript, heredoc, shellQuote } from "./shell";
 

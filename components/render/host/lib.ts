@@ -3,7 +3,7 @@
 // that we replace is backed up first and restored on delete, and writes are
 // atomic and skipped when the content is already right (probe, act, verify).
 
-import { MANAGED_MARKER, STATE_DIR } from "../paths";
+import { MANAGED_MARKER, STATE_DIR } from "../../../config/hostPaths";
 
 export const HOST_LIB = String.raw`
 SC_STATE=${STATE_DIR}

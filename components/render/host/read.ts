@@ -6,7 +6,7 @@
 // which the next `up` repairs by running the command again (docs/operations.md,
 // "Drift").
 import { createHash } from "node:crypto";
-import { unitPath } from "../paths";
+import { unitPath } from "../../../config/hostPaths";
 import type { ManagedFile } from "./files";
 import { bashScript, heredocBody, shellQuote } from "./shell";
 

@@ -3,9 +3,11 @@
 // ExecStart and its lines around it, a one-off command beside a unit, a
 // throwaway Python, the env files' reader, the model download.
 import type { DockerRuntime, Runtime, VenvRuntime } from "../../../config";
-import { HF_HOME_DIR } from "../paths";
-import type { EnvFileReader } from "./envFile";
+import { HF_HOME_DIR } from "../../../config/hostPaths";
 import { shellJoin, shellQuote } from "./shell";
+
+/** Who reads an environment file (host/envFile.ts renders one for each): systemd's EnvironmentFile= or docker's --env-file. */
+export type EnvFileReader = "systemd" | "docker";
 
 /** What a unit runs: its argv, in which runtime, with which env files (in order, later wins). */
 export interface ExecSpec {

@@ -1,7 +1,7 @@
 // systemd units for Ray and vLLM: restart on failure, start on boot, logs in
 // journald, stopped and removed by `pulumi destroy`.
 import type { Runtime } from "../../../config";
-import { MANAGED_MARKER } from "../paths";
+import { MANAGED_MARKER } from "../../../config/hostPaths";
 import { runtimeStrategy } from "./runtime";
 
 export interface UnitSpec {

@@ -1,6 +1,7 @@
 // Every name this project leaves on a host: files, directories, systemd units
-// and containers. Components, renderers and tests import them from here, so a
-// name is written once.
+// and containers. config/ (the checks that name a path), the renderers, the
+// components, ops/ and the tests import them from here, so a name is written
+// once. A leaf: it imports nothing.
 
 /** Marker on the first lines of every file this project writes. */
 export const MANAGED_MARKER = "Managed by spark-cluster (Pulumi). Local edits are overwritten.";
