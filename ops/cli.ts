@@ -17,6 +17,7 @@ import { SSH_LOGIN_SCRIPT, hostKeyFingerprint, parseRootAccess } from "../compon
 import { SUDO_STDIN_MARKER, remoteCommand, rootAccessOf, shellQuote } from "../components/render/host/shell";
 import { parseIbdev2netdev, resolveInterfaceNames } from "../components/nodeFacts";
 import { probeScript } from "../components/render/probe";
+import { engineStrategy } from "../components/render/engine";
 import { firstContactProbe, firstContactScript, parseFirstContact } from "../components/render/firstContact";
 import { clusterFindings, type NodeReport } from "../components/render/nodeCheck";
 import { DoctorLogin, doctorExitCode, doctorJson, loginFindings, renderDoctor } from "./doctor";
@@ -274,7 +275,7 @@ async function logs(args: Args): Promise<number> {
     const nodes = config.nodes.filter((n) => !n.retired && (args.node === undefined || n.name === args.node));
     if (nodes.length === 0) throw new UsageError(`no node named ${JSON.stringify(args.node)} (nodes: ${config.nodes.map((n) => n.name).join(", ")})`);
     const dir = scratch();
-    const script = nodeLogsScript(args.logs);
+    const script = nodeLogsScript(args.logs, engineStrategy(config.engine).ops);
     try {
         if (!args.logs.follow) {
             let rc = 0;

@@ -1,11 +1,14 @@
 // `npm run logs`: our units' journals on each node, and the model sync's records. Pure parts only:
 // the options and the script a node runs as root; ops/cli.ts runs it over SSH, node by node.
+import type { EngineOps } from "../components/render/engine";
 import { bashScript, shellQuote } from "../components/render/host/shell";
 import { MODEL_SYNC_STATE_DIR } from "../components/render/modelSync";
 import { UNITS } from "../config/hostPaths";
 
-/** The units whose journals `logs` shows: vLLM, a headless rank's follower, Ray. */
-export const LOG_UNITS = [UNITS.vllm, UNITS.vllmFollow, UNITS.ray] as const;
+/** The units whose journals `logs` shows: the engine's (model.engine), a rank 1+'s follower, Ray. */
+export function logUnits(engine: EngineOps): string[] {
+    return [engine.unit, engine.followUnit, UNITS.ray];
+}
 
 export interface LogsOptions {
     /** Journal lines per node (journalctl -n). */
@@ -32,17 +35,19 @@ export function logsOptionsProblem(options: LogsOptions): string | undefined {
  * unit: what each node holds and when it was synced), then the journal of our units, merged in
  * time order. With `follow`, the journal is followed until the SSH session ends (Ctrl-C here).
  */
-export function nodeLogsScript(options: LogsOptions): string {
+export function nodeLogsScript(options: LogsOptions, engine: EngineOps): string {
     const problem = logsOptionsProblem(options);
     if (problem) throw new Error(problem);
-    const units = LOG_UNITS.map((u) => `-u ${u}.service`).join(" ");
+    const units = logUnits(engine)
+        .map((u) => `-u ${u}.service`)
+        .join(" ");
     const since = options.since === undefined ? "" : ` --since ${shellQuote(options.since)}`;
     return bashScript([
         `if [ -d ${MODEL_SYNC_STATE_DIR} ]; then`,
         `  echo "-- model sync records (${MODEL_SYNC_STATE_DIR}):"`,
         `  find ${MODEL_SYNC_STATE_DIR} -maxdepth 2 \\( -name '*.manifest' -o -name '*.log' -o -path '*.done/*' \\) -printf '%TY-%Tm-%Td %TH:%TM  %P\\n' 2>/dev/null | LC_ALL=C sort || true`,
         `fi`,
-        `echo "-- journal of ${LOG_UNITS.join(", ")}:"`,
+        `echo "-- journal of ${logUnits(engine).join(", ")}:"`,
         ...(options.follow
             ? [
                   // Follows until the SSH session ends: its stdin closes, and the journal reader is stopped by its id.

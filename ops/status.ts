@@ -3,15 +3,22 @@
 // to report (as root, over SSH), how its report is read, the rules that make a node unhealthy,
 // and the table and JSON printed. ops/cli.ts does the I/O (Pulumi CLI, SSH).
 import type { Config, NodeConfig, Runtime } from "../config";
-import { envFileReader, pythonReadEnvValue } from "../components/render/host/envFile";
+import { type EngineOps, engineStrategy } from "../components/render/engine";
 import { runtimeStrategy } from "../components/render/host/runtime";
 import { bashScript, heredoc, shellQuote } from "../components/render/host/shell";
-import { CONTAINER_NAMES, RAY_ENV_PATH, UNITS, VLLM_SECRETS_PATH } from "../config/hostPaths";
+import { CONTAINER_NAMES, RAY_ENV_PATH, UNITS } from "../config/hostPaths";
 import { rayProbeArgv } from "../components/render/ray";
 
-/** Our units on a node, in the order the table lists them. */
-export const STATUS_UNITS = [UNITS.vllm, UNITS.vllmFollow, UNITS.ray, UNITS.pfc, UNITS.firewall] as const;
+/** Our units on a node, in the order the table lists them (either engine's: a node shows the ones it has). */
+export const STATUS_UNITS = [UNITS.vllm, UNITS.vllmFollow, UNITS.sglang, UNITS.sglangFollow, UNITS.ray, UNITS.pfc, UNITS.firewall] as const;
 export type StatusUnit = (typeof STATUS_UNITS)[number];
+
+/** `name` as one of {@link STATUS_UNITS} (an engine's unit the list lacks is a bug here, not a node's problem). */
+function statusUnit(name: string): StatusUnit {
+    const unit = STATUS_UNITS.find((u) => u === name);
+    if (unit === undefined) throw new Error(`internal: status does not list the unit ${name}`);
+    return unit;
+}
 
 /** Seconds each probe on a node may take (the HTTP requests, Ray's node table, nvidia-smi). */
 export const PROBE_SECONDS = 5;
@@ -24,7 +31,9 @@ export interface NodeExpectation {
     retired: boolean;
     ssh: NodeConfig["ssh"];
     runtime: Runtime;
-    /** Units that must be active: the vLLM unit where a rank runs (not when paused), its follower, Ray. */
+    /** The serving engine (model.engine): its name, units and API key. */
+    engine: EngineOps;
+    /** Units that must be active: the engine's unit where a rank runs (not when paused), its follower, Ray. */
     mustRun: StatusUnit[];
     /** Rank 0 (not paused): the API port and the served name /v1/models must list. */
     api?: { port: number; servedName: string };
@@ -38,12 +47,13 @@ export interface NodeExpectation {
 export function statusExpectations(config: Config): NodeExpectation[] {
     const paused = config.model.paused === true;
     const executor = config.executor;
+    const engine = engineStrategy(config.engine).ops;
     return config.nodes.map((node) => {
         const placement = executor.servers.find((s) => s.node === node.name);
         const mustRun: StatusUnit[] = [];
         if (placement && !paused) {
-            mustRun.push(UNITS.vllm);
-            if (placement.multiNode && placement.rank > 0) mustRun.push(UNITS.vllmFollow);
+            mustRun.push(statusUnit(engine.unit));
+            if (placement.multiNode && placement.rank > 0) mustRun.push(statusUnit(engine.followUnit));
         }
         const rayHead = executor.ray?.head === node.name;
         if (executor.ray && (rayHead || executor.ray.workers.includes(node.name))) mustRun.push(UNITS.ray);
@@ -62,6 +72,7 @@ export function statusExpectations(config: Config): NodeExpectation[] {
             retired: node.retired,
             ssh: node.ssh,
             runtime: node.runtime,
+            engine,
             mustRun,
             ...(placement?.rank === 0 && !paused ? { api: { port: config.model.apiPort, servedName: config.model.servedName } } : {}),
             ...(rayHead && executor.ray ? { ray: { address: executor.ray.address, nodes: executor.ray.expectedNodes, gpus: executor.ray.expectedGpus } } : {}),
@@ -70,11 +81,10 @@ export function statusExpectations(config: Config): NodeExpectation[] {
     });
 }
 
-/** The Python that asks vLLM on 127.0.0.1 for /health and, with the API key read on the node, /v1/models. */
-function vllmProbePython(expect: NodeExpectation, port: number): string {
+/** The Python that asks the engine on 127.0.0.1 for /health and, with the API key read on the node, /v1/models. */
+function engineApiProbePython(expect: NodeExpectation, port: number): string {
     return [
         "import json, os, sys, urllib.error, urllib.request",
-        pythonReadEnvValue(envFileReader(expect.runtime)),
         `def get(path, key=None):`,
         `    headers = {"Authorization": "Bearer " + key} if key else {}`,
         `    try:`,
@@ -84,19 +94,17 @@ function vllmProbePython(expect: NodeExpectation, port: number): string {
         `        return str(e.code), b""`,
         `    except Exception as e:`,
         `        return "none", b""`,
-        `print("vllm health", get("/health")[0])`,
-        `key = None`,
-        `if os.path.exists(${JSON.stringify(VLLM_SECRETS_PATH)}):`,
-        `    key = read_env_value(${JSON.stringify(VLLM_SECRETS_PATH)}, "VLLM_API_KEY")`,
+        `print("api health", get("/health")[0])`,
+        ...expect.engine.readApiKeyPython(expect.runtime),
         `if not key:`,
-        `    print("vllm models nokey []")`,
+        `    print("api models nokey []")`,
         `    sys.exit(0)`,
         `code, body = get("/v1/models", key)`,
         `try:`,
         `    ids = [m["id"] for m in json.loads(body)["data"]]`,
         `except Exception:`,
         `    ids = []`,
-        `print("vllm models", code, json.dumps(ids))`,
+        `print("api models", code, json.dumps(ids))`,
     ].join("\n");
 }
 
@@ -127,10 +135,10 @@ export function nodeStatusScript(expect: NodeExpectation): string {
     }
     if (expect.api) {
         lines.push(
-            `vllm_probe=$(mktemp)`,
-            heredoc(`cat > "$vllm_probe"`, vllmProbePython(expect, expect.api.port)),
-            `timeout ${PROBE_SECONDS * 3} python3 "$vllm_probe" || echo "vllm health none"`,
-            `rm -f "$vllm_probe"`,
+            `api_probe=$(mktemp)`,
+            heredoc(`cat > "$api_probe"`, engineApiProbePython(expect, expect.api.port)),
+            `timeout ${PROBE_SECONDS * 3} python3 "$api_probe" || echo "api health none"`,
+            `rm -f "$api_probe"`,
         );
     }
     if (expect.ray) {
@@ -161,7 +169,8 @@ export interface NodeReport {
     memory?: { totalKiB: number; availableKiB: number };
     gpuMemoryMiB?: { used: number; total: number };
     links: { address: string; ifname: string; state: string; mtu: number; speedMbps?: number }[];
-    vllm?: { health: string; models: string; ids: string[] };
+    /** Rank 0's engine API: /health's status, /v1/models' status and the model names it lists. */
+    api?: { health: string; models: string; ids: string[] };
     ray?: { ok: boolean; text: string };
 }
 
@@ -194,9 +203,9 @@ export function parseNodeReport(stdout: string): NodeReport {
                 mtu: Number(rest[3]),
                 ...(Number.isFinite(speed) && speed > 0 ? { speedMbps: speed } : {}),
             });
-        } else if (what === "vllm" && rest[0] === "health") {
-            report.vllm = { health: rest[1] ?? "none", models: report.vllm?.models ?? "none", ids: report.vllm?.ids ?? [] };
-        } else if (what === "vllm" && rest[0] === "models") {
+        } else if (what === "api" && rest[0] === "health") {
+            report.api = { health: rest[1] ?? "none", models: report.api?.models ?? "none", ids: report.api?.ids ?? [] };
+        } else if (what === "api" && rest[0] === "models") {
             let ids: string[] = [];
             try {
                 const parsed = JSON.parse(rest.slice(2).join(" ")) as unknown;
@@ -204,7 +213,7 @@ export function parseNodeReport(stdout: string): NodeReport {
             } catch {
                 ids = [];
             }
-            report.vllm = { health: report.vllm?.health ?? "none", models: rest[1] ?? "none", ids };
+            report.api = { health: report.api?.health ?? "none", models: rest[1] ?? "none", ids };
         } else if (what === "ray") {
             report.ray = {
                 ok: rest[0] === "0",
@@ -265,12 +274,13 @@ export function judgeNode(expect: NodeExpectation, report: NodeReport | undefine
         }
     }
     if (expect.api) {
-        const vllm = report.vllm;
-        if (vllm === undefined || vllm.health !== "200")
-            problems.push(`${expect.node}: vLLM /health on port ${expect.api.port} answered ${vllm?.health ?? "nothing"}`);
-        else if (vllm.models !== "200") problems.push(`${expect.node}: vLLM /v1/models answered ${vllm.models}`);
-        else if (!vllm.ids.includes(expect.api.servedName))
-            problems.push(`${expect.node}: vLLM /v1/models lists ${JSON.stringify(vllm.ids)}, not ${JSON.stringify(expect.api.servedName)}`);
+        const api = report.api;
+        const engine = expect.engine.label;
+        if (api === undefined || api.health !== "200")
+            problems.push(`${expect.node}: ${engine} /health on port ${expect.api.port} answered ${api?.health ?? "nothing"}`);
+        else if (api.models !== "200") problems.push(`${expect.node}: ${engine} /v1/models answered ${api.models}`);
+        else if (!api.ids.includes(expect.api.servedName))
+            problems.push(`${expect.node}: ${engine} /v1/models lists ${JSON.stringify(api.ids)}, not ${JSON.stringify(expect.api.servedName)}`);
     }
     if (expect.ray && !report.ray?.ok) {
         problems.push(`${expect.node}: Ray does not show ${expect.ray.nodes} nodes and ${expect.ray.gpus} GPUs: ${report.ray?.text || "no answer"}`);
@@ -292,6 +302,8 @@ export function statusExitCode(statuses: readonly NodeStatus[]): number {
 const UNIT_SHORT: Record<StatusUnit, string> = {
     [UNITS.vllm]: "vllm",
     [UNITS.vllmFollow]: "follow",
+    [UNITS.sglang]: "sglang",
+    [UNITS.sglangFollow]: "follow",
     [UNITS.ray]: "ray",
     [UNITS.pfc]: "pfc",
     [UNITS.firewall]: "firewall",
@@ -301,7 +313,7 @@ function gib(kib: number): string {
     return (kib / 1024 / 1024).toFixed(1);
 }
 
-/** The cells of one node's row: node, role, units, vLLM, Ray, memory, links, health. */
+/** The cells of one node's row: node, role, units, the engine's API, Ray, memory, links, health. */
 export function statusRow(status: NodeStatus): string[] {
     const r = status.report;
     const health = status.role === "retired" ? "retired" : status.problems.length === 0 ? "ok" : "UNHEALTHY";
@@ -313,17 +325,17 @@ export function statusRow(status: NodeStatus): string[] {
                 return `${UNIT_SHORT[u]}=${s.active}${s.restarts > 0 ? `(${s.restarts} restarts)` : ""}`;
             })
             .join(" ") || "none";
-    const vllm = r.vllm ? `health ${r.vllm.health}, models ${r.vllm.models} ${r.vllm.ids.join(",") || "-"}` : "-";
+    const api = r.api ? `health ${r.api.health}, models ${r.api.models} ${r.api.ids.join(",") || "-"}` : "-";
     const ray = r.ray ? r.ray.text : "-";
     const memory = r.memory
         ? `${gib(r.memory.totalKiB - r.memory.availableKiB)}/${gib(r.memory.totalKiB)} GiB` +
           (r.gpuMemoryMiB ? `, GPU ${(r.gpuMemoryMiB.used / 1024).toFixed(1)}/${(r.gpuMemoryMiB.total / 1024).toFixed(1)} GiB` : "")
         : "-";
     const links = r.links.map((l) => `${l.ifname} ${l.state} mtu ${l.mtu}${l.speedMbps ? ` ${l.speedMbps / 1000}G` : ""}`).join("; ") || "-";
-    return [status.node, status.role, units, vllm, ray, memory, links, health];
+    return [status.node, status.role, units, api, ray, memory, links, health];
 }
 
-export const STATUS_HEADER = ["NODE", "ROLE", "UNITS", "VLLM", "RAY", "MEMORY USED", "INTERCONNECT", "HEALTH"];
+export const STATUS_HEADER = ["NODE", "ROLE", "UNITS", "ENGINE API", "RAY", "MEMORY USED", "INTERCONNECT", "HEALTH"];
 
 /** The table (one row per node, columns padded), then each problem on its own line. */
 export function renderStatus(statuses: readonly NodeStatus[], paused: boolean): string {
@@ -333,7 +345,7 @@ export function renderStatus(statuses: readonly NodeStatus[], paused: boolean): 
     const problems = statuses.flatMap((s) => s.problems);
     return [
         ...table,
-        ...(paused ? ["", "serving is paused (model.paused: true): no vLLM unit is expected"] : []),
+        ...(paused ? ["", "serving is paused (model.paused: true): no engine unit is expected"] : []),
         ...(problems.length > 0 ? ["", `unhealthy (${problems.length}):`, ...problems.map((p) => `  ${p}`)] : ["", "healthy"]),
     ].join("\n");
 }

@@ -5,7 +5,9 @@
 import type { Engine, ModelConfig, Runtime, ServerPlacement } from "../../config";
 import type { EnginePlan } from "./enginePlan";
 import { vllmProbeScript } from "./probe";
-import { parseSglangProbe, sglangCheckScript, sglangPlan, sglangProbeScript, sglangServeArgv } from "./sglang";
+import { SGLANG_SECRETS_PATH, UNITS, VLLM_SECRETS_PATH } from "../../config/hostPaths";
+import { envFileReader, pythonReadEnvValue } from "./host/envFile";
+import { parseSglangProbe, pythonSglangKey, sglangCheckScript, sglangPlan, sglangProbeScript, sglangServeArgv } from "./sglang";
 import { vllmPlan, vllmServeArgv } from "./vllm";
 import { type NodeVllm, SHIPPED_FLAG_TABLES, type VllmProbeResult, parseVllmProbe, vllmCheckScript, vllmVerdict } from "./vllmCompat";
 
@@ -20,6 +22,20 @@ export interface EngineServer {
     rayAddress?: string;
 }
 
+/**
+ * What the operations commands (ops/: status, logs) need to know of the engine on a node: its name,
+ * its units, and how to read its API key there.
+ */
+export interface EngineOps {
+    /** The engine's name in messages: "vLLM", "SGLang". */
+    label: string;
+    /** The serving unit, and the follower unit of a rank 1+. */
+    unit: string;
+    followUnit: string;
+    /** Python (json, os and sys imported) that sets `key` from the engine's secrets file on the node, or to None when there is none. */
+    readApiKeyPython(runtime: Runtime): string[];
+}
+
 /** One serving engine: its plan for a server, and the argv it runs there (for the cluster's compatibility check). */
 export interface EngineStrategy {
     plan(server: EngineServer): EnginePlan;
@@ -30,6 +46,8 @@ export interface EngineStrategy {
     parseProbe(output: string): VllmProbeResult;
     /** The cluster's check of every node's engine against what is rendered for it: prints `<node>: <engine> <version> (…)` per node, fails with the problems. */
     checkScript(nodes: readonly NodeVllm[]): string;
+    /** What ops/ reads of the engine. */
+    ops: EngineOps;
 }
 
 const VLLM: EngineStrategy = {
@@ -39,6 +57,17 @@ const VLLM: EngineStrategy = {
     probeScript: vllmProbeScript,
     parseProbe: parseVllmProbe,
     checkScript: (nodes) => vllmCheckScript(vllmVerdict(nodes, SHIPPED_FLAG_TABLES)),
+    ops: {
+        label: "vLLM",
+        unit: UNITS.vllm,
+        followUnit: UNITS.vllmFollow,
+        readApiKeyPython: (runtime) => [
+            pythonReadEnvValue(envFileReader(runtime)),
+            "key = None",
+            `if os.path.exists(${JSON.stringify(VLLM_SECRETS_PATH)}):`,
+            `    key = read_env_value(${JSON.stringify(VLLM_SECRETS_PATH)}, "VLLM_API_KEY")`,
+        ],
+    },
 };
 
 /** SGLang (model.engine sglang): its own multi-node mode only, so no Ray address (config refuses the ray executor). */
@@ -49,6 +78,7 @@ const SGLANG: EngineStrategy = {
     probeScript: sglangProbeScript,
     parseProbe: parseSglangProbe,
     checkScript: sglangCheckScript,
+    ops: { label: "SGLang", unit: UNITS.sglang, followUnit: UNITS.sglangFollow, readApiKeyPython: () => pythonSglangKey(SGLANG_SECRETS_PATH) },
 };
 
 /** The strategy of the resolved engine: the one place that tells the engines apart. */

@@ -96,7 +96,18 @@ export function renderSglangSecrets(apiKey: string): string {
     return `# ${MANAGED_MARKER}\n` + yaml.dump({ "api-key": apiKey }, { forceQuotes: true, quoteStyle: "double", lineWidth: -1 });
 }
 
-/** Python that sets `key` from the `--config` file (for the readiness probe). */
+/** Python (json and os imported) that sets `key` from the `--config` file at `path`, or to None when there is none (status reads it; the readiness probe has its own, which fails instead). */
+export function pythonSglangKey(path: string): string[] {
+    return [
+        "key = None",
+        `if os.path.exists(${JSON.stringify(path)}):`,
+        `    for line in open(${JSON.stringify(path)}, encoding="utf-8"):`,
+        `        if line.startswith("api-key: "):`,
+        `            key = json.loads(line[len("api-key: "):])`,
+    ];
+}
+
+/** Python that sets `key` from the `--config` file (for the readiness probe), failing when there is none. */
 function pythonReadSglangKey(path: string): string[] {
     return [
         "key = None",

@@ -9,6 +9,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { withLabUp } from "../lab/lab-harness";
+import { npmRun } from "./operationsOnPair";
 import {
     NodeName,
     Session,
@@ -153,6 +154,19 @@ describe("SGLang on the pair (venv): serves across both nodes, isolated, idempot
 
     it("a second up changes nothing", () => {
         assert.deepEqual(touchedByPreview(session), []);
+    });
+
+    it("status reports the SGLang pair healthy (SGLang's units and API); logs shows SGLang's units", (t) => {
+        const status = npmRun(session, "status");
+        t.diagnostic(`npm run status took ${status.seconds.toFixed(1)} s:\n${status.stdout}`);
+        assert.equal(status.status, 0, `status exits 0:\n${status.stdout}\n${status.stderr}`);
+        assert.match(status.stdout, new RegExp(`^spark-a +head +sglang=active .*health 200, models 200 ${MODEL} .* ok$`, "m"));
+        assert.match(status.stdout, /^spark-b +rank 1 +sglang=active follow=active .* ok$/m);
+        assert.doesNotMatch(status.stdout, /vllm=/, "no vLLM unit on either node");
+        const logs = npmRun(session, "logs", "--lines", "20", "spark-a");
+        assert.equal(logs.status, 0, logs.stderr);
+        assert.match(logs.stdout, /-- journal of spark-cluster-sglang, spark-cluster-sglang-follow, spark-cluster-ray:/);
+        assert.doesNotMatch(logs.stdout, /-- No entries --/, "SGLang's unit has journal lines");
     });
 
     it("a rank killed heals: rank 0 ends its engine (SGLang's kill_process_tree), both units restart, and the pair answers again", async (t) => {

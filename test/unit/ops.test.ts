@@ -6,11 +6,13 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { parseConfig } from "../../config";
 import { UNITS } from "../../config/hostPaths";
+import { engineStrategy } from "../../components/render/engine";
 import { nodeLogsScript } from "../../ops/logs";
 import { parseArgs, rawConfigFromCli } from "../../ops/cli";
 import { sparkPair } from "../support/fixtures";
 import {
     NodeExpectation,
+    STATUS_UNITS,
     judgeNode,
     nodeStatusScript,
     parseNodeReport,
@@ -24,10 +26,10 @@ import {
 const API_KEY = "ops-test-api-key-0123456789abcdef";
 const SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nops-test-key\n-----END OPENSSH PRIVATE KEY-----";
 
-function pair(model: Record<string, unknown>) {
+function pair(model: Record<string, unknown>, nodes: Record<string, unknown>[] = sparkPair()) {
     return parseConfig({
         values: {
-            nodes: sparkPair(),
+            nodes,
             interconnect: { topology: "pair", mtu: 9000 },
             model: { source: "Qwen/Qwen2.5-7B-Instruct", servedName: "qwen", ...model },
             sshPrivateKey: SSH_KEY,
@@ -40,11 +42,17 @@ function pair(model: Record<string, unknown>) {
 const mp = statusExpectations(pair({ executor: "mp" }));
 const ray = statusExpectations(pair({ executor: "ray" }));
 const paused = statusExpectations(pair({ executor: "mp", paused: true }));
+/** SGLang (model.engine sglang) on a venv pair: its own multi-node mode. */
+const sglangConfig = pair(
+    { executor: "mp", engine: "sglang" },
+    sparkPair().map((n) => ({ ...n, runtime: { kind: "venv", path: "/opt/sglang-venv" } })),
+);
+const sglang = statusExpectations(sglangConfig);
 
 /** A healthy report for `expect`, as the node's script prints it. */
 function healthyOutput(expect: NodeExpectation): string {
     const lines: string[] = [];
-    for (const unit of [UNITS.vllm, UNITS.vllmFollow, UNITS.ray, UNITS.pfc, UNITS.firewall]) {
+    for (const unit of STATUS_UNITS) {
         const running = expect.mustRun.includes(unit as (typeof expect.mustRun)[number]);
         const present = running || unit === UNITS.pfc || unit === UNITS.firewall;
         lines.push(
@@ -58,7 +66,7 @@ function healthyOutput(expect: NodeExpectation): string {
     lines.push("mem MemTotal: 124000000", "mem MemAvailable: 62000000", "gpu 1024,122880");
     const names = ["enp1s0f1np1", "enP2p1s0f1np1"];
     expect.links.forEach((l, i) => lines.push(`link ${l.address} ${names[i]} up 9000 200000`));
-    if (expect.api) lines.push("vllm health 200", `vllm models 200 ${JSON.stringify([expect.api.servedName])}`);
+    if (expect.api) lines.push("api health 200", `api models 200 ${JSON.stringify([expect.api.servedName])}`);
     if (expect.ray) lines.push(`ray 0 ray: ${expect.ray.nodes} node(s), ${expect.ray.gpus} GPU(s) after 0.4 s`);
     return lines.join("\n") + "\n";
 }
@@ -102,7 +110,7 @@ describe("what each node must run", () => {
 
 describe("the rules: healthy or not, and the exit status", () => {
     it("a healthy pair: no problem, exit 0", () => {
-        for (const cluster of [mp, ray, paused]) {
+        for (const cluster of [mp, ray, paused, sglang]) {
             const statuses = cluster.map((e) => judgeNode(e, parseNodeReport(healthyOutput(e))));
             assert.deepEqual(
                 statuses.flatMap((s) => s.problems),
@@ -138,22 +146,36 @@ describe("the rules: healthy or not, and the exit status", () => {
             name: "/health not answering",
             cluster: mp,
             node: 0,
-            edit: (o) => o.replace("vllm health 200", "vllm health none"),
+            edit: (o) => o.replace("api health 200", "api health none"),
             problem: /^spark-a: vLLM \/health on port 8000 answered none/,
         },
         {
             name: "/v1/models refusing the key",
             cluster: mp,
             node: 0,
-            edit: (o) => o.replace(/vllm models 200 .*/, "vllm models 401 []"),
+            edit: (o) => o.replace(/api models 200 .*/, "api models 401 []"),
             problem: /^spark-a: vLLM \/v1\/models answered 401/,
         },
         {
             name: "/v1/models serving another name",
             cluster: mp,
             node: 0,
-            edit: (o) => o.replace(/vllm models 200 .*/, 'vllm models 200 ["other"]'),
+            edit: (o) => o.replace(/api models 200 .*/, 'api models 200 ["other"]'),
             problem: /^spark-a: vLLM \/v1\/models lists \["other"\], not "qwen"/,
+        },
+        {
+            name: "SGLang's unit stopped on rank 1 (the engine's own unit, not vLLM's)",
+            cluster: sglang,
+            node: 1,
+            edit: (o) => o.replace(`unit ${UNITS.sglang} ActiveState=active`, `unit ${UNITS.sglang} ActiveState=inactive`),
+            problem: /^spark-b: spark-cluster-sglang\.service is inactive/,
+        },
+        {
+            name: "SGLang's /health not answering",
+            cluster: sglang,
+            node: 0,
+            edit: (o) => o.replace("api health 200", "api health 503"),
+            problem: /^spark-a: SGLang \/health on port 8000 answered 503/,
         },
         {
             name: "Ray short of a node",
@@ -233,11 +255,23 @@ describe("what status prints", () => {
     it("a table with a header, each node on one line, and the verdict", () => {
         const text = renderStatus(statuses, false);
         const lines = text.split("\n");
-        assert.match(lines[0], /^NODE +ROLE +UNITS +VLLM +RAY +MEMORY USED +INTERCONNECT +HEALTH$/);
+        assert.match(lines[0], /^NODE +ROLE +UNITS +ENGINE API +RAY +MEMORY USED +INTERCONNECT +HEALTH$/);
         assert.match(lines[1], /^spark-a +head +vllm=active ray=active/);
         assert.match(lines[2], /^spark-b +ray worker +ray=active/);
         assert.equal(lines.at(-1), "healthy");
         assert.match(renderStatus(statuses, true), /serving is paused \(model\.paused: true\)/);
+    });
+
+    it("an SGLang pair: SGLang's units and API, no vLLM unit expected", () => {
+        assert.deepEqual(
+            sglang.map((e) => e.mustRun),
+            [[UNITS.sglang], [UNITS.sglang, UNITS.sglangFollow]],
+        );
+        const rows = sglang.map((e) => statusRow(judgeNode(e, parseNodeReport(healthyOutput(e)))));
+        assert.equal(rows[0][2], "sglang=active pfc=active firewall=active");
+        assert.equal(rows[1][2], "sglang=active follow=active pfc=active firewall=active");
+        assert.equal(rows[0][3], "health 200, models 200 qwen");
+        assert.equal(rows[0].at(-1), "ok");
     });
 
     it("--json parses, with the verdict and every node", () => {
@@ -255,7 +289,7 @@ describe("the scripts a node runs", () => {
     const bashN = (script: string) => spawnSync("bash", ["-n"], { input: script, encoding: "utf8" });
 
     it("status: valid bash, no secret, the API key read on the node and sent only to 127.0.0.1", () => {
-        for (const expect of [...mp, ...ray, ...paused]) {
+        for (const expect of [...mp, ...ray, ...paused, ...sglang]) {
             const script = nodeStatusScript(expect);
             const check = bashN(script);
             assert.equal(check.status, 0, check.stderr);
@@ -265,21 +299,30 @@ describe("the scripts a node runs", () => {
         }
         assert.match(nodeStatusScript(mp[0]), /read_env_value\("\/etc\/spark-cluster\/vllm\.env", "VLLM_API_KEY"\)/);
         assert.match(nodeStatusScript(mp[0]), /http:\/\/127\.0\.0\.1:8000/);
+        // SGLang's key is in its --config file (YAML), not vllm.env.
+        assert.match(nodeStatusScript(sglang[0]), /open\("\/etc\/spark-cluster\/sglang\.yaml", encoding="utf-8"\)/);
+        assert.doesNotMatch(nodeStatusScript(sglang[0]), /vllm\.env/);
     });
 
     it("logs: valid bash; our units' journals; --follow stops its reader when the session ends", () => {
-        const once = nodeLogsScript({ lines: 50, follow: false });
+        const vllmOps = engineStrategy(pair({ executor: "mp" }).engine).ops;
+        const once = nodeLogsScript({ lines: 50, follow: false }, vllmOps);
         assert.equal(bashN(once).status, 0);
         assert.match(
             once,
             /exec journalctl --no-pager -o short-iso -u spark-cluster-vllm\.service -u spark-cluster-vllm-follow\.service -u spark-cluster-ray\.service -n 50$/m,
         );
-        const follow = nodeLogsScript({ lines: 10, follow: true, since: "10 min ago" });
+        const follow = nodeLogsScript({ lines: 10, follow: true, since: "10 min ago" }, vllmOps);
         assert.equal(bashN(follow).status, 0);
         assert.match(follow, / -n 10 --since '10 min ago' -f &$/m);
         assert.match(follow, /^kill "\$reader"/m);
-        assert.throws(() => nodeLogsScript({ lines: 10, follow: false, since: "'; rm -rf /" }), /--since must be a journalctl time/);
-        assert.throws(() => nodeLogsScript({ lines: 0, follow: false }), /--lines must be a whole number/);
+        assert.throws(() => nodeLogsScript({ lines: 10, follow: false, since: "'; rm -rf /" }, vllmOps), /--since must be a journalctl time/);
+        assert.throws(() => nodeLogsScript({ lines: 0, follow: false }, vllmOps), /--lines must be a whole number/);
+        // An SGLang stack: SGLang's unit and follower.
+        assert.match(
+            nodeLogsScript({ lines: 50, follow: false }, engineStrategy(sglangConfig.engine).ops),
+            /exec journalctl --no-pager -o short-iso -u spark-cluster-sglang\.service -u spark-cluster-sglang-follow\.service -u spark-cluster-ray\.service -n 50$/m,
+        );
     });
 });
 
