@@ -18,7 +18,7 @@ const MODEL = "tiny-chat";
 const SERVING_STEPS = ["spark-a-vllm", "spark-a-vllm-ready", "spark-a-vllm-secrets", "spark-a-vllm-unit"];
 
 /** `npm run <command> -- --stack dev --config-file <session's> ARGS` against the session's backend: exit status and output. */
-function npmRun(session: Session, command: "status" | "logs", ...args: string[]): { status: number; stdout: string; stderr: string; seconds: number } {
+export function npmRun(session: Session, command: "status" | "logs", ...args: string[]): { status: number; stdout: string; stderr: string; seconds: number } {
     const start = Date.now();
     const result = spawnSync("npm", ["run", "--silent", command, "--", "--stack", "dev", "--config-file", session.configFile, ...args], {
         cwd: root,
