@@ -11,7 +11,7 @@ import { typeToken } from "./package";
 import { fabricNcclSelection, fabricNetplanSpec, forwardingPlan } from "./render/fabric";
 import { cablingCheckScript, lldpProbeScript } from "./render/lldp";
 import { linkResults } from "./render/netplan";
-import { probeScript, rayProbeScript } from "./render/probe";
+import { engineProbeReadScript, probeScript, rayProbeScript } from "./render/probe";
 import { FirstContactFacts, firstContactProbe, firstContactReadScript, firstContactScript, parseFirstContact } from "./render/firstContact";
 import { takeOverPlan } from "./render/takeOver";
 import { FACT_SECTION_PREFIX } from "./render/facts";
@@ -76,6 +76,11 @@ export class ClusterNode extends pulumi.ComponentResource {
     public readonly rayVersion: pulumi.Output<string | undefined>;
     /** What the vLLM probe found in the node's runtime: its vLLM version and, for docker, the image's ID. */
     public readonly vllm: pulumi.Output<VllmProbeResult>;
+    /**
+     * The ID of the image its engine probe found at the last up (docker; undefined for a venv): the
+     * serving units (the engine, Ray) start the image by it, not by its tag (RuntimeStrategy.pinned).
+     */
+    public readonly imageId: pulumi.Output<string | undefined>;
     /** The node's read-only probes (hardware, vLLM, Ray, first contact): the cluster's checks wait for them. */
     public readonly probes: pulumi.Resource[];
     /** What the first-contact probe found: memory, GPUs, other tools' netplan files, NetworkManager, addresses, Docker, disk. */
@@ -124,12 +129,15 @@ export class ClusterNode extends pulumi.ComponentResource {
         this.rayVersion = rayProbe ? rayProbe.stdout.apply(parseRayVersion) : pulumi.output(undefined);
         // The serving engine's probe (its resource name stays `-vllm-probe` whatever the engine: URNs of deployed stacks).
         const engine = engineStrategy(cluster.engine);
+        // Its read-back (docker): the tag against the image ID it found, which the serving units start.
+        const probeRead = engineProbeReadScript({ node: node.name, runtime: node.runtime });
         const vllmProbe = this.host.command(
             `${node.name}-vllm-probe`,
-            { create: engine.probeScript({ node: node.name, runtime: node.runtime }) },
+            { create: engine.probeScript({ node: node.name, runtime: node.runtime }), ...(probeRead !== undefined ? { read: probeRead } : {}) },
             this.childOptions({ dependsOn: [ssh] }),
         );
         this.vllm = vllmProbe.stdout.apply(engine.parseProbe);
+        this.imageId = this.vllm.apply((probe) => probe.imageId);
         const devices = hardware.stdout.apply(parseIbdev2netdev);
         // First contact: the node as its owner left it, read before anything changes (the node check judges it).
         const contact = firstContactProbe(node.runtime.kind === "docker" ? { dockerImage: node.runtime.image } : {});

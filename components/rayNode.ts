@@ -16,11 +16,13 @@ export interface RayNodeArgs {
     envHash: pulumi.Input<string>;
     /** The cluster's Ray token (secret): written to the root-only ray.env, never into argv or the unit. */
     authToken: pulumi.Input<string>;
+    /** The image's ID the node's engine probe found (docker): the unit starts it by that ID. Defaults to the tag. */
+    imageId?: pulumi.Input<string | undefined>;
 }
 
-/** The unit of one node, re-rendered when the runtime environment changes. */
+/** The unit of one node, re-rendered when the runtime environment or the image's ID changes. */
 export function rayUnit(plan: RayPlan, args: RayNodeArgs): pulumi.Output<string> {
-    return pulumi.output(args.envHash).apply(plan.unit);
+    return pulumi.all([args.envHash, args.imageId]).apply(([envHash, imageId]) => plan.unit(envHash, imageId));
 }
 
 /**

@@ -152,6 +152,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                 runtime: n.node.runtime,
                 envHash: n.nccl.envHash,
                 authToken: pulumi.secret(config.rayAuthToken.reveal()),
+                imageId: n.imageId,
                 ray: {
                     nodeIp: n.node.ip,
                     headIp: config.head.ip,
@@ -225,6 +226,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                     apiKey: pulumi.secret(config.apiKey.reveal()),
                     hfToken: config.hfToken ? pulumi.secret(config.hfToken.reveal()) : undefined,
                     envHash: n.nccl.envHash,
+                    imageId: n.imageId,
                     publicHost: config.head.ssh.host,
                     peers,
                 },

@@ -18,6 +18,8 @@ export interface VllmServerArgs {
     hfToken?: pulumi.Input<string>;
     /** Hash of the runtime environment file: a change restarts vLLM. */
     envHash: pulumi.Input<string>;
+    /** The image's ID the node's engine probe found (docker): the unit starts it by that ID. Defaults to the tag. */
+    imageId?: pulumi.Input<string | undefined>;
     /** Host clients use to reach the API (the head's SSH address). */
     publicHost: string;
     /**
@@ -72,7 +74,9 @@ export class VllmServer extends pulumi.ComponentResource {
             { parent: this, ...(cleanup ? { dependsOn: [cleanup] } : {}) },
         );
 
-        this.unit = pulumi.all([args.envHash, ...(args.peers ?? []).map((p) => p.unit)]).apply(([envHash, ...units]) => plan.unit(envHash, units));
+        this.unit = pulumi
+            .all([args.envHash, pulumi.output(args.imageId), pulumi.all((args.peers ?? []).map((p) => p.unit))])
+            .apply(([envHash, imageId, units]) => plan.unit(envHash, units, imageId));
         const unitCommand = args.host.command(
             `${name}-unit`,
             {

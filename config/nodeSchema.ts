@@ -69,7 +69,10 @@ export const DockerRuntimeSchema = z.strictObject({
     /**
      * Image with vLLM (and Ray, for the ray executor); the same multi-arch tag serves Spark and
      * workstation. Its vLLM must accept what we render: the vLLM check refuses it otherwise, before
-     * anything changes. Defaults to "nvcr.io/nvidia/vllm:26.10-py3" (vLLM 0.31.0, no Ray).
+     * anything changes. The serving units start the image by the ID the tag named at the last `up`,
+     * so a later `docker pull` of the tag changes nothing until `up --refresh` (docs/operations.md,
+     * "Image identity"); to pin one image in config, name it by digest: `repo@sha256:…` (or
+     * `repo:tag@sha256:…`). Defaults to "nvcr.io/nvidia/vllm:26.10-py3" (vLLM 0.31.0, no Ray).
      */
     image: z
         .string()

@@ -6,7 +6,7 @@ import type { Config, NodeConfig, Runtime } from "../config";
 import { type EngineOps, engineStrategy } from "../components/render/engine";
 import { runtimeStrategy } from "../components/render/host/runtime";
 import { bashScript, heredoc, shellQuote } from "../components/render/host/shell";
-import { CONTAINER_NAMES, RAY_ENV_PATH, UNITS } from "../config/hostPaths";
+import { CONTAINER_NAMES, RAY_ENV_PATH, UNITS, unitPath } from "../config/hostPaths";
 import { rayProbeArgv } from "../components/render/ray";
 
 /** Our units on a node, in the order the table lists them (either engine's: a node shows the ones it has). */
@@ -141,6 +141,7 @@ export function nodeStatusScript(expect: NodeExpectation): string {
             `rm -f "$api_probe"`,
         );
     }
+    if (runtimeStrategy(expect.runtime).image !== undefined) lines.push(...imageReportLines(expect.runtime));
     if (expect.ray) {
         const strategy = runtimeStrategy(expect.runtime);
         // One look at the GCS's node table (the readiness probe's, with no wait), authenticated like every member.
@@ -152,6 +153,25 @@ export function nodeStatusScript(expect: NodeExpectation): string {
         );
     }
     return bashScript(lines);
+}
+
+/**
+ * The report's lines on the image (docker runtime): `image tag <ID>` (the ID the tag names now;
+ * nothing after `tag` when the node has no such image), and per unit of ours that starts an image by
+ * its ID (the serving units, RuntimeStrategy.pinned) `image unit <unit> <ID> present|absent`.
+ */
+function imageReportLines(runtime: Runtime): string[] {
+    return [
+        ...runtimeStrategy(runtime).imageIdLines("image tag "),
+        `for unit in ${Object.values(UNITS).join(" ")}; do`,
+        `  f=${unitPath("$unit")}`,
+        `  [ -r "$f" ] || continue`,
+        `  id=$(grep -m 1 '^ExecStart=' "$f" | grep -o -E -e ' -- sha256:[0-9a-f]{64}( |$)' | head -n 1 | tr -d ' ' | sed 's/^--//' || true)`,
+        `  [ -n "$id" ] || continue`,
+        `  if docker image inspect -- "$id" >/dev/null 2>&1; then present=present; else present=absent; fi`,
+        `  echo "image unit $unit $id $present"`,
+        `done`,
+    ];
 }
 
 /** One of our units as systemd shows it; `loaded: false` when the node has no such unit. */
@@ -172,6 +192,8 @@ export interface NodeReport {
     /** Rank 0's engine API: /health's status, /v1/models' status and the model names it lists. */
     api?: { health: string; models: string; ids: string[] };
     ray?: { ok: boolean; text: string };
+    /** Docker runtime: the ID the tag names now (undefined: no such image), and the ID each unit of ours starts, and whether the node has it. */
+    image?: { tagId?: string; units: { unit: string; id: string; present: boolean }[] };
 }
 
 /** Reads a node's report (unknown lines are ignored). */
@@ -214,6 +236,10 @@ export function parseNodeReport(stdout: string): NodeReport {
                 ids = [];
             }
             report.api = { health: report.api?.health ?? "none", models: rest[1] ?? "none", ids };
+        } else if (what === "image" && rest[0] === "tag") {
+            report.image = { units: report.image?.units ?? [], ...(rest[1] ? { tagId: rest[1] } : {}) };
+        } else if (what === "image" && rest[0] === "unit" && rest.length === 4) {
+            report.image = { ...report.image, units: [...(report.image?.units ?? []), { unit: rest[1], id: rest[2], present: rest[3] === "present" }] };
         } else if (what === "ray") {
             report.ray = {
                 ok: rest[0] === "0",
@@ -248,6 +274,8 @@ export interface NodeStatus {
     /** Why the node could not be asked (SSH, host key). */
     error?: string;
     problems: string[];
+    /** What differs from what up deployed without keeping the node from serving (the image its tag names now). Defaults to none. */
+    drift?: string[];
 }
 
 /**
@@ -285,13 +313,44 @@ export function judgeNode(expect: NodeExpectation, report: NodeReport | undefine
     if (expect.ray && !report.ray?.ok) {
         problems.push(`${expect.node}: Ray does not show ${expect.ray.nodes} nodes and ${expect.ray.gpus} GPUs: ${report.ray?.text || "no answer"}`);
     }
+    const { problems: imageProblems, drift } = judgeImage(expect, report);
+    problems.push(...imageProblems);
     for (const link of expect.links) {
         const seen = report.links.find((l) => l.address === link.address);
         if (seen === undefined || seen.ifname === "none") problems.push(`${expect.node}: no interface has the interconnect address ${link.address}`);
         else if (seen.state !== "up") problems.push(`${expect.node}: ${seen.ifname} (${link.address}) is ${seen.state}`);
         else if (seen.mtu !== link.mtu) problems.push(`${expect.node}: ${seen.ifname} has MTU ${seen.mtu}, not ${link.mtu}`);
     }
-    return { ...base, report, problems };
+    return { ...base, report, problems, ...(drift.length > 0 ? { drift } : {}) };
+}
+
+/**
+ * The image (docker runtime): our units start it by the ID up found (RuntimeStrategy.pinned). The
+ * tag naming another image now (a `docker pull` of a republished tag, a re-tag) is drift: the units
+ * still run what up deployed, and `pulumi up --refresh` judges the new ID (docs/operations.md, "Image
+ * identity"). An ID the node no longer has is a problem: the unit's next start fails.
+ */
+function judgeImage(expect: NodeExpectation, report: NodeReport): { problems: string[]; drift: string[] } {
+    const tag = runtimeStrategy(expect.runtime).image;
+    const image = report.image;
+    if (tag === undefined || image === undefined) return { problems: [], drift: [] };
+    const problems = image.units
+        .filter((u) => !u.present)
+        .map(
+            (u) =>
+                `${expect.node}: ${u.unit}.service starts the image ${u.id}, which is no longer on the node: its next start fails. ` +
+                `Fix: docker pull ${tag}, then pulumi up --refresh`,
+        );
+    const drift: string[] = [];
+    const byId = new Map<string, string[]>();
+    for (const u of image.units.filter((u) => u.id !== image.tagId)) byId.set(u.id, [...(byId.get(u.id) ?? []), `${u.unit}.service`]);
+    for (const [id, units] of byId) {
+        drift.push(
+            `${expect.node}: the tag ${tag} names ${image.tagId ?? "no image"} now; ${units.join(" and ")} ${units.length > 1 ? "start" : "starts"} ${id}, ` +
+                "the image up deployed (pulumi preview --refresh shows it; pulumi up --refresh refuses while the nodes' IDs differ, and otherwise restarts onto the new one)",
+        );
+    }
+    return { problems, drift };
 }
 
 /** The exit status: 0 when no node has a problem, 1 otherwise. */
@@ -343,9 +402,11 @@ export function renderStatus(statuses: readonly NodeStatus[], paused: boolean): 
     const widths = STATUS_HEADER.map((_, i) => Math.max(...rows.map((row) => row[i].length)));
     const table = rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]))).join("  "));
     const problems = statuses.flatMap((s) => s.problems);
+    const drift = statuses.flatMap((s) => s.drift ?? []);
     return [
         ...table,
         ...(paused ? ["", "serving is paused (model.paused: true): no engine unit is expected"] : []),
+        ...(drift.length > 0 ? ["", `drift (${drift.length}), the units still run what up deployed:`, ...drift.map((d) => `  ${d}`)] : []),
         ...(problems.length > 0 ? ["", `unhealthy (${problems.length}):`, ...problems.map((p) => `  ${p}`)] : ["", "healthy"]),
     ].join("\n");
 }

@@ -19,7 +19,9 @@
 # 1.2.1, as it did then. When NEW has toolchain/migrate-provider.js and the state
 # OLD left still names that provider, the state is moved to ours between the two
 # (what scripts/pulumi.sh does for a user; nothing runs on a host). Exit 0 only
-# when NEW shows no change.
+# when NEW shows no change, or exactly the changes SPARK_EXPECTED_CHANGES lists
+# (`name(op)`, comma-separated: what NEW changes on purpose on every deployed
+# stack, e.g. the serving units starting their image by its ID since issue 36).
 set -euo pipefail
 venv=0
 if [ "${1:-}" = --venv ]; then venv=1; shift; fi
@@ -122,15 +124,22 @@ deployed="$work/new"
 # ClusterNode per node; their types are listed in SPARK_NEW_COMPONENTS (default: none).
 pulumi preview --stack dev --diff --non-interactive
 pulumi preview --stack dev --json --non-interactive >"$work/preview.json"
-allowed="${SPARK_NEW_COMPONENTS:-}" node -e '
+allowed="${SPARK_NEW_COMPONENTS:-}" expected="${SPARK_EXPECTED_CHANGES:-}" node -e '
   const preview = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
   const steps = preview.steps ?? [];
   const allowed = (process.env.allowed || "").split(",").filter(Boolean);
-  const bad = steps.filter((s) => s.op !== "same" && !(s.op === "create" && allowed.includes(s.newState?.type) && !s.newState?.custom));
+  const expected = (process.env.expected || "").split(",").filter(Boolean).sort();
+  const named = (s) => `${s.urn.split("::").pop()}(${s.op})`;
+  const isNewComponent = (s) => s.op === "create" && allowed.includes(s.newState?.type) && !s.newState?.custom;
+  const changed = steps.filter((s) => s.op !== "same" && !isNewComponent(s));
+  const bad = changed.filter((s) => !expected.includes(named(s)));
+  const missing = expected.filter((e) => !changed.some((s) => named(s) === e));
   const created = steps.filter((s) => s.op === "create").map((s) => s.urn.split("::").pop());
   for (const s of bad) console.error(`check-no-change: ${s.op} ${s.urn}`);
-  console.log(`check-no-change: ${preview.changeSummary?.same ?? 0} unchanged, new components: ${created.join(", ") || "none"}`);
-  process.exit(bad.length > 0 ? 1 : 0);
+  for (const e of missing) console.error(`check-no-change: expected ${e}, which the preview does not show`);
+  console.log(`check-no-change: ${preview.changeSummary?.same ?? 0} unchanged, new components: ${created.join(", ") || "none"}` +
+    (expected.length > 0 ? `, expected changes: ${changed.map(named).sort().join(", ")}` : ""));
+  process.exit(bad.length > 0 || missing.length > 0 ? 1 : 0);
 ' "$work/preview.json"
 pulumi up --stack dev --yes --skip-preview --non-interactive >"$work/up-new.log" 2>&1 \
   || { tail -n 40 "$work/up-new.log" >&2; echo "check-no-change: up with $new failed" >&2; exit 1; }
@@ -141,4 +150,8 @@ types=$(pulumi stack export --stack dev | node -e '
   console.log([...types].sort().join(" "));
 ')
 echo "check-no-change: custom resource types in the state after $new: $types"
-echo "check-no-change: $new changes nothing on a stack deployed with $old"
+if [ -n "${SPARK_EXPECTED_CHANGES:-}" ]; then
+  echo "check-no-change: $new changes only what SPARK_EXPECTED_CHANGES lists on a stack deployed with $old"
+else
+  echo "check-no-change: $new changes nothing on a stack deployed with $old"
+fi

@@ -19,8 +19,12 @@ export interface EnginePlan {
     secretsFile(apiKey: string, hfToken: string): string;
     /** The secrets step: the file from stdin, root-only. */
     secrets: StepScripts;
-    /** The unit; `peerUnits` (rank 0 of a multi-node engine): a change of any restarts this one after them. */
-    unit(envHash: string, peerUnits: readonly string[]): string;
+    /**
+     * The unit; `peerUnits` (rank 0 of a multi-node engine): a change of any restarts this one after
+     * them. `imageId`: the image's ID the node's engine probe found (docker), which the unit starts
+     * instead of the tag (RuntimeStrategy.pinned). Defaults to the tag.
+     */
+    unit(envHash: string, peerUnits: readonly string[], imageId?: string): string;
     /** The unit step: its create and read-back scripts for the rendered unit, and its delete. */
     unitStep: { create(unit: string): string; read(unit: string): string; delete: string };
     /** The readiness probe (rank 0 only: a real chat request answered). */

@@ -4,6 +4,7 @@
 // the config key, when the runtime cannot run the executor.
 import type { Runtime } from "../../config";
 import { runtimeStrategy } from "./host/runtime";
+import { readScript } from "./host/read";
 import { bashScript, shellQuote } from "./host/shell";
 
 /** The line the probe prints with the runtime's Ray version (`none` when it has no Ray). */
@@ -91,4 +92,19 @@ export function vllmProbeScript(spec: { node: string; runtime: Runtime }): strin
         `Fix: give this node a runtime with vLLM (nodes[].runtime).`;
     const imageId = runtimeStrategy(spec.runtime).imageIdLines(IMAGE_ID_PREFIX);
     return bashScript([...versionProbeLines(VLLM_VERSION_PREFIX, vllmVersionCommand(spec.runtime), message), ...imageId]);
+}
+
+/**
+ * The engine probe's read-back (refresh), for a runtime with an image (undefined otherwise: no
+ * read): the ID the tag names on the node now against the one the probe printed at the last up (its
+ * output, on stdin), which the serving units start by ID (RuntimeStrategy.pinned). A re-pointed tag
+ * (a later `docker pull` of a republished tag, a re-tag) prints
+ * `<node>: the tag <image> names <new ID> now, not <old ID> as when up last probed it; …`, and the
+ * old image gone from the node says so too: drift, so `pulumi preview --refresh` shows it and
+ * `pulumi up --refresh` runs the probe again, whose new ID the cluster's engine check then judges
+ * against the other nodes' (refused while they differ). Nothing changes on the node.
+ */
+export function engineProbeReadScript(spec: { node: string; runtime: Runtime }): string | undefined {
+    const lines = runtimeStrategy(spec.runtime).imageDriftLines(spec.node, IMAGE_ID_PREFIX);
+    return lines.length > 0 ? readScript(["last=$(cat)", ...lines]) : undefined;
 }

@@ -198,7 +198,8 @@ export interface RayPlan {
     authFile(token: string): string;
     /** The token step: the file from stdin, root-only. */
     auth: StepScripts;
-    unit(envHash: string): string;
+    /** The unit; `imageId`: the image's ID the node's engine probe found (docker), which it starts instead of the tag. Defaults to the tag. */
+    unit(envHash: string, imageId?: string): string;
     /** The unit step: its create and read-back scripts for the rendered unit, and its delete. */
     unitStep: { create(unit: string): string; read(unit: string): string; delete: string };
     /** The head's readiness probe: the cluster shows `nodes` nodes and `gpus` GPUs at `address`. */
@@ -215,7 +216,7 @@ export function rayPlan(spec: RayStartSpec, runtime: Runtime): RayPlan {
             delete: removeFilesScript([RAY_ENV_PATH], [CONFIG_DIR]),
             read: secretFileReadScript(RAY_ENV_PATH, "600"),
         },
-        unit: (envHash) => renderRayUnit(spec, runtime, envHash),
+        unit: (envHash, imageId) => renderRayUnit(spec, strategy.pinned(imageId), envHash),
         unitStep: {
             create: (unit) => installUnitScript(UNITS.ray, unit),
             read: (unit) => unitReadScript(UNITS.ray, unit),

@@ -182,7 +182,8 @@ export function sglangPlan(spec: SglangServeSpec, runtime: Runtime): EnginePlan 
             delete: removeFilesScript([SGLANG_SECRETS_PATH], [CONFIG_DIR]),
             read: secretFileReadScript(SGLANG_SECRETS_PATH, "600"),
         },
-        unit: (envHash, peerUnits) => renderSglangUnit(spec, runtime, envHash, peerUnits.length > 0 ? contentHash(peerUnits.join("\n")) : undefined),
+        unit: (envHash, peerUnits, imageId) =>
+            renderSglangUnit(spec, runtimeStrategy(runtime).pinned(imageId), envHash, peerUnits.length > 0 ? contentHash(peerUnits.join("\n")) : undefined),
         unitStep: {
             create: (unit) => installUnitScript(UNITS.sglang, unit),
             read: (unit) => unitReadScript(UNITS.sglang, unit),

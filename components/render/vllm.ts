@@ -4,6 +4,7 @@ import type { ModelConfig, Runtime } from "../../config";
 import { isLocalModelPath } from "../../config/facts";
 import type { EnginePlan } from "./enginePlan";
 import { HOST_LIB } from "./host/lib";
+import { runtimeStrategy } from "./host/runtime";
 import { hubRepoDirName } from "./modelSync";
 import { envFileReader, pythonReadEnvValue, renderEnvFile } from "./host/envFile";
 import type { EnvFileReader } from "./host/runtime";
@@ -267,7 +268,14 @@ export function vllmPlan(spec: VllmServeSpec, runtime: Runtime, rayAddress?: str
             delete: removeFilesScript([VLLM_SECRETS_PATH], [CONFIG_DIR]),
             read: secretFileReadScript(VLLM_SECRETS_PATH, "600"),
         },
-        unit: (envHash, peerUnits) => renderVllmUnit(spec, runtime, envHash, rayAddress, peerUnits.length > 0 ? contentHash(peerUnits.join("\n")) : undefined),
+        unit: (envHash, peerUnits, imageId) =>
+            renderVllmUnit(
+                spec,
+                runtimeStrategy(runtime).pinned(imageId),
+                envHash,
+                rayAddress,
+                peerUnits.length > 0 ? contentHash(peerUnits.join("\n")) : undefined,
+            ),
         unitStep: {
             create: (unit) => installUnitScript(UNITS.vllm, unit),
             read: (unit) => unitReadScript(UNITS.vllm, unit),

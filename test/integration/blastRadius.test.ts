@@ -28,6 +28,9 @@ import {
 
 const members: NodeName[] = ["spark-a", "spark-b"];
 
+/** The engine probe's new line asking the node which image `image` names (its ID, which the units then start). */
+const IMAGE_PROBED = (image: string) => new RegExp(`^\\s+\\+ echo "image-id=\\$\\(docker image inspect .* -- ${image.replace(/[.:/]/g, "\\$&")}\\)"`, "m");
+
 withLabUp();
 
 /** A process the change may restart: the main PID of one of our units on one node. */
@@ -183,14 +186,16 @@ const ROWS: Row[] = [
             "spark-b-vllm-probe(update)",
             "spark-b-vllm-unit(update)",
         ],
-        diffShows: [/^\s+\+ ExecStart=.* nvcr\.io\/nvidia\/vllm:26\.05-py3 /m],
+        // The units start the image by the ID the probe finds (issue 36): until the probe has run,
+        // a preview knows the tag it asks about, not the units' new text.
+        diffShows: [IMAGE_PROBED(LAB_IMAGES.v2605)],
         restarts: ["spark-a:vllm", "spark-b:vllm"],
     },
     {
         change: "model.engine vllm -> sglang (and SGLang's image)",
         edit: (c) => replaceOnce(withImage(c, LAB_SGLANG_IMAGE), "    executor: mp\n", "    executor: mp\n    engine: sglang\n"),
         touches: engineSwitchTouches("create"),
-        diffShows: [/^\s+\+ ExecStart=.* lmsysorg\/sglang:v0\.5\.23-cu130 .*sglang\.launch_server/m],
+        diffShows: [IMAGE_PROBED(LAB_SGLANG_IMAGE)],
         restarts: ["spark-a:sglang", "spark-a:vllm", "spark-b:sglang", "spark-b:vllm"],
         answer: /LAB STAND-IN .*served by spark-a,spark-b \(sglang tp=2 nnodes=2\)/,
         secondUpIdle: true,
@@ -200,7 +205,7 @@ const ROWS: Row[] = [
         change: "model.engine sglang -> vllm (and the vLLM image back)",
         edit: (c) => replaceOnce(withImage(c, LAB_IMAGES.v2605), "    engine: sglang\n", ""),
         touches: engineSwitchTouches("delete"),
-        diffShows: [/^\s+\+ ExecStart=.* nvcr\.io\/nvidia\/vllm:26\.05-py3 /m],
+        diffShows: [IMAGE_PROBED(LAB_IMAGES.v2605)],
         restarts: ["spark-a:sglang", "spark-a:vllm", "spark-b:sglang", "spark-b:vllm"],
         installsOtherFiles: true,
     },

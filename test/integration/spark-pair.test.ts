@@ -38,7 +38,7 @@ import {
     withImage,
 } from "./stackSession";
 import { shellQuote } from "../../components/render/host/shell";
-import { operationsOnConvergedPair } from "./operationsOnPair";
+import { npmRun, operationsOnConvergedPair } from "./operationsOnPair";
 
 const members: NodeName[] = ["spark-a", "spark-b"];
 // A file of the user's that our NcclConfig replaces; destroy must put it back.
@@ -478,6 +478,65 @@ for (const executor of ["ray", "mp"] as const) {
                 assert.match(await chat(endpoint, apiKey, "tiny-chat-2"), /spark-b/);
                 setConfig(session, "spark-cluster:model.servedName", "tiny-chat");
                 pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+            });
+
+            it("the tag re-pointed on spark-b: preview --refresh names node, tag and both IDs; up --refresh refuses; the units keep the deployed ID; restored, no change", (t) => {
+                const tag = LAB_IMAGES.v2610;
+                const imageId = (node: NodeName) => ssh(node, `docker image inspect --format '{{.Id}}' ${tag}`).trim();
+                const deployed = imageId("spark-b");
+                const startsDeployed = (when: string) => {
+                    for (const node of members) {
+                        assert.match(
+                            ssh(node, `grep ^ExecStart= ${unitPath(UNITS.vllm)}`),
+                            new RegExp(` -- ${deployed} vllm serve `),
+                            `${when}: ${node} starts the image by its ID`,
+                        );
+                    }
+                };
+                startsDeployed("deployed");
+                const started = Date.now();
+                // The same vLLM under the same tag, but another image (as a docker pull of a republished tag leaves it).
+                ssh(
+                    "spark-b",
+                    `docker run --network none --name sc-test-retag ${tag} true && docker commit sc-test-retag ${tag} >/dev/null && docker rm sc-test-retag >/dev/null`,
+                );
+                const other = imageId("spark-b");
+                const times: string[] = [];
+                const timed = <T>(what: string, f: () => T): T => {
+                    const start = Date.now();
+                    try {
+                        return f();
+                    } finally {
+                        times.push(`${what} ${((Date.now() - start) / 1000).toFixed(1)} s`);
+                    }
+                };
+                try {
+                    assert.notEqual(other, deployed);
+                    const preview = timed("preview --refresh", () => pulumiWithConfig(session, "preview", "--refresh", "--diff"));
+                    const said = `spark-b: the tag ${tag} names ${other} now, not ${deployed} as when up last probed it`;
+                    assert.ok(preview.includes(said), `preview --refresh names spark-b, the tag and both IDs:\n${preview}`);
+                    assert.match(preview, /\[urn=[^\]\n]*::spark-b-vllm-probe\]/);
+                    assert.doesNotMatch(preview, /spark-a: the tag/, "spark-a's tag is as deployed");
+                    t.diagnostic(said);
+                    const status = npmRun(session, "status");
+                    assert.equal(status.status, 0, `serving as deployed: status exits 0\n${status.stdout}${status.stderr}`);
+                    assert.match(status.stdout, new RegExp(`spark-b: the tag \\S+ names ${other} now; spark-cluster-vllm\\.service starts ${deployed}`));
+                    let refused = "";
+                    assert.throws(
+                        () => timed("up --refresh (refused)", () => pulumiWithConfig(session, "up", "--refresh", "--yes", "--skip-preview")),
+                        (err: Error) => ((refused = err.message), refused.includes(`names different images on the nodes`)),
+                    );
+                    assert.ok(refused.includes(`${other} on spark-b`) && refused.includes(`${deployed} on spark-a`), refused);
+                    startsDeployed("refused");
+                } finally {
+                    ssh("spark-b", `docker tag ${deployed} ${tag} && docker rmi ${other} >/dev/null`);
+                }
+                assert.equal(imageId("spark-b"), deployed, "spark-b's tag is back on its image");
+                // The refused up recorded spark-b's probe of the other image: up --refresh probes it again, and nothing else changes.
+                timed("up --refresh (restored)", () => pulumiWithConfig(session, "up", "--refresh", "--yes", "--skip-preview"));
+                startsDeployed("restored");
+                timed("preview --refresh", () => pulumiWithConfig(session, "preview", "--refresh", "--expect-no-changes"));
+                t.diagnostic(`${times.join("; ")}; ${((Date.now() - started) / 1000).toFixed(0)} s in all`);
             });
         }
 

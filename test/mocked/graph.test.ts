@@ -12,7 +12,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { deriveOpenWebuiSecretKey, deriveRayAuthToken } from "../../config";
 import { deriveModelSyncSecret } from "../../components/render/modelSync";
-import { RecordedResource, Scenario, ScenarioResult } from "./graphHarness";
+import { MOCK_IMAGE_ID, RecordedResource, Scenario, ScenarioResult } from "./graphHarness";
 import { MOCK_HOST_KEY, SECRET_SIG, SECRET_SIG_KEY } from "../support/mockHarness";
 import { WAIT_EXCEPTIONS, loopsIn, waitException } from "../support/waitLoops";
 import { sparkPair } from "../support/fixtures";
@@ -685,10 +685,26 @@ describe("a two-Spark Ray cluster", () => {
     it("checks every node's vLLM on the head before anything changes, and shows each node's version", async () => {
         const result = await scenario("base");
         const check = scriptOf(commandText(get(result, "dev-vllm-check"), "create") ?? "").script;
-        assert.match(check, /^echo 'spark-a: vLLM 0\.31\.0 \(the image nvcr\.io\/nvidia\/vllm:26\.10-py3, sha256:mock\)'$/m);
+        assert.match(check, new RegExp(`^echo 'spark-a: vLLM 0\\.31\\.0 \\(the image nvcr\\.io/nvidia/vllm:26\\.10-py3, ${MOCK_IMAGE_ID}\\)'$`, "m"));
         assert.match(check, /^echo 'spark-b: vLLM 0\.31\.0 /m);
         assert.doesNotMatch(check, /exit 1/, "the mocked nodes agree and run what is rendered");
         assert.deepEqual(get(result, "dev-vllm-check").inputs.connection, get(result, "spark-a-probe").inputs.connection);
+    });
+
+    it("starts each node's serving units (Ray, vLLM) by the image ID its probe found, and reads the tag back on refresh", async () => {
+        const result = await scenario("base");
+        for (const unit of ["spark-a-ray-head-unit", "spark-b-ray-worker-unit", "spark-a-vllm-unit"]) {
+            const script = scriptOf(commandText(get(result, unit), "create") ?? "").script;
+            assert.match(script, new RegExp(`^ExecStart=/usr/bin/docker run .* -- ${MOCK_IMAGE_ID} `, "m"), `${unit} starts the image by its ID`);
+            assert.doesNotMatch(script, /-- nvcr\.io\/nvidia\/vllm:26\.10-py3 /, `${unit} does not start the tag`);
+        }
+        for (const node of ["spark-a", "spark-b"]) {
+            const read = plain(get(result, `${node}-vllm-probe`).inputs.read);
+            assert.equal(typeof read, "string", `${node}-vllm-probe has a read-back`);
+            const script = scriptOf(read as string).script;
+            assert.match(script, /docker image inspect --format '\{\{\.Id\}\}' -- nvcr\.io\/nvidia\/vllm:26\.10-py3/);
+            assert.match(script, new RegExp(`${node}: the tag nvcr\\.io/nvidia/vllm:26\\.10-py3 names `));
+        }
     });
 
     it("every command line runs a script that passes bash -n, through sudo -n for a non-root user", async () => {

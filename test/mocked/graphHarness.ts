@@ -60,6 +60,9 @@ export interface ScenarioResult {
     outputs: { endpoint?: string; servedModel?: string; transport?: string; dashboard?: string; roce?: Record<string, RoceChain> };
 }
 
+/** The image ID a mocked engine probe reports on a node of the docker runtime (as docker prints one: sha256 and 64 hex digits). */
+export const MOCK_IMAGE_ID = `sha256:${"5c".repeat(32)}`;
+
 const EXPECTED_TYPE = /^(spark-cluster:index:[A-Za-z]+|spark-remote:index:Step)$/;
 
 /** The `stdout` a mocked step reports. */
@@ -70,7 +73,7 @@ function mockStdout(name: string): string {
     if (name.endsWith("-vllm-probe")) {
         // What the default image (and a venv of the same vLLM) reports: every node agrees.
         // (An SGLang probe, model.engine sglang, reads its own line.)
-        return `vllm-version=0.31.0\nsglang-version=0.5.23\n${name.startsWith("thor-") ? "" : "image-id=sha256:mock\n"}`;
+        return `vllm-version=0.31.0\nsglang-version=0.5.23\n${name.startsWith("thor-") ? "" : `image-id=${MOCK_IMAGE_ID}\n`}`;
     }
     if (name.endsWith("-lldp-probe")) {
         // As on the lab's nodes: no lldpd.

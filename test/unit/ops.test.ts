@@ -235,6 +235,84 @@ describe("the rules: healthy or not, and the exit status", () => {
     });
 });
 
+describe("the image: the units start it by the ID up found; the tag naming another is drift", () => {
+    const deployed = `sha256:${"a1".repeat(32)}`;
+    const other = `sha256:${"b2".repeat(32)}`;
+    /** spark-b's report with the image lines: the tag's ID now, and the vLLM and Ray units' (ray executor). */
+    const withImage = (expect: NodeExpectation, tagId: string, present = "present") =>
+        healthyOutput(expect) +
+        `image tag ${tagId}\nimage unit ${UNITS.ray} ${deployed} ${present}\n` +
+        (expect.api ? `image unit ${UNITS.vllm} ${deployed} ${present}\n` : "");
+
+    it("reads the tag's ID and each unit's", () => {
+        assert.deepEqual(parseNodeReport(withImage(ray[1], other)).image, { tagId: other, units: [{ unit: UNITS.ray, id: deployed, present: true }] });
+        assert.deepEqual(parseNodeReport("image tag \n").image, { units: [] }, "no such image: no ID");
+    });
+
+    it("the tag on the deployed image: healthy, no drift", () => {
+        const statuses = ray.map((e) => judgeNode(e, parseNodeReport(withImage(e, deployed))));
+        assert.deepEqual(
+            statuses.map((s) => [s.problems, s.drift]),
+            [
+                [[], undefined],
+                [[], undefined],
+            ],
+        );
+    });
+
+    it("the tag re-pointed on spark-b: drift naming the node, the tag, both IDs and the units; still healthy (exit 0), shown below the table", () => {
+        const statuses = ray.map((e, i) => judgeNode(e, parseNodeReport(withImage(e, i === 1 ? other : deployed))));
+        assert.deepEqual(statuses[0].drift, undefined);
+        assert.deepEqual(statuses[1].drift, [
+            `spark-b: the tag nvcr.io/nvidia/vllm:26.10-py3 names ${other} now; spark-cluster-ray.service starts ${deployed}, the image up deployed ` +
+                "(pulumi preview --refresh shows it; pulumi up --refresh refuses while the nodes' IDs differ, and otherwise restarts onto the new one)",
+        ]);
+        assert.equal(statusExitCode(statuses), 0);
+        const text = renderStatus(statuses, false);
+        assert.match(text, /\ndrift \(1\), the units still run what up deployed:\n {2}spark-b: the tag /);
+        assert.equal(text.split("\n").at(-1), "healthy");
+        const doc = JSON.parse(statusJson("dev", statuses, false)) as { nodes: { drift?: string[] }[] };
+        assert.equal(doc.nodes[1].drift?.length, 1);
+    });
+
+    it("the head's two units on one ID are one line; no image under the tag says so", () => {
+        const status = judgeNode(ray[0], parseNodeReport(withImage(ray[0], "")));
+        assert.deepEqual(status.drift?.length, 1);
+        assert.match(
+            status.drift?.[0] ?? "",
+            /^spark-a: the tag \S+ names no image now; spark-cluster-ray\.service and spark-cluster-vllm\.service start sha256:a1/,
+        );
+    });
+
+    it("the deployed image gone from the node: unhealthy (the next start fails), exit 1", () => {
+        const statuses = ray.map((e, i) => judgeNode(e, parseNodeReport(withImage(e, deployed, i === 1 ? "absent" : "present"))));
+        assert.deepEqual(statuses[1].problems, [
+            `spark-b: spark-cluster-ray.service starts the image ${deployed}, which is no longer on the node: its next start fails. ` +
+                "Fix: docker pull nvcr.io/nvidia/vllm:26.10-py3, then pulumi up --refresh",
+        ]);
+        assert.equal(statusExitCode(statuses), 1);
+    });
+
+    it("the node's script asks docker for the tag's ID and reads each unit's ExecStart (docker runtime only)", () => {
+        const script = nodeStatusScript(ray[1]);
+        assert.match(script, /echo "image tag \$\(docker image inspect --format '\{\{\.Id\}\}' -- nvcr\.io\/nvidia\/vllm:26\.10-py3\)"/);
+        assert.match(script, /for unit in spark-cluster-ray spark-cluster-vllm /);
+        const venv = statusExpectations(
+            parseConfig({
+                values: {
+                    nodes: sparkPair().map((n) => ({ ...n, runtime: { kind: "venv", path: "/opt/vllm-venv" } })),
+                    interconnect: { topology: "pair", mtu: 9000 },
+                    model: { source: "Qwen/Qwen2.5-7B-Instruct", servedName: "qwen", executor: "mp" },
+                    sshPrivateKey: SSH_KEY,
+                    apiKey: API_KEY,
+                },
+                secretKeys: new Set(["sshPrivateKey", "apiKey"]),
+            }),
+        );
+        assert.doesNotMatch(nodeStatusScript(venv[0]), /image tag|docker/);
+    });
+});
+
 describe("what status prints", () => {
     const statuses = ray.map((e) => judgeNode(e, parseNodeReport(healthyOutput(e))));
 

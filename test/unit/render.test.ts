@@ -57,6 +57,7 @@ import {
     rayProbeArgv,
     rayReadyScript,
     rayStartArgv,
+    rayPlan,
     renderRayEnv,
     renderRayUnit,
 } from "../../components/render/ray";
@@ -207,10 +208,21 @@ const VLLM_MP_RANK1: VllmServeSpec = {
 /** Rank 0 on a Spark (unified memory) with a fixed KV budget of 8 GiB. */
 const VLLM_MP_RANK0_UMA: VllmServeSpec = { ...VLLM_MP_RANK0, unifiedMemory: true, gpuMemoryUtilization: 0.18, kvCacheMemoryBytes: 8 * 2 ** 30 };
 
-/** The units, built as components/rayNode.ts and components/vllmServer.ts build them. */
-/** The units as the components render them (renderRayUnit, renderVllmUnit), with the argv each runs. */
+/** The ID of the image a node's engine probe found (docker), which the serving units start instead of the tag. */
+const IMAGE_ID = `sha256:${"4e".repeat(32)}`;
+
+/**
+ * The units as the components render them (renderRayUnit, renderVllmUnit), with the argv each runs;
+ * two docker units through their plans with the probed image's ID (components/rayNode.ts,
+ * components/vllmServer.ts), one docker unit without an ID (the tag).
+ */
 const UNITS: readonly { name: string; unit: string; argv: string[]; runtime: Runtime; preStart?: string[][] }[] = [
-    { name: "ray-head.docker-privileged", unit: renderRayUnit(RAY_HEAD, DOCKER_DEFAULT, ENV_HASH), argv: rayStartArgv(RAY_HEAD), runtime: DOCKER_DEFAULT },
+    {
+        name: "ray-head.docker-privileged",
+        unit: rayPlan(RAY_HEAD, DOCKER_DEFAULT).unit(ENV_HASH, IMAGE_ID),
+        argv: rayStartArgv(RAY_HEAD),
+        runtime: DOCKER_DEFAULT,
+    },
     {
         name: "ray-worker.venv",
         unit: renderRayUnit(RAY_WORKER, VENV, ENV_HASH),
@@ -226,7 +238,7 @@ const UNITS: readonly { name: string; unit: string; argv: string[]; runtime: Run
     { name: "vllm-mp-rank1.venv", unit: renderVllmUnit(VLLM_MP_RANK1, VENV, ENV_HASH), argv: vllmServeArgv(VLLM_MP_RANK1), runtime: VENV },
     {
         name: "vllm-mp-rank0.docker-unified-memory",
-        unit: renderVllmUnit(VLLM_MP_RANK0_UMA, DOCKER_DEFAULT, ENV_HASH),
+        unit: vllmPlan(VLLM_MP_RANK0_UMA, DOCKER_DEFAULT).unit(ENV_HASH, [], IMAGE_ID),
         argv: vllmServeArgv(VLLM_MP_RANK0_UMA),
         runtime: DOCKER_DEFAULT,
         preStart: [vllmMemoryStepArgv(VLLM_MP_RANK0_UMA.source)],
@@ -501,7 +513,23 @@ describe("systemd units", () => {
         assert.match(check, /docker run -i --rm /);
         for (const option of options) assert.ok(!check.includes(option), `the NCCL check got ${option}`);
         // Without the key the units are as before.
-        assert.equal(renderRayUnit(RAY_HEAD, { ...DOCKER_DEFAULT, extraOptions: [] }, ENV_HASH), UNITS[0].unit);
+        assert.equal(rayPlan(RAY_HEAD, { ...DOCKER_DEFAULT, extraOptions: [] }).unit(ENV_HASH, IMAGE_ID), UNITS[0].unit);
+    });
+
+    it("a docker unit starts the image by the ID its node's probe found, never the tag; without a valid ID, the tag; a venv has none", () => {
+        for (const unit of [UNITS[0].unit, UNITS[4].unit]) {
+            assert.match(unit, new RegExp(`^ExecStart=/usr/bin/docker run .* -- ${IMAGE_ID} `, "m"));
+            assert.doesNotMatch(unit, /nvcr\.io/);
+        }
+        assert.equal(rayPlan(RAY_HEAD, DOCKER_DEFAULT).unit(ENV_HASH), renderRayUnit(RAY_HEAD, DOCKER_DEFAULT, ENV_HASH));
+        assert.match(rayPlan(RAY_HEAD, DOCKER_DEFAULT).unit(ENV_HASH), / -- nvcr\.io\/nvidia\/vllm:26\.10-py3 ray start /);
+        // Only what docker prints as an ID is started by ID (a probe's odd line falls back to the tag).
+        for (const odd of ["sha256:mock", "sha256:4E4E", `${IMAGE_ID} x`, "nvcr.io/other:1", ""]) {
+            assert.deepEqual(runtimeStrategy(DOCKER_DEFAULT).pinned(odd), DOCKER_DEFAULT, odd);
+        }
+        assert.deepEqual(runtimeStrategy(DOCKER_DEFAULT).pinned(IMAGE_ID), { ...DOCKER_DEFAULT, image: IMAGE_ID });
+        assert.deepEqual(runtimeStrategy(VENV).pinned(IMAGE_ID), VENV);
+        assert.equal(vllmPlan(VLLM_MP_RANK1, VENV).unit(ENV_HASH, [], IMAGE_ID), renderVllmUnit(VLLM_MP_RANK1, VENV, ENV_HASH));
     });
 
     it("a venv unit runs the venv's binaries, without docker", () => {

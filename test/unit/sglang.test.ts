@@ -157,6 +157,11 @@ describe("the SGLang argv per rank", () => {
         assert.doesNotMatch(venvUnit, /api-key|API_KEY/);
         const docker = { ...DOCKER_DEFAULT, image: "lmsysorg/sglang:v0.5.23" };
         assert.match(renderSglangUnit(rank(0), docker, "envhash"), /-v \/etc\/spark-cluster\/sglang\.yaml:\/etc\/spark-cluster\/sglang\.yaml:ro /);
+        // As the component renders it: the image by the ID the node's probe found, not the tag.
+        const id = `sha256:${"7d".repeat(32)}`;
+        const pinned = sglangPlan(rank(1), docker).unit("envhash", [], id);
+        assert.match(pinned, new RegExp(`^ExecStart=/usr/bin/docker run .* -- ${id} python3 -m sglang\\.launch_server `, "m"));
+        assert.doesNotMatch(pinned, /lmsysorg/);
     });
 
     it("the secrets file is YAML SGLang's --config reads, the key one double-quoted scalar the readiness probe reads as JSON", () => {

@@ -114,6 +114,19 @@ export interface RuntimeStrategy {
     pythonOneOff(code: string): string;
     /** Probe lines that print `<prefix><id>` of the image the node would run; none for a runtime without an image. */
     imageIdLines(prefix: string): string[];
+    /**
+     * The runtime as a serving unit starts it: a docker runtime's image by `imageId` (the ID the
+     * engine probe found at the last up, {@link isImageId}), so that a tag re-pointed later (a
+     * `docker pull` of a republished tag, a re-tag) cannot change what a restart runs. Itself for a
+     * runtime without an image, or without an ID (not probed yet).
+     */
+    pinned(imageId: string | undefined): Runtime;
+    /**
+     * Read-back lines (`$last`: the probe's last output, with `<prefix><id>`) that print one line per
+     * difference between the image the tag names now and the one the probe found: another ID, or
+     * that image gone from the node. None for a runtime without an image.
+     */
+    imageDriftLines(node: string, prefix: string): string[];
     /** Shell that runs the Python script at `scriptPath` with `args`, the env file as the units read it, and `environment` on top. */
     pythonScript(spec: { container: string; scriptPath: string; args: string[]; envFile: string; environment: Record<string, string> }): string;
     /** Lines that remove a throwaway container left by an interrupted run; none for a runtime without containers. */
@@ -156,6 +169,23 @@ function dockerStrategy(runtime: DockerRuntime): RuntimeStrategy {
         // A throwaway container of the same image, no network: nothing else is touched.
         pythonOneOff: (code) => shellJoin(pythonIn(["--network", "none"], ["-c", code])),
         imageIdLines: (prefix) => [`echo "${prefix}$(${shellJoin(["docker", "image", "inspect", "--format", "{{.Id}}", "--", runtime.image])})"`],
+        // By ID: docker runs `sha256:…` as it stands, and never pulls it.
+        pinned: (imageId) => (imageId !== undefined && isImageId(imageId) ? { ...runtime, image: imageId } : runtime),
+        imageDriftLines: (node, prefix) => [
+            `deployed=$(printf '%s\\n' "$last" | grep -m 1 -e ${shellQuote(`^${prefix}`)} || true)`,
+            `deployed=\${deployed#${shellQuote(prefix)}}`,
+            `if [ -n "$deployed" ]; then`,
+            `  now=$(${shellJoin(["docker", "image", "inspect", "--format", "{{.Id}}", "--", runtime.image])} 2>/dev/null) || now=""`,
+            `  if [ "$now" != "$deployed" ]; then`,
+            `    echo ${shellQuote(`${node}: the tag ${runtime.image} names `)}"\${now:-no image}"${shellQuote(" now, not ")}"$deployed"${shellQuote(
+                " as when up last probed it; up --refresh probes it again",
+            )}`,
+            `  fi`,
+            `  if ! docker image inspect -- "$deployed" >/dev/null 2>&1; then`,
+            `    echo ${shellQuote(`${node}: `)}"$deployed"${shellQuote(", the image its units start, is no longer on the node: their next start fails")}`,
+            `  fi`,
+            `fi`,
+        ],
         pythonScript: (spec) => {
             // A throwaway container with the units' docker flags; `-i` feeds the script on stdin to the image's own python3.
             const run = dockerRunArgv(runtime, spec.container, [spec.envFile], spec.environment);
@@ -205,6 +235,8 @@ function venvStrategy(runtime: VenvRuntime): RuntimeStrategy {
         unit: () => ({ after: [], requires: [], systemdReadsEnvFiles: true, preStart: [], stop: [] }),
         pythonOneOff: (code) => shellJoin([bin("python"), "-c", code]),
         imageIdLines: () => [],
+        pinned: () => runtime,
+        imageDriftLines: () => [],
         pythonScript: (spec) => {
             // The venv's python loads the env file itself, as systemd would.
             const overrides = Object.entries(spec.environment).flatMap(([key, value]) => ["--env", `${key}=${value}`]);
@@ -221,6 +253,11 @@ function venvStrategy(runtime: VenvRuntime): RuntimeStrategy {
             missing: `${bin("hf")} is missing on ${node} (huggingface_hub >= 0.34 provides it: ${bin("pip")} install -U huggingface_hub)`,
         }),
     };
+}
+
+/** An image's ID as `docker image inspect --format '{{.Id}}'` prints it (`sha256:` and 64 hex digits): what a unit may start by ID. */
+export function isImageId(text: string): boolean {
+    return /^sha256:[0-9a-f]{64}$/.test(text);
 }
 
 /** The strategy of a node's runtime: the one place that tells the runtimes apart. */
