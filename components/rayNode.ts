@@ -2,7 +2,7 @@
 // pinned to the node's interconnect address. RayHead and RayWorker use it.
 import * as pulumi from "@pulumi/pulumi";
 import type * as sparkRemote from "./sparkRemote";
-import type { Runtime } from "../config";
+import type { Runtime, WatchdogConfig } from "../config";
 import type { NodeHost } from "./nodeConnection";
 import { RayPlan, RayStartSpec } from "./render/ray";
 
@@ -16,6 +16,8 @@ export interface RayNodeArgs {
     envHash: pulumi.Input<string>;
     /** The cluster's Ray token (secret): written to the root-only ray.env, never into argv or the unit. */
     authToken: pulumi.Input<string>;
+    /** The head's GCS watchdog (config.watchdog; workers have none). Defaults to none. */
+    watchdog?: WatchdogConfig;
 }
 
 /** The unit of one node, re-rendered when the runtime environment changes. */

@@ -152,6 +152,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                 runtime: n.node.runtime,
                 envHash: n.nccl.envHash,
                 authToken: pulumi.secret(config.rayAuthToken.reveal()),
+                watchdog: config.watchdog,
                 ray: {
                     nodeIp: n.node.ip,
                     headIp: config.head.ip,
@@ -221,6 +222,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                         runtime: n.node.runtime,
                         unifiedMemory: n.node.unifiedMemory,
                         rayAddress: rayLayout?.address,
+                        watchdog: config.watchdog,
                     }),
                     apiKey: pulumi.secret(config.apiKey.reveal()),
                     hfToken: config.hfToken ? pulumi.secret(config.hfToken.reveal()) : undefined,

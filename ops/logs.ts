@@ -5,7 +5,7 @@ import { MODEL_SYNC_STATE_DIR } from "../components/render/modelSync";
 import { UNITS } from "../components/render/paths";
 
 /** The units whose journals `logs` shows: vLLM, a headless rank's follower, Ray. */
-export const LOG_UNITS = [UNITS.vllm, UNITS.vllmFollow, UNITS.ray] as const;
+export const LOG_UNITS = [UNITS.vllm, UNITS.vllmFollow, UNITS.vllmWatchdog, UNITS.ray, UNITS.rayWatchdog] as const;
 
 export interface LogsOptions {
     /** Journal lines per node (journalctl -n). */

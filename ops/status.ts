@@ -8,10 +8,14 @@ import { runtimeStrategy } from "../components/render/host/runtime";
 import { bashScript, heredoc, shellQuote } from "../components/render/host/shell";
 import { CONTAINER_NAMES, RAY_ENV_PATH, UNITS, VLLM_SECRETS_PATH } from "../components/render/paths";
 import { rayProbeArgv } from "../components/render/ray";
+import { gateStoppedFile } from "../components/render/watchdog";
 
 /** Our units on a node, in the order the table lists them. */
 export const STATUS_UNITS = [UNITS.vllm, UNITS.vllmFollow, UNITS.ray, UNITS.pfc, UNITS.firewall] as const;
 export type StatusUnit = (typeof STATUS_UNITS)[number];
+
+/** The engines' units that have a restart gate: a node reports why the gate stopped one (render/watchdog.ts). */
+export const GATED_UNITS = [UNITS.vllm, UNITS.sglang] as const;
 
 /** Seconds each probe on a node may take (the HTTP requests, Ray's node table, nvidia-smi). */
 export const PROBE_SECONDS = 5;
@@ -110,6 +114,8 @@ export function nodeStatusScript(expect: NodeExpectation): string {
         `for unit in ${STATUS_UNITS.join(" ")}; do`,
         `  systemctl show -p LoadState -p ActiveState -p SubState -p NRestarts -p Result "$unit.service" 2>/dev/null | sed "s/^/unit $unit /" || true`,
         `done`,
+        // Why a restart gate stopped an engine's unit: `gate UNIT LINE`, one per line of its cause.
+        ...GATED_UNITS.map((unit) => `if [ -r ${gateStoppedFile(unit)} ]; then sed 's/^/gate ${unit} /' ${gateStoppedFile(unit)}; fi`),
         `awk '/^MemTotal:|^MemAvailable:/ { print "mem", $1, $2 }' /proc/meminfo`,
         `if command -v nvidia-smi >/dev/null 2>&1; then`,
         `  timeout ${PROBE_SECONDS} nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader,nounits 2>/dev/null | head -n 1 | tr -d ' ' | sed 's/^/gpu /' || true`,
@@ -163,11 +169,13 @@ export interface NodeReport {
     links: { address: string; ifname: string; state: string; mtu: number; speedMbps?: number }[];
     vllm?: { health: string; models: string; ids: string[] };
     ray?: { ok: boolean; text: string };
+    /** Units a restart gate stopped, with the cause it wrote (its first line says how many starts; then the journal's last lines). */
+    stopped: Record<string, string[]>;
 }
 
 /** Reads a node's report (unknown lines are ignored). */
 export function parseNodeReport(stdout: string): NodeReport {
-    const report: NodeReport = { units: {}, links: [] };
+    const report: NodeReport = { units: {}, links: [], stopped: {} };
     const units: Record<string, Record<string, string>> = {};
     const mem: Record<string, number> = {};
     for (const line of stdout.split("\n")) {
@@ -180,6 +188,8 @@ export function parseNodeReport(stdout: string): NodeReport {
                     .slice(1)
                     .join(" ")
                     .slice(eq + 1);
+        } else if (what === "gate" && rest.length >= 1) {
+            (report.stopped[rest[0]] ??= []).push(line.trim().slice(`gate ${rest[0]}`.length).trim());
         } else if (what === "mem" && rest.length === 2) {
             mem[rest[0].replace(/:$/, "")] = Number(rest[1]);
         } else if (what === "gpu" && rest.length === 1) {
@@ -263,6 +273,13 @@ export function judgeNode(expect: NodeExpectation, report: NodeReport | undefine
         if (state?.loaded && state.active === "failed" && !expect.mustRun.includes(unit)) {
             problems.push(`${expect.node}: ${unit}.service failed (result ${state.result})`);
         }
+    }
+    for (const [unit, cause] of Object.entries(report.stopped)) {
+        problems.push(
+            `${expect.node}: ${cause[0] ?? `${unit} was stopped by its restart gate`}. Last lines of its journal: ` +
+                (cause.slice(1).join(" | ") || "none") +
+                `. Next: fix the cause (journalctl -u ${unit}.service on ${expect.node}), then run pulumi up --refresh, which starts it again`,
+        );
     }
     if (expect.api) {
         const vllm = report.vllm;

@@ -2,7 +2,7 @@
 // node (EnginePlan), and the one place that picks the engine's renderers from the resolved
 // engine decision (config/resolve.ts `Engine`). The component wires any EnginePlan without
 // knowing which engine made it; adding an engine is one strategy here and one schema value.
-import type { Engine, ModelConfig, Runtime, ServerPlacement } from "../../config";
+import type { Engine, ModelConfig, Runtime, ServerPlacement, WatchdogConfig } from "../../config";
 import type { StepScripts } from "./step";
 import { vllmProbeScript } from "./probe";
 import { parseSglangProbe, sglangCheckScript, sglangPlan, sglangProbeScript, sglangServeArgv } from "./sglang";
@@ -53,6 +53,8 @@ export interface EngineServer {
     unifiedMemory?: boolean;
     /** The Ray cluster the engine joins (ray executor). Defaults to none. */
     rayAddress?: string;
+    /** The health watchdog and restart gate (config.watchdog). Defaults to none: the unit restarts as Restart=always alone does. */
+    watchdog?: WatchdogConfig;
 }
 
 /** One serving engine: its plan for a server, and the argv it runs there (for the cluster's compatibility check). */
@@ -68,8 +70,8 @@ export interface EngineStrategy {
 }
 
 const VLLM: EngineStrategy = {
-    plan: ({ model, placement, runtime, unifiedMemory, rayAddress }) =>
-        vllmPlan({ ...model, multiNode: placement.multiNode, unifiedMemory: unifiedMemory ?? false }, runtime, rayAddress),
+    plan: ({ model, placement, runtime, unifiedMemory, rayAddress, watchdog }) =>
+        vllmPlan({ ...model, multiNode: placement.multiNode, unifiedMemory: unifiedMemory ?? false, watchdog }, runtime, rayAddress),
     serveArgv: (model, placement) => vllmServeArgv({ ...model, multiNode: placement.multiNode }),
     probeScript: vllmProbeScript,
     parseProbe: parseVllmProbe,
@@ -78,8 +80,8 @@ const VLLM: EngineStrategy = {
 
 /** SGLang (model.engine sglang): its own multi-node mode only, so no Ray address (config refuses the ray executor). */
 const SGLANG: EngineStrategy = {
-    plan: ({ model, placement, runtime, unifiedMemory }) =>
-        sglangPlan({ ...model, multiNode: placement.multiNode, unifiedMemory: unifiedMemory ?? false }, runtime),
+    plan: ({ model, placement, runtime, unifiedMemory, watchdog }) =>
+        sglangPlan({ ...model, multiNode: placement.multiNode, unifiedMemory: unifiedMemory ?? false, watchdog }, runtime),
     serveArgv: (model, placement) => sglangServeArgv({ ...model, multiNode: placement.multiNode }),
     probeScript: sglangProbeScript,
     parseProbe: parseSglangProbe,

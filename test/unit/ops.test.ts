@@ -272,7 +272,7 @@ describe("the scripts a node runs", () => {
         assert.equal(bashN(once).status, 0);
         assert.match(
             once,
-            /exec journalctl --no-pager -o short-iso -u spark-cluster-vllm\.service -u spark-cluster-vllm-follow\.service -u spark-cluster-ray\.service -n 50$/m,
+            /exec journalctl --no-pager -o short-iso -u spark-cluster-vllm\.service -u spark-cluster-vllm-follow\.service -u spark-cluster-vllm-watchdog\.service -u spark-cluster-ray\.service -u spark-cluster-ray-watchdog\.service -n 50$/m,
         );
         const follow = nodeLogsScript({ lines: 10, follow: true, since: "10 min ago" });
         assert.equal(bashN(follow).status, 0);
