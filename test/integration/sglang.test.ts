@@ -26,7 +26,7 @@ import {
 const members: NodeName[] = ["spark-a", "spark-b"];
 const MODEL = "tiny-chat";
 /** The serving units of either engine: the only ones a switch may restart. */
-const SERVING = /^spark-cluster-(vllm|sglang)(-follow)?\.service$/;
+const SERVING = /^spark-cluster-(vllm|sglang)(-follow|-watchdog)?\.service$/;
 
 withLabUp();
 
