@@ -122,16 +122,24 @@ deployed="$work/new"
 # ClusterNode per node; their types are listed in SPARK_NEW_COMPONENTS (default: none).
 pulumi preview --stack dev --diff --non-interactive
 pulumi preview --stack dev --json --non-interactive >"$work/preview.json"
-allowed="${SPARK_NEW_COMPONENTS:-}" node -e '
+# A feature that changes what runs on the hosts on purpose (a new unit beside the servers) names the
+# steps it updates in SPARK_EXPECTED_UPDATES (a regular expression on the resource's name; default:
+# none): those may be updates, and the script says which were.
+allowed="${SPARK_NEW_COMPONENTS:-}" updates="${SPARK_EXPECTED_UPDATES:-}" node -e '
   const preview = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
   const steps = preview.steps ?? [];
   const allowed = (process.env.allowed || "").split(",").filter(Boolean);
-  const bad = steps.filter((s) => s.op !== "same" && !(s.op === "create" && allowed.includes(s.newState?.type) && !s.newState?.custom));
-  const created = steps.filter((s) => s.op === "create").map((s) => s.urn.split("::").pop());
+  const expected = process.env.updates ? new RegExp(process.env.updates) : undefined;
+  const name = (s) => s.urn.split("::").pop();
+  const isExpected = (s) => s.op === "update" && expected !== undefined && expected.test(name(s));
+  const bad = steps.filter((s) => s.op !== "same" && !isExpected(s) && !(s.op === "create" && allowed.includes(s.newState?.type) && !s.newState?.custom));
+  const created = steps.filter((s) => s.op === "create").map(name);
+  const updated = steps.filter(isExpected).map(name).sort();
   for (const s of bad) console.error(`check-no-change: ${s.op} ${s.urn}`);
   console.log(`check-no-change: ${preview.changeSummary?.same ?? 0} unchanged, new components: ${created.join(", ") || "none"}`);
+  require("fs").writeFileSync(process.argv[2], updated.join(", "));
   process.exit(bad.length > 0 ? 1 : 0);
-' "$work/preview.json"
+' "$work/preview.json" "$work/updated"
 pulumi up --stack dev --yes --skip-preview --non-interactive >"$work/up-new.log" 2>&1 \
   || { tail -n 40 "$work/up-new.log" >&2; echo "check-no-change: up with $new failed" >&2; exit 1; }
 pulumi up --stack dev --yes --expect-no-changes --non-interactive
@@ -141,4 +149,8 @@ types=$(pulumi stack export --stack dev | node -e '
   console.log([...types].sort().join(" "));
 ')
 echo "check-no-change: custom resource types in the state after $new: $types"
-echo "check-no-change: $new changes nothing on a stack deployed with $old"
+if [ -s "$work/updated" ]; then
+  echo "check-no-change: $new updates only $(cat "$work/updated") (SPARK_EXPECTED_UPDATES) on a stack deployed with $old"
+else
+  echo "check-no-change: $new changes nothing on a stack deployed with $old"
+fi
