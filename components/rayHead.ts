@@ -35,7 +35,7 @@ export class RayHead extends pulumi.ComponentResource {
 
     constructor(name: string, args: RayHeadArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
-        const plan = rayPlan({ ...args.ray, role: "head" }, args.runtime);
+        const plan = rayPlan({ ...args.ray, role: "head" }, args.runtime, args.watchdog);
         this.unit = rayUnit(plan, args);
         this.started = rayUnitCommand(name, plan, this.unit, args, this);
         this.address = args.address;

@@ -2,7 +2,7 @@
 // pinned to the node's interconnect address. RayHead and RayWorker use it.
 import * as pulumi from "@pulumi/pulumi";
 import type * as sparkRemote from "./sparkRemote";
-import type { Runtime } from "../config";
+import type { Runtime, WatchdogConfig } from "../config";
 import type { NodeHost } from "./nodeConnection";
 import { RayPlan, RayStartSpec } from "./render/ray";
 
@@ -18,6 +18,8 @@ export interface RayNodeArgs {
     authToken: pulumi.Input<string>;
     /** The image's ID the node's engine probe found (docker): the unit starts it by that ID. Defaults to the tag. */
     imageId?: pulumi.Input<string | undefined>;
+    /** The head's GCS watchdog (config.watchdog; workers have none). Defaults to none. */
+    watchdog?: WatchdogConfig;
 }
 
 /** The unit of one node, re-rendered when the runtime environment or the image's ID changes. */

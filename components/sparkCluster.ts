@@ -153,6 +153,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                 envHash: n.nccl.envHash,
                 authToken: pulumi.secret(config.rayAuthToken.reveal()),
                 imageId: n.imageId,
+                watchdog: config.watchdog,
                 ray: {
                     nodeIp: n.node.ip,
                     headIp: config.head.ip,
@@ -222,6 +223,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                         runtime: n.node.runtime,
                         unifiedMemory: n.node.unifiedMemory,
                         rayAddress: rayLayout?.address,
+                        watchdog: config.watchdog,
                     }),
                     apiKey: pulumi.secret(config.apiKey.reveal()),
                     hfToken: config.hfToken ? pulumi.secret(config.hfToken.reveal()) : undefined,

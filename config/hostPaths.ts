@@ -10,6 +10,8 @@ export const MANAGED_MARKER = "Managed by spark-cluster (Pulumi). Local edits ar
 export const STATE_DIR = "/var/lib/spark-cluster";
 /** Recorded PFC state per interface, put back by destroy. */
 export const PFC_STATE_DIR = `${STATE_DIR}/pfc`;
+/** The restart gates' state (render/watchdog.ts), one directory per unit; on tmpfs, so a boot starts afresh. */
+export const GATE_STATE_DIR = "/run/spark-cluster/gate";
 /** Our configuration directory: the runtime env file and the root-only secrets file. */
 export const CONFIG_DIR = "/etc/spark-cluster";
 
@@ -87,6 +89,12 @@ export const UNITS = {
     sglangFollow: "spark-cluster-sglang-follow",
     pfc: "spark-cluster-pfc",
     firewall: "spark-cluster-firewall",
+    /** The health watchdog of the vLLM unit on the head (watchdog.enabled). */
+    vllmWatchdog: "spark-cluster-vllm-watchdog",
+    /** The health watchdog of the SGLang unit on the head. */
+    sglangWatchdog: "spark-cluster-sglang-watchdog",
+    /** The health watchdog of Ray's head (its dashboard's GCS health check). */
+    rayWatchdog: "spark-cluster-ray-watchdog",
     /** Open WebUI on the head (frontend.openWebui). */
     openWebui: "spark-cluster-open-webui",
 } as const;

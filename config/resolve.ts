@@ -25,6 +25,8 @@ import {
     ParsedNode,
     RaySchema,
     ROCE_PASS_MARK_GBPS,
+    RestartsSchema,
+    WatchdogSchema,
     RoceSchema,
     Runtime,
 } from "./schema";
@@ -276,6 +278,36 @@ export function resolveEngine(model: Pick<ParsedModel, "engine">): Engine {
 }
 
 /** The validated cluster config: plain data, every default resolved, secrets wrapped. */
+/**
+ * The servers' health watchdog and the engine unit's restart gate, as the renderers read them
+ * (watchdog and restarts, with the backoff's ceiling never below its first step).
+ */
+export interface WatchdogConfig {
+    /** Seconds after each start before a missing answer counts. */
+    startSeconds: number;
+    /** Seconds without an answer after which a server that answered (or whose start seconds are over) is restarted. */
+    unresponsiveSeconds: number;
+    /** Backoff before the restart after the first start that never answered, doubled each time up to maxBackoffSeconds. */
+    backoffSeconds: number;
+    maxBackoffSeconds: number;
+    /** Starts in a row that never answered after which the gate stops the unit. */
+    maxFailedStarts: number;
+    /** Bounded wait for MemAvailable before a restart after a start that never answered (unified-memory nodes). */
+    memoryWaitSeconds: number;
+}
+
+/** watchdog and restarts as one {@link WatchdogConfig}. */
+export function resolveWatchdog(watchdog: z.output<typeof WatchdogSchema>, restarts: z.output<typeof RestartsSchema>): WatchdogConfig {
+    return {
+        startSeconds: watchdog.startSeconds,
+        unresponsiveSeconds: watchdog.unresponsiveSeconds,
+        backoffSeconds: restarts.backoffSeconds,
+        maxBackoffSeconds: Math.max(restarts.maxBackoffSeconds, restarts.backoffSeconds),
+        maxFailedStarts: restarts.maxFailedStarts,
+        memoryWaitSeconds: restarts.memoryWaitSeconds,
+    };
+}
+
 export interface Config {
     nodes: NodeConfig[];
     /** The head node (runs the Ray head and serves the API). */
@@ -292,6 +324,8 @@ export interface Config {
     roce: z.output<typeof RoceSchema>;
     nccl: Omit<z.output<typeof NcclSchema>, "transport">;
     ray: z.output<typeof RaySchema>;
+    /** The servers' health watchdog and the engine unit's restart gate (watchdog, restarts); undefined when watchdog.enabled is false. */
+    watchdog?: WatchdogConfig;
     firewall: FirewallConfig;
     /**
      * The NCCL check, with the pass mark and the required transport resolved from the cluster's
@@ -683,6 +717,7 @@ export function resolveConfig(
         roce: parsed.roce,
         nccl,
         ray: parsed.ray,
+        ...(parsed.watchdog.enabled ? { watchdog: resolveWatchdog(parsed.watchdog, parsed.restarts) } : {}),
         firewall,
         check: resolveCheck(parsed.check, transport),
         model: {

@@ -457,6 +457,49 @@ export const CheckSchema = z.strictObject({
         .meta({ example: "NET/IB" }),
 });
 
+/**
+ * The health watchdog of every server we start (the engine's API on the head, the engine's ranks on
+ * the other nodes, Ray's head): a server that is running but does not answer its health check is
+ * restarted, with the reason in the journal.
+ */
+export const WatchdogSchema = z.strictObject({
+    /**
+     * Run the watchdog and the restart gate (`restarts`). `false`: the serving units restart as
+     * systemd's Restart=always alone does (every 5 s, no backoff, no stop). Defaults to true.
+     */
+    enabled: z.boolean().default(true).meta({ example: "false" }),
+    /**
+     * Seconds after each start of a server before a missing answer counts: model load, compile
+     * and graph capture on a Spark take minutes. Once the server has answered, the watchdog judges
+     * it from its last answer instead. 60-14400. Defaults to 1800.
+     */
+    startSeconds: z.int().min(60).max(14400).default(1800).meta({ example: "1800" }),
+    /** Seconds without an answer (each probe bounded by 5 s) after which a server is restarted. 5-3600. Defaults to 30. */
+    unresponsiveSeconds: z.int().min(5).max(3600).default(30).meta({ example: "30" }),
+});
+
+/**
+ * How the engine's unit restarts (systemd 252, Debian 12's, has no RestartSteps=; a gate run before
+ * each start does it): backoff after starts that never answered, a memory check, and a stop.
+ */
+export const RestartsSchema = z.strictObject({
+    /** Seconds of backoff before the restart that follows the first start that never answered; doubled each time. 1-600. Defaults to 5. */
+    backoffSeconds: z.int().min(1).max(600).default(5).meta({ example: "5" }),
+    /** The longest backoff, in seconds. 1-3600. Defaults to 300. */
+    maxBackoffSeconds: z.int().min(1).max(3600).default(300).meta({ example: "300" }),
+    /**
+     * Starts in a row that never answered after which the unit is stopped (no more restarts) and
+     * `npm run status` names the cause; `pulumi up --refresh` starts it again. 2-100. Defaults to 6.
+     */
+    maxFailedStarts: z.int().min(2).max(100).default(6).meta({ example: "6" }),
+    /**
+     * Seconds a restart after a start that never answered waits, on a unified-memory node (Spark,
+     * Thor), for MemAvailable to reach what the engine asks for (model.gpuMemoryUtilization of
+     * MemTotal); then it starts anyway and the engine's own check decides. 0-3600. Defaults to 120.
+     */
+    memoryWaitSeconds: z.int().min(0).max(3600).default(120).meta({ example: "120" }),
+});
+
 /** Every key under the `spark-cluster:` namespace. */
 export const ClusterConfigSchema = z.strictObject({
     /** The machines, at least two. Required. */
@@ -476,6 +519,10 @@ export const ClusterConfigSchema = z.strictObject({
     firewall: FirewallSchema.prefault({}).meta({ example: "{ enabled: true, apiAllowFrom: [192.168.1.0/24] }" }),
     /** Ray settings. Defaults to ports 6379/8265, dashboard on 127.0.0.1. */
     ray: RaySchema.prefault({}).meta({ example: "{ port: 6379, dashboardHost: 127.0.0.1, dashboardPort: 8265 }" }),
+    /** The health watchdog of the servers. Defaults to on: 1800 s after a start, then 30 s without an answer. */
+    watchdog: WatchdogSchema.prefault({}).meta({ example: "{ enabled: true, startSeconds: 1800, unresponsiveSeconds: 30 }" }),
+    /** Restarts of the engine's unit: backoff, memory check, stop. Defaults to 5 s doubling to 300 s, stop after 6 starts that never answered. */
+    restarts: RestartsSchema.prefault({}).meta({ example: "{ backoffSeconds: 5, maxBackoffSeconds: 300, maxFailedStarts: 6, memoryWaitSeconds: 120 }" }),
     /** The model and vLLM settings. Required (at least `source`). */
     model: ModelSchema.meta({ example: "{ source: Qwen/Qwen2.5-7B-Instruct }" }),
     /** Front ends on the head (Open WebUI). Defaults to none. */

@@ -5,9 +5,9 @@ import { bashScript, shellQuote } from "../components/render/host/shell";
 import { MODEL_SYNC_STATE_DIR } from "../components/render/modelSync";
 import { UNITS } from "../config/hostPaths";
 
-/** The units whose journals `logs` shows: the engine's (model.engine), a rank 1+'s follower, Ray. */
+/** The units whose journals `logs` shows: the engine's (model.engine), a rank 1+'s follower and the head's watchdog of it, Ray and its watchdog. */
 export function logUnits(engine: EngineOps): string[] {
-    return [engine.unit, engine.followUnit, UNITS.ray];
+    return [engine.unit, engine.followUnit, engine.watchdogUnit, UNITS.ray, UNITS.rayWatchdog];
 }
 
 export interface LogsOptions {

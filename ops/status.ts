@@ -8,6 +8,7 @@ import { runtimeStrategy } from "../components/render/host/runtime";
 import { bashScript, heredoc, shellQuote } from "../components/render/host/shell";
 import { CONTAINER_NAMES, RAY_ENV_PATH, UNITS, unitPath } from "../config/hostPaths";
 import { rayProbeArgv } from "../components/render/ray";
+import { gateStoppedFile } from "../components/render/watchdog";
 
 /** Our units on a node, in the order the table lists them (either engine's: a node shows the ones it has). */
 export const STATUS_UNITS = [UNITS.vllm, UNITS.vllmFollow, UNITS.sglang, UNITS.sglangFollow, UNITS.ray, UNITS.pfc, UNITS.firewall] as const;
@@ -19,6 +20,9 @@ function statusUnit(name: string): StatusUnit {
     if (unit === undefined) throw new Error(`internal: status does not list the unit ${name}`);
     return unit;
 }
+
+/** The engines' units that have a restart gate: a node reports why the gate stopped one (render/watchdog.ts). */
+export const GATED_UNITS = [UNITS.vllm, UNITS.sglang] as const;
 
 /** Seconds each probe on a node may take (the HTTP requests, Ray's node table, nvidia-smi). */
 export const PROBE_SECONDS = 5;
@@ -118,6 +122,8 @@ export function nodeStatusScript(expect: NodeExpectation): string {
         `for unit in ${STATUS_UNITS.join(" ")}; do`,
         `  systemctl show -p LoadState -p ActiveState -p SubState -p NRestarts -p Result "$unit.service" 2>/dev/null | sed "s/^/unit $unit /" || true`,
         `done`,
+        // Why a restart gate stopped an engine's unit: `gate UNIT LINE`, one per line of its cause.
+        ...GATED_UNITS.map((unit) => `if [ -r ${gateStoppedFile(unit)} ]; then sed 's/^/gate ${unit} /' ${gateStoppedFile(unit)}; fi`),
         `awk '/^MemTotal:|^MemAvailable:/ { print "mem", $1, $2 }' /proc/meminfo`,
         `if command -v nvidia-smi >/dev/null 2>&1; then`,
         `  timeout ${PROBE_SECONDS} nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader,nounits 2>/dev/null | head -n 1 | tr -d ' ' | sed 's/^/gpu /' || true`,
@@ -194,11 +200,13 @@ export interface NodeReport {
     ray?: { ok: boolean; text: string };
     /** Docker runtime: the ID the tag names now (undefined: no such image), and the ID each unit of ours starts, and whether the node has it. */
     image?: { tagId?: string; units: { unit: string; id: string; present: boolean }[] };
+    /** Units a restart gate stopped, with the cause it wrote (its first line says how many starts; then the journal's last lines). */
+    stopped: Record<string, string[]>;
 }
 
 /** Reads a node's report (unknown lines are ignored). */
 export function parseNodeReport(stdout: string): NodeReport {
-    const report: NodeReport = { units: {}, links: [] };
+    const report: NodeReport = { units: {}, links: [], stopped: {} };
     const units: Record<string, Record<string, string>> = {};
     const mem: Record<string, number> = {};
     for (const line of stdout.split("\n")) {
@@ -211,6 +219,8 @@ export function parseNodeReport(stdout: string): NodeReport {
                     .slice(1)
                     .join(" ")
                     .slice(eq + 1);
+        } else if (what === "gate" && rest.length >= 1) {
+            (report.stopped[rest[0]] ??= []).push(line.trim().slice(`gate ${rest[0]}`.length).trim());
         } else if (what === "mem" && rest.length === 2) {
             mem[rest[0].replace(/:$/, "")] = Number(rest[1]);
         } else if (what === "gpu" && rest.length === 1) {
@@ -300,6 +310,13 @@ export function judgeNode(expect: NodeExpectation, report: NodeReport | undefine
         if (state?.loaded && state.active === "failed" && !expect.mustRun.includes(unit)) {
             problems.push(`${expect.node}: ${unit}.service failed (result ${state.result})`);
         }
+    }
+    for (const [unit, cause] of Object.entries(report.stopped)) {
+        problems.push(
+            `${expect.node}: ${cause[0] ?? `${unit} was stopped by its restart gate`}. Last lines of its journal: ` +
+                (cause.slice(1).join(" | ") || "none") +
+                `. Next: fix the cause (journalctl -u ${unit}.service on ${expect.node}), then run pulumi up --refresh, which starts it again`,
+        );
     }
     if (expect.api) {
         const api = report.api;

@@ -57,7 +57,7 @@ lab_order=(
   # spark-b as a node that is gone leaves it (everything of ours still there), so the lab goes
   # down after it
   lab/lab-netplan-restore integration/blastRadius integration/modelsync integration/sglang integration/openWebui integration/provider integration/spark-pair
-  integration/hostState
+  integration/failures integration/hostState
   # the README's lab commands as printed: the demo brings the lab up itself and demo-down takes it down
   integration/readmeLab
   # spark-pair, each file its own bring-up (they test the bring-up, or run alone)

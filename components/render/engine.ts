@@ -2,7 +2,7 @@
 // node (EnginePlan), and the one place that picks the engine's renderers from the resolved
 // engine decision (config/resolve.ts `Engine`). The component wires any EnginePlan without
 // knowing which engine made it; adding an engine is one strategy here and one schema value.
-import type { Engine, ModelConfig, Runtime, ServerPlacement } from "../../config";
+import type { Engine, ModelConfig, Runtime, ServerPlacement, WatchdogConfig } from "../../config";
 import type { EnginePlan } from "./enginePlan";
 import { vllmProbeScript } from "./probe";
 import { SGLANG_SECRETS_PATH, UNITS, VLLM_SECRETS_PATH } from "../../config/hostPaths";
@@ -20,6 +20,8 @@ export interface EngineServer {
     unifiedMemory?: boolean;
     /** The Ray cluster the engine joins (ray executor). Defaults to none. */
     rayAddress?: string;
+    /** The health watchdog and restart gate (config.watchdog). Defaults to none: the unit restarts as Restart=always alone does. */
+    watchdog?: WatchdogConfig;
 }
 
 /**
@@ -29,9 +31,10 @@ export interface EngineServer {
 export interface EngineOps {
     /** The engine's name in messages: "vLLM", "SGLang". */
     label: string;
-    /** The serving unit, and the follower unit of a rank 1+. */
+    /** The serving unit, the follower unit of a rank 1+, and the head's watchdog of the serving unit. */
     unit: string;
     followUnit: string;
+    watchdogUnit: string;
     /** Python (json, os and sys imported) that sets `key` from the engine's secrets file on the node, or to None when there is none. */
     readApiKeyPython(runtime: Runtime): string[];
 }
@@ -51,8 +54,8 @@ export interface EngineStrategy {
 }
 
 const VLLM: EngineStrategy = {
-    plan: ({ model, placement, runtime, unifiedMemory, rayAddress }) =>
-        vllmPlan({ ...model, multiNode: placement.multiNode, unifiedMemory: unifiedMemory ?? false }, runtime, rayAddress),
+    plan: ({ model, placement, runtime, unifiedMemory, rayAddress, watchdog }) =>
+        vllmPlan({ ...model, multiNode: placement.multiNode, unifiedMemory: unifiedMemory ?? false, watchdog }, runtime, rayAddress),
     serveArgv: (model, placement) => vllmServeArgv({ ...model, multiNode: placement.multiNode }),
     probeScript: vllmProbeScript,
     parseProbe: parseVllmProbe,
@@ -61,6 +64,7 @@ const VLLM: EngineStrategy = {
         label: "vLLM",
         unit: UNITS.vllm,
         followUnit: UNITS.vllmFollow,
+        watchdogUnit: UNITS.vllmWatchdog,
         readApiKeyPython: (runtime) => [
             pythonReadEnvValue(envFileReader(runtime)),
             "key = None",
@@ -72,13 +76,19 @@ const VLLM: EngineStrategy = {
 
 /** SGLang (model.engine sglang): its own multi-node mode only, so no Ray address (config refuses the ray executor). */
 const SGLANG: EngineStrategy = {
-    plan: ({ model, placement, runtime, unifiedMemory }) =>
-        sglangPlan({ ...model, multiNode: placement.multiNode, unifiedMemory: unifiedMemory ?? false }, runtime),
+    plan: ({ model, placement, runtime, unifiedMemory, watchdog }) =>
+        sglangPlan({ ...model, multiNode: placement.multiNode, unifiedMemory: unifiedMemory ?? false, watchdog }, runtime),
     serveArgv: (model, placement) => sglangServeArgv({ ...model, multiNode: placement.multiNode }),
     probeScript: sglangProbeScript,
     parseProbe: parseSglangProbe,
     checkScript: sglangCheckScript,
-    ops: { label: "SGLang", unit: UNITS.sglang, followUnit: UNITS.sglangFollow, readApiKeyPython: () => pythonSglangKey(SGLANG_SECRETS_PATH) },
+    ops: {
+        label: "SGLang",
+        unit: UNITS.sglang,
+        followUnit: UNITS.sglangFollow,
+        watchdogUnit: UNITS.sglangWatchdog,
+        readApiKeyPython: () => pythonSglangKey(SGLANG_SECRETS_PATH),
+    },
 };
 
 /** The strategy of the resolved engine: the one place that tells the engines apart. */

@@ -1,6 +1,6 @@
 // The Ray layer: `ray start --block` argv pinned to the interconnect address,
 // the unit that runs it, and the readiness probe on the head (the GCS node table, polled).
-import type { Runtime } from "../../config";
+import type { Runtime, WatchdogConfig } from "../../config";
 import { renderEnvFile } from "./host/envFile";
 import type { EnvFileReader } from "./host/runtime";
 import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./host/files";
@@ -11,6 +11,8 @@ import { bashScript, shellQuote } from "./host/shell";
 import { renderUnit } from "./host/systemd";
 import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, RAY_ENV_PATH, RUNTIME_ENV_PATH, RayEnvName, UNITS } from "../../config/hostPaths";
 import type { StepScripts } from "./step";
+import type { CompanionUnit } from "./host/files";
+import { renderWatchdogUnit } from "./watchdog";
 
 /** Ray's ports that `ray start` would otherwise pick at random: pinned, so each can be named (and firewalled). */
 export interface RayPorts {
@@ -93,7 +95,7 @@ export const RAY_WORKER_GCS_WAIT_SECONDS = 300;
 const RAY_STOP_ENVIRONMENT = { RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S: "0" } as const;
 
 /** The Ray unit of one node: a worker starts at once and joins the head by Ray's own bounded retry. */
-export function renderRayUnit(spec: RayStartSpec, runtime: Runtime, envHash: string): string {
+export function renderRayUnit(spec: RayStartSpec, runtime: Runtime, envHash: string, watchdog?: WatchdogConfig): string {
     return renderUnit({
         name: UNITS.ray,
         description: `spark-cluster: Ray ${spec.role}`,
@@ -109,6 +111,8 @@ export function renderRayUnit(spec: RayStartSpec, runtime: Runtime, envHash: str
             ...(spec.role === "worker" ? { RAY_gcs_server_port_wait_time_s: String(RAY_WORKER_GCS_WAIT_SECONDS) } : {}),
         },
         inputs: { "runtime.env": envHash },
+        // The head's watchdog starts with it (it is PartOf the Ray unit, so it stops and restarts with it too).
+        ...(spec.role === "head" && watchdog !== undefined ? { wants: [`${UNITS.rayWatchdog}.service`] } : {}),
     });
 }
 
@@ -206,9 +210,43 @@ export interface RayPlan {
     ready(address: string, nodes: number, gpus: number): string;
 }
 
-/** The Ray layer's plan for one node. */
-export function rayPlan(spec: RayStartSpec, runtime: Runtime): RayPlan {
+/**
+ * The URL of the head's GCS health check: the dashboard's `/api/gcs_healthz` answers 200 while the
+ * GCS answers it (Ray's dashboard asks the GCS each time), on the node (loopback where the dashboard
+ * listens on every address).
+ */
+export function rayGcsHealthUrl(spec: Pick<RayStartSpec, "dashboardHost" | "dashboardPort">): string {
+    const host = spec.dashboardHost === "0.0.0.0" ? "127.0.0.1" : spec.dashboardHost;
+    return `http://${host}:${spec.dashboardPort}/api/gcs_healthz`;
+}
+
+/** The head's watchdog unit (watchdog on), or its removal (off); a worker has none. */
+export function rayWatchdogCompanions(spec: RayStartSpec, watchdog?: WatchdogConfig): CompanionUnit[] {
+    if (spec.role !== "head") return [];
+    return [
+        {
+            name: UNITS.rayWatchdog,
+            content:
+                watchdog === undefined
+                    ? undefined
+                    : renderWatchdogUnit(
+                          {
+                              unit: UNITS.ray,
+                              url: rayGcsHealthUrl(spec),
+                              what: "spark-cluster: restarts Ray's head when its GCS stops answering",
+                              gated: false,
+                              unanswered: "wait",
+                          },
+                          watchdog,
+                      ),
+        },
+    ];
+}
+
+/** The Ray layer's plan for one node; `watchdog`: the head's GCS watchdog (config.watchdog). */
+export function rayPlan(spec: RayStartSpec, runtime: Runtime, watchdog?: WatchdogConfig): RayPlan {
     const strategy = runtimeStrategy(runtime);
+    const companions = rayWatchdogCompanions(spec, watchdog);
     return {
         authFile: (token) => renderRayEnv(strategy.envFileReader, token),
         auth: {
@@ -216,11 +254,14 @@ export function rayPlan(spec: RayStartSpec, runtime: Runtime): RayPlan {
             delete: removeFilesScript([RAY_ENV_PATH], [CONFIG_DIR]),
             read: secretFileReadScript(RAY_ENV_PATH, "600"),
         },
-        unit: (envHash, imageId) => renderRayUnit(spec, strategy.pinned(imageId), envHash),
+        unit: (envHash, imageId) => renderRayUnit(spec, strategy.pinned(imageId), envHash, watchdog),
         unitStep: {
-            create: (unit) => installUnitScript(UNITS.ray, unit),
-            read: (unit) => unitReadScript(UNITS.ray, unit),
-            delete: removeUnitScript(UNITS.ray),
+            create: (unit) => installUnitScript(UNITS.ray, unit, companions),
+            read: (unit) => unitReadScript(UNITS.ray, unit, companions),
+            delete: removeUnitScript(
+                UNITS.ray,
+                companions.map((c) => c.name),
+            ),
         },
         ready: (address, nodes, gpus) =>
             rayReadyScript(

@@ -7,7 +7,7 @@ import type { Runtime } from "../../config";
 import { isLocalModelPath } from "../../config/facts";
 import type { EnginePlan } from "./enginePlan";
 import { envFileReader } from "./host/envFile";
-import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./host/files";
+import { installFileFromStdinScript, installUnitScript, removeDirLines, removeFilesScript, removeUnitScript } from "./host/files";
 import { secretFileReadScript, unitReadScript } from "./host/read";
 import { HOST_LIB } from "./host/lib";
 import { runtimeStrategy } from "./host/runtime";
@@ -15,7 +15,8 @@ import { bashScript, contentHash, shellQuote } from "./host/shell";
 import { renderUnit } from "./host/systemd";
 import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, RUNTIME_ENV_PATH, SGLANG_SECRETS_PATH, UNITS, VLLM_SECRETS_PATH, unitPath } from "../../config/hostPaths";
 import { IMAGE_ID_PREFIX, runtimeLabel, versionProbeLines } from "./probe";
-import { type VllmServeSpec, chatReadyScript, readinessTimeout, renderFollowUnit, vllmMemoryStepArgv } from "./vllm";
+import { type VllmServeSpec, chatReadyScript, guardUnitLines, readinessTimeout, renderFollowUnit, vllmMemoryStepArgv } from "./vllm";
+import { type ServerGuard, engineGuard, gateDir } from "./watchdog";
 import { type NodeVllm, type VllmProbeResult, groupBy, parseEngineProbe } from "./vllmCompat";
 import { SGLANG_VERSION } from "../../config/sglangFlags";
 
@@ -119,6 +120,20 @@ function pythonReadSglangKey(path: string): string[] {
     ];
 }
 
+/** The watchdog's and the gate's part of SGLang's server on this node (render/watchdog.ts). */
+export function sglangGuard(spec: SglangServeSpec, runtime: Runtime): ServerGuard {
+    const rank = spec.multiNode?.rank ?? 0;
+    return engineGuard({
+        unit: UNITS.sglang,
+        watchdogUnit: UNITS.sglangWatchdog,
+        what: "spark-cluster: restarts SGLang when its API stops answering /health",
+        health: rank === 0 ? `http://127.0.0.1:${spec.apiPort}/health` : undefined,
+        memoryShare: spec.unifiedMemory ? spec.gpuMemoryUtilization : 0,
+        enginePid: runtimeStrategy(runtime).enginePid(CONTAINER_NAMES.sglang, UNITS.sglang),
+        config: spec.watchdog,
+    });
+}
+
 /** The unit running SGLang on one node (HF_HUB_OFFLINE=1: the model is already in the node's cache). */
 export function renderSglangUnit(spec: SglangServeSpec, runtime: Runtime, envHash: string, peersHash?: string): string {
     const rank = spec.multiNode?.rank ?? 0;
@@ -139,6 +154,7 @@ export function renderSglangUnit(spec: SglangServeSpec, runtime: Runtime, envHas
         // its unit), so the new engine's unit step stops the old one before its readiness check,
         // whichever way the switch goes, with vLLM's unit left as it is.
         conflicts: [`${UNITS.vllm}.service`],
+        ...guardUnitLines(sglangGuard(spec, runtime)),
     });
 }
 
@@ -147,10 +163,15 @@ export function renderSglangUnit(spec: SglangServeSpec, runtime: Runtime, envHas
  * store connection to the head's dist-init port; when that ends the rank restarts to join the next
  * engine (the loop of vLLM's follower, render/vllm.ts, on SGLang's unit).
  */
-export function renderSglangFollowUnit(spec: SglangServeSpec): string | undefined {
+export function renderSglangFollowUnit(spec: SglangServeSpec, runtime: Runtime): string | undefined {
     const multiNode = spec.multiNode;
     if (!multiNode || multiNode.rank === 0) return undefined;
-    return renderFollowUnit(UNITS.sglang, `spark-cluster: restarts node rank ${multiNode.rank} of SGLang when the head's engine ends`, multiNode);
+    return renderFollowUnit(
+        UNITS.sglang,
+        `spark-cluster: restarts node rank ${multiNode.rank} of SGLang when the head's engine ends`,
+        multiNode,
+        sglangGuard(spec, runtime).follow,
+    );
 }
 
 /**
@@ -158,13 +179,14 @@ export function renderSglangFollowUnit(spec: SglangServeSpec): string | undefine
  * engine leaves on a node when the stack switches to another one (an update runs only the new
  * engine's create scripts).
  */
-export function removeEngineScript(units: readonly string[], files: readonly string[]): string {
+export function removeEngineScript(units: readonly string[], files: readonly string[], dirs: readonly string[] = []): string {
     return bashScript([
         HOST_LIB,
         ...units.flatMap((unit) => [`systemctl disable --now ${unit}.service 2>/dev/null || true`, `sc_remove_file ${unitPath(unit)}`]),
         "systemctl daemon-reload",
         ...units.map((unit) => `systemctl reset-failed ${unit}.service 2>/dev/null || true`),
         ...files.map((file) => `sc_remove_file ${shellQuote(file)}`),
+        ...dirs.flatMap(removeDirLines),
         "sc_cleanup_state",
     ]);
 }
@@ -172,7 +194,8 @@ export function removeEngineScript(units: readonly string[], files: readonly str
 /** SGLang's {@link EnginePlan} for one node. */
 export function sglangPlan(spec: SglangServeSpec, runtime: Runtime): EnginePlan {
     const rank = spec.multiNode?.rank ?? 0;
-    const followUnit = renderSglangFollowUnit(spec);
+    const followUnit = renderSglangFollowUnit(spec, runtime);
+    const guard = sglangGuard(spec, runtime);
     return {
         rank,
         api: { port: spec.apiPort, servedModel: spec.servedName },
@@ -185,9 +208,9 @@ export function sglangPlan(spec: SglangServeSpec, runtime: Runtime): EnginePlan 
         unit: (envHash, peerUnits, imageId) =>
             renderSglangUnit(spec, runtimeStrategy(runtime).pinned(imageId), envHash, peerUnits.length > 0 ? contentHash(peerUnits.join("\n")) : undefined),
         unitStep: {
-            create: (unit) => installUnitScript(UNITS.sglang, unit),
-            read: (unit) => unitReadScript(UNITS.sglang, unit),
-            delete: removeUnitScript(UNITS.sglang),
+            create: (unit) => installUnitScript(UNITS.sglang, unit, guard.companions, guard.clearDirs),
+            read: (unit) => unitReadScript(UNITS.sglang, unit, guard.companions),
+            delete: removeUnitScript(UNITS.sglang, guard.removeUnits, guard.removeDirs),
         },
         ready:
             rank === 0
@@ -215,8 +238,8 @@ export function sglangPlan(spec: SglangServeSpec, runtime: Runtime): EnginePlan 
         // vLLM (this step leaves the stack, its delete runs at the end of that up, after vLLM's
         // unit stopped SGLang through Conflicts=) and destroy: SGLang's go.
         switchCleanup: {
-            create: removeEngineScript([UNITS.vllmFollow, UNITS.vllm], [VLLM_SECRETS_PATH]),
-            delete: removeEngineScript([UNITS.sglangFollow, UNITS.sglang], [SGLANG_SECRETS_PATH]),
+            create: removeEngineScript([UNITS.vllmWatchdog, UNITS.vllmFollow, UNITS.vllm], [VLLM_SECRETS_PATH], [gateDir(UNITS.vllm)]),
+            delete: removeEngineScript([UNITS.sglangWatchdog, UNITS.sglangFollow, UNITS.sglang], [SGLANG_SECRETS_PATH], [gateDir(UNITS.sglang)]),
         },
     };
 }

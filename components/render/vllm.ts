@@ -1,13 +1,13 @@
 // The vLLM layer: `vllm serve` argv, its unit, the root-only secrets file, and
 // the readiness probe (a real chat request).
-import type { ModelConfig, Runtime } from "../../config";
+import type { ModelConfig, Runtime, WatchdogConfig } from "../../config";
 import { isLocalModelPath } from "../../config/facts";
 import type { EnginePlan } from "./enginePlan";
 import { HOST_LIB } from "./host/lib";
-import { runtimeStrategy } from "./host/runtime";
+import { type FollowWatch, type ServerGuard, JOURNAL_SAY, engineGuard } from "./watchdog";
+import { type EnvFileReader, runtimeStrategy } from "./host/runtime";
 import { hubRepoDirName } from "./modelSync";
 import { envFileReader, pythonReadEnvValue, renderEnvFile } from "./host/envFile";
-import type { EnvFileReader } from "./host/runtime";
 import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./host/files";
 import { secretFileReadScript, unitReadScript } from "./host/read";
 import { bashScript, contentHash, heredoc, shellQuote } from "./host/shell";
@@ -52,7 +52,23 @@ export type VllmServeSpec = Pick<
     multiNode?: { nnodes: number; rank: number; masterAddr: string; masterPort: number };
     /** The node's GPU and OS share one memory pool (spark, thor): the unit evicts the model's pages before vLLM starts. */
     unifiedMemory?: boolean;
+    /** The health watchdog and restart gate (config.watchdog). Defaults to none: Restart=always alone. */
+    watchdog?: WatchdogConfig;
 };
+
+/** The watchdog's and the gate's part of vLLM's server on this node (render/watchdog.ts). */
+export function vllmGuard(spec: VllmServeSpec, runtime: Runtime): ServerGuard {
+    const rank = spec.multiNode?.rank ?? 0;
+    return engineGuard({
+        unit: UNITS.vllm,
+        watchdogUnit: UNITS.vllmWatchdog,
+        what: "spark-cluster: restarts vLLM when its API stops answering /health",
+        health: rank === 0 ? `http://127.0.0.1:${spec.apiPort}/health` : undefined,
+        memoryShare: spec.unifiedMemory ? spec.gpuMemoryUtilization : 0,
+        enginePid: runtimeStrategy(runtime).enginePid(CONTAINER_NAMES.vllm, UNITS.vllm),
+        config: spec.watchdog,
+    });
+}
 
 /**
  * `vllm serve …`. The API key is NOT here: vLLM reads it from VLLM_API_KEY in
@@ -176,12 +192,14 @@ export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: s
         preStart: spec.unifiedMemory ? [vllmMemoryStepArgv(spec.source)] : [],
         inputs: { "runtime.env": envHash, ...(peersHash ? { "units of ranks 1+": peersHash } : {}) },
         after: ray.after,
+        ...guardUnitLines(vllmGuard(spec, runtime)),
     });
 }
 
 /**
  * The loop of the follower unit (bash; its arguments: the vLLM unit, the head's address, its
- * master port, the grace in seconds). A headless rank does not notice its head's engine ending:
+ * master port, the grace in seconds, the frozen bound in seconds (0: none), the unit's gate
+ * directory or `-`). A headless rank does not notice its head's engine ending:
  * its workers wait on the head's message queue for ever (vLLM's `run_headless` watches only its
  * local workers). While the rank is in the head's engine, its workers hold a TCP connection to
  * the master port (the torch.distributed store of rank 0), and that port answers. The follower
@@ -190,38 +208,73 @@ export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: s
  * connections), it restarts the vLLM unit, whose new rank joins the head's next engine. A rank
  * it has not yet seen in an engine gets the grace first (from its start: a rank can join a head
  * that goes away before the next check). A new MainPID of the vLLM unit starts the watch over.
+ * It is also the rank's watchdog: a rank seen in the head's engine counts as answered for the
+ * unit's restart gate (and so does a rank it restarts because no head's engine is there: waiting
+ * for a head is no failed start), and a rank whose engine process (`enginePid`, the runtime's) is
+ * stopped (state T: SIGSTOP, a tracer) for the frozen bound is restarted, the reason in the journal.
  */
-const FOLLOW_LOOP = [
-    'unit=$1 head=$2 port=$3 grace=$4 pid="" since=0 joined=0 lost=0',
-    'echo "following the head: $unit restarts when its connection to $head:$port ends or that port stops answering"',
-    "while sleep 2; do " +
-        'now=$(systemctl show -p MainPID --value "$unit.service"); ' +
-        'if [ "$now" != "$pid" ]; then pid=$now since=$(date +%s) joined=0 lost=0; fi; ' +
-        'if [ "$pid" = 0 ]; then continue; fi; ' +
-        'if [ -n "$(ss -Htn state established dst "$head" dport = ":$port")" ] && ' +
-        `timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$head" "$port" 2>/dev/null; then ` +
-        '[ "$joined" = 1 ] || echo "in the head\'s engine ($unit pid $pid)"; joined=1 lost=0; ' +
-        'elif [ "$joined" = 1 ] || [ $(( $(date +%s) - since )) -ge "$grace" ]; then lost=$((lost + 1)); ' +
-        'if [ "$lost" -ge 3 ]; then ' +
-        'echo "no engine of the head at $head:$port for this rank: restarting $unit to join the next one"; ' +
-        'systemctl restart --no-block "$unit.service"; joined=0 lost=0 since=$(date +%s); ' +
-        "fi; fi; done",
-].join("; ");
+function followLoop(enginePid: string): string {
+    return [
+        'unit=$1 head=$2 port=$3 grace=$4 frozen=$5 dir=$6 pid="" since=0 joined=0 lost=0 stopped=0',
+        JOURNAL_SAY,
+        `engine_pid() { ${enginePid}; }`,
+        'echo "following the head: $unit restarts when its connection to $head:$port ends or that port stops answering"',
+        "while sleep 2; do " +
+            'now=$(systemctl show -p MainPID --value "$unit.service"); ' +
+            'if [ "$now" != "$pid" ]; then pid=$now since=$(date +%s) joined=0 lost=0 stopped=0; fi; ' +
+            'if [ "$pid" = 0 ]; then continue; fi; ' +
+            'if [ "$frozen" != 0 ]; then epid=$(engine_pid || true); ' +
+            `if [ -n "$epid" ] && [ "$epid" != 0 ] && [ "$(awk '/^State:/ { print $2 }' "/proc/$epid/status" 2>/dev/null)" = T ]; then stopped=$((stopped + 2)); else stopped=0; fi; ` +
+            'if [ "$stopped" -ge "$frozen" ]; then say "watchdog: the engine process $epid of $unit has been stopped (state T) for $stopped s: restarting $unit" "$pid"; ' +
+            'systemctl restart --no-block "$unit.service"; stopped=0 joined=0 lost=0 since=$(date +%s); continue; fi; fi; ' +
+            'if [ -n "$(ss -Htn state established dst "$head" dport = ":$port")" ] && ' +
+            `timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$head" "$port" 2>/dev/null; then ` +
+            'if [ "$joined" != 1 ]; then echo "in the head\'s engine ($unit pid $pid)"; [ "$dir" = - ] || { mkdir -p "$dir" && echo joined > "$dir/answered"; }; fi; joined=1 lost=0; ' +
+            'elif [ "$joined" = 1 ] || [ $(( $(date +%s) - since )) -ge "$grace" ]; then lost=$((lost + 1)); ' +
+            'if [ "$lost" -ge 3 ]; then ' +
+            'echo "no engine of the head at $head:$port for this rank: restarting $unit to join the next one"; ' +
+            // Our restart, for the head's sake: not a failed start of the rank for its gate.
+            '[ "$dir" = - ] || { mkdir -p "$dir" && echo head-gone > "$dir/answered"; }; ' +
+            'systemctl restart --no-block "$unit.service"; joined=0 lost=0 since=$(date +%s); ' +
+            "fi; fi; done",
+    ].join("; ");
+}
 
 /** How long a rank not yet seen in an engine may take to join one before the follower restarts it. */
 export const FOLLOW_GRACE_SECONDS = 60;
 
+/** The unit's lines from a {@link ServerGuard}: the gate as ExecCondition= and its start timeout, and the watchdog it starts. */
+export function guardUnitLines(guard: ServerGuard): { condition?: string[]; startTimeoutSeconds?: number; wants?: string[] } {
+    return {
+        ...(guard.condition ? { condition: guard.condition } : {}),
+        ...(guard.wants ? { wants: guard.wants } : {}),
+        ...(guard.startTimeoutSeconds !== undefined ? { startTimeoutSeconds: guard.startTimeoutSeconds } : {}),
+    };
+}
+
 /** The follower's argv: the loop above, with the unit, the head's address and port as its arguments. */
-export function vllmFollowArgv(unit: string, head: string, port: number, graceSeconds = FOLLOW_GRACE_SECONDS): string[] {
-    return ["/bin/bash", "-c", FOLLOW_LOOP, "follow", unit, head, String(port), String(graceSeconds)];
+export function vllmFollowArgv(unit: string, head: string, port: number, graceSeconds = FOLLOW_GRACE_SECONDS, watch?: FollowWatch): string[] {
+    return [
+        "/bin/bash",
+        "-c",
+        followLoop(watch?.enginePid ?? "echo 0"),
+        "follow",
+        unit,
+        head,
+        String(port),
+        String(graceSeconds),
+        String(watch?.frozenSeconds ?? 0),
+        watch?.gateDir ?? "-",
+    ];
 }
 
 /**
  * The follower unit of a rank 1+ of an engine's unit (`what` is its description): restarts the rank
- * when the head's engine ends, runs on the host whatever the runtime (the ranks use the host's
- * network), stops with the engine's unit (PartOf). vLLM's and SGLang's share it.
+ * when the head's engine ends (and, with `watch`, when its engine process is frozen), runs on the
+ * host whatever the runtime (the ranks use the host's network), stops with the engine's unit
+ * (PartOf). vLLM's and SGLang's share it.
  */
-export function renderFollowUnit(unit: string, what: string, multiNode: { masterAddr: string; masterPort: number }): string {
+export function renderFollowUnit(unit: string, what: string, multiNode: { masterAddr: string; masterPort: number }, watch?: FollowWatch): string {
     return (
         [
             `# ${MANAGED_MARKER}`,
@@ -233,7 +286,7 @@ export function renderFollowUnit(unit: string, what: string, multiNode: { master
             "",
             "[Service]",
             "Type=simple",
-            `ExecStart=${systemdJoin(vllmFollowArgv(unit, multiNode.masterAddr, multiNode.masterPort))}`,
+            `ExecStart=${systemdJoin(vllmFollowArgv(unit, multiNode.masterAddr, multiNode.masterPort, FOLLOW_GRACE_SECONDS, watch))}`,
             "Restart=always",
             "RestartSec=5",
             "",
@@ -244,10 +297,15 @@ export function renderFollowUnit(unit: string, what: string, multiNode: { master
 }
 
 /** The follower unit of a headless rank (mp executor, rank 1+). */
-export function renderVllmFollowUnit(spec: VllmServeSpec): string | undefined {
+export function renderVllmFollowUnit(spec: VllmServeSpec, runtime: Runtime): string | undefined {
     const multiNode = spec.multiNode;
     if (!multiNode || multiNode.rank === 0) return undefined;
-    return renderFollowUnit(UNITS.vllm, `spark-cluster: restarts headless rank ${multiNode.rank} of vLLM when the head's engine ends`, multiNode);
+    return renderFollowUnit(
+        UNITS.vllm,
+        `spark-cluster: restarts headless rank ${multiNode.rank} of vLLM when the head's engine ends`,
+        multiNode,
+        vllmGuard(spec, runtime).follow,
+    );
 }
 
 /**
@@ -258,7 +316,8 @@ export function renderVllmFollowUnit(spec: VllmServeSpec): string | undefined {
 export function vllmPlan(spec: VllmServeSpec, runtime: Runtime, rayAddress?: string): EnginePlan {
     const rank = spec.multiNode?.rank ?? 0;
     const reader = envFileReader(runtime);
-    const followUnit = renderVllmFollowUnit(spec);
+    const followUnit = renderVllmFollowUnit(spec, runtime);
+    const guard = vllmGuard(spec, runtime);
     return {
         rank,
         api: { port: spec.apiPort, servedModel: spec.servedName },
@@ -277,9 +336,9 @@ export function vllmPlan(spec: VllmServeSpec, runtime: Runtime, rayAddress?: str
                 peerUnits.length > 0 ? contentHash(peerUnits.join("\n")) : undefined,
             ),
         unitStep: {
-            create: (unit) => installUnitScript(UNITS.vllm, unit),
-            read: (unit) => unitReadScript(UNITS.vllm, unit),
-            delete: removeUnitScript(UNITS.vllm),
+            create: (unit) => installUnitScript(UNITS.vllm, unit, guard.companions, guard.clearDirs),
+            read: (unit) => unitReadScript(UNITS.vllm, unit, guard.companions),
+            delete: removeUnitScript(UNITS.vllm, guard.removeUnits, guard.removeDirs),
         },
         ready:
             rank === 0

@@ -22,11 +22,11 @@ withLabUp("spark-pair");
  * just before the rename was merged, with every step the program has besides (first contact's).
  */
 const BEFORE_THE_RENAME = "8a51149";
-
 /**
  * What HEAD changes on purpose on every stack deployed before issue 36 (the lab's dev stack: Ray
  * executor, docker runtime): the serving units start the image by the ID the probe found, not by
- * its tag, so each is updated once (restarted onto the same image) and the readiness checks run again.
+ * its tag, and the head's Ray and vLLM unit steps install their health watchdogs (the units name
+ * them), so each is updated once (restarted onto the same image) and the readiness checks run again.
  */
 const EXPECTED_CHANGES = [
     "spark-a-ray-head-ready(update)",
@@ -37,7 +37,7 @@ const EXPECTED_CHANGES = [
 ];
 
 describe("a stack deployed before the rename moves to our provider without touching a host", { timeout: 1_800_000 }, () => {
-    it(`scripts/check-no-change.sh ${BEFORE_THE_RENAME} HEAD: migrated, no change but the units' image by ID, destroy leaves nothing`, (t) => {
+    it(`scripts/check-no-change.sh ${BEFORE_THE_RENAME} HEAD: migrated, no change but the units' image by ID and the watchdogs, destroy leaves nothing`, (t) => {
         process.env.SPARK_EXPECTED_CHANGES = EXPECTED_CHANGES.join(",");
         let out = "";
         try {

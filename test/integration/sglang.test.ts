@@ -27,7 +27,7 @@ import {
 const members: NodeName[] = ["spark-a", "spark-b"];
 const MODEL = "tiny-chat";
 /** The serving units of either engine: the only ones a switch may restart. */
-const SERVING = /^spark-cluster-(vllm|sglang)(-follow)?\.service$/;
+const SERVING = /^spark-cluster-(vllm|sglang)(-follow|-watchdog)?\.service$/;
 
 withLabUp();
 
@@ -165,7 +165,10 @@ describe("SGLang on the pair (venv): serves across both nodes, isolated, idempot
         assert.doesNotMatch(status.stdout, /vllm=/, "no vLLM unit on either node");
         const logs = npmRun(session, "logs", "--lines", "20", "spark-a");
         assert.equal(logs.status, 0, logs.stderr);
-        assert.match(logs.stdout, /-- journal of spark-cluster-sglang, spark-cluster-sglang-follow, spark-cluster-ray:/);
+        assert.match(
+            logs.stdout,
+            /-- journal of spark-cluster-sglang, spark-cluster-sglang-follow, spark-cluster-sglang-watchdog, spark-cluster-ray, spark-cluster-ray-watchdog:/,
+        );
         assert.doesNotMatch(logs.stdout, /-- No entries --/, "SGLang's unit has journal lines");
     });
 

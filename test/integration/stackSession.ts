@@ -9,7 +9,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { sleep, ssh as labSsh } from "../lab/lab-harness";
-import { CONFIG_DIR, NETPLAN_PATH, PEERMEM_CONF, STATE_DIR, UNITS, unitPath } from "../../config/hostPaths";
+import { CONFIG_DIR, GATE_STATE_DIR, NETPLAN_PATH, PEERMEM_CONF, STATE_DIR, UNITS, unitPath } from "../../config/hostPaths";
 
 /** Everything of ours on a node: what a destroy must remove (spark-pair, hostState). */
 export const OUR_PATHS = [
@@ -19,6 +19,9 @@ export const OUR_PATHS = [
     unitPath(UNITS.ray),
     unitPath(UNITS.vllm),
     unitPath(UNITS.vllmFollow),
+    unitPath(UNITS.vllmWatchdog),
+    unitPath(UNITS.rayWatchdog),
+    GATE_STATE_DIR,
     unitPath(UNITS.pfc),
     unitPath(UNITS.firewall),
     PEERMEM_CONF,

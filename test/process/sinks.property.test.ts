@@ -652,7 +652,8 @@ const KEYS: Key[] = [
         path: "ray.dashboardHost",
         lanes: [{ variant: "ray", at: ["ray", "dashboardHost"], sentinel: "zqdashzq" }],
         examples: ["127.0.0.1", "0.0.0.0", "localhost", "dash.lan"],
-        exact: (v) => v === "127.0.0.1" || v === "localhost",
+        // 0.0.0.0: the Ray head's watchdog asks 127.0.0.1 (render/ray.ts rayGcsHealthUrl).
+        exact: (v) => v === "127.0.0.1" || v === "localhost" || v === "0.0.0.0",
         generate: () => fc.oneof(IPV4, HOSTNAME),
     },
     {

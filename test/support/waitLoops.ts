@@ -127,6 +127,16 @@ export const WAIT_EXCEPTIONS: readonly WaitException[] = [
         why: "a headless rank's follower unit (<node>-vllm-follow, create: the unit file's ExecStart): a supervision loop for the unit's life, not a bounded wait; a new unit restarts the follower",
     },
     {
+        step: /-(vllm|ray-head)-unit$/,
+        header: 'while sleep \\"$$every\\"; do',
+        why: "a server's watchdog unit (installed by its unit step, <node>-vllm-unit or <node>-ray-head-unit: the watchdog unit file's ExecStart): a supervision loop for the server's life, each probe bounded by curl --max-time",
+    },
+    {
+        step: /-vllm-unit$/,
+        header: 'while [ \\"$$avail\\" -lt \\"$$need\\" ] && [ \\"$$waited\\" -lt \\"$$memwait\\" ]; do',
+        why: "the restart gate's memory wait (the engine unit's ExecCondition=, in <node>-vllm-unit): bounded by restarts.memoryWaitSeconds, 5 s a step",
+    },
+    {
         step: /-ray-head-ready$/,
         header: "while True:",
         why: "the Ray head's readiness (<node>-ray-head-ready, create): Python inside the runtime polling Ray's node table, bounded by its own limit",

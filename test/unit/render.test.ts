@@ -75,6 +75,7 @@ import {
 } from "../../components/render/vllm";
 import { PROJECT_ENV } from "../../config/hostPaths";
 import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE, runProbeInFakeVenv } from "../support/fixtures";
+import { bashCheck, systemdSplit } from "../support/unitText";
 import { argvText, matchSnapshot, unusedSnapshots } from "../support/snapshot";
 
 // ---------------------------------------------------------------------------------------------
@@ -311,12 +312,6 @@ const SCRIPTS: readonly { name: string; script: string }[] = [
     { name: "remove-files.nccl.sh", script: removeFilesScript([NCCL_CONF_PATH, RUNTIME_ENV_PATH], [CONFIG_DIR]) },
     { name: "install-file-from-stdin.vllm-secrets.sh", script: installFileFromStdinScript(VLLM_SECRETS_PATH, "600") },
 ];
-
-/** `bash -n` on a script: exit status and what bash printed (syntax errors and warnings). */
-function bashCheck(script: string): { status: number | null; stderr: string } {
-    const result = spawnSync("bash", ["-n"], { input: script, encoding: "utf8" });
-    return { status: result.status, stderr: result.stderr };
-}
 
 // ---------------------------------------------------------------------------------------------
 // Snapshots
@@ -555,46 +550,6 @@ describe("systemd units", () => {
     });
 });
 
-/**
- * Splits an Exec*= value as systemd does (systemd.service(5), "Command lines"): `%%` is a literal
- * `%` (other specifiers are refused here: the project never means one), words split on
- * whitespace, double quotes group with backslash escapes, and `$$` is a literal `$` (a lone `$`
- * would be a variable reference: refused here too).
- */
-function systemdSplit(line: string): string[] {
-    assert.doesNotMatch(line.replace(/%%/g, ""), /%/, `unescaped % specifier in ${line}`);
-    const text = line.replace(/%%/g, "%");
-    const words: string[] = [];
-    let i = 0;
-    while (i < text.length) {
-        if (/\s/.test(text[i])) {
-            i++;
-            continue;
-        }
-        let word = "";
-        if (text[i] === '"') {
-            i++;
-            while (i < text.length && text[i] !== '"') {
-                if (text[i] === "\\") {
-                    i++;
-                }
-                word += text[i];
-                i++;
-            }
-            assert.ok(i < text.length, `unterminated quote in ${line}`);
-            i++;
-        } else {
-            while (i < text.length && !/\s/.test(text[i])) {
-                word += text[i];
-                i++;
-            }
-        }
-        assert.doesNotMatch(word.replace(/\$\$/g, ""), /\$/, `unescaped $ (a variable reference) in ${line}`);
-        words.push(word.replace(/\$\$/g, "$"));
-    }
-    return words;
-}
-
 describe("systemdJoin", () => {
     const cases: readonly { argv: string[]; line: string }[] = [
         {
@@ -807,14 +762,14 @@ describe("host scripts", () => {
 // ---------------------------------------------------------------------------------------------
 
 describe("the headless rank's follower unit", () => {
-    const unit = renderVllmFollowUnit(VLLM_MP_RANK1);
+    const unit = renderVllmFollowUnit(VLLM_MP_RANK1, VENV);
     const argv = vllmFollowArgv("spark-cluster-vllm", VLLM_MP_RANK1.multiNode!.masterAddr, VLLM_MP_RANK1.multiNode!.masterPort);
 
     it("snapshot; only a headless rank has one", () => {
         assert.ok(unit);
         matchSnapshot("render.unit.vllm-follow-rank1.service", unit);
-        assert.equal(renderVllmFollowUnit({ ...VLLM_MP_RANK1, multiNode: { ...VLLM_MP_RANK1.multiNode!, rank: 0 } }), undefined);
-        assert.equal(renderVllmFollowUnit({ ...VLLM_MP_RANK1, multiNode: undefined }), undefined);
+        assert.equal(renderVllmFollowUnit({ ...VLLM_MP_RANK1, multiNode: { ...VLLM_MP_RANK1.multiNode!, rank: 0 } }, VENV), undefined);
+        assert.equal(renderVllmFollowUnit({ ...VLLM_MP_RANK1, multiNode: undefined }, VENV), undefined);
         assert.match(unit, /^PartOf=spark-cluster-vllm\.service$/m);
     });
 

@@ -163,6 +163,7 @@ function renderedScripts(config: Config): Map<string, string> {
                     ports: config.ray,
                 },
                 node.runtime,
+                config.watchdog,
             );
             const step = `${node.name}-ray-${isHead ? "head" : "worker"}`;
             const unit = plan.unit("0123456789abcdef");
@@ -174,7 +175,14 @@ function renderedScripts(config: Config): Map<string, string> {
     for (const placement of config.executor.servers) {
         const node = config.nodes.find((n) => n.name === placement.node);
         assert.ok(node);
-        const plan = engine.plan({ model: config.model, placement, runtime: node.runtime, rayAddress: ray?.address });
+        const plan = engine.plan({
+            model: config.model,
+            placement,
+            runtime: node.runtime,
+            unifiedMemory: node.unifiedMemory,
+            rayAddress: ray?.address,
+            watchdog: config.watchdog,
+        });
         const unit = plan.unit("0123456789abcdef", ["peer unit"]);
         add(`${node.name}-vllm-secrets`, plan.secrets.create, plan.secrets.delete, plan.secrets.read, plan.secretsFile("key", "token"));
         add(`${node.name}-vllm-unit`, plan.unitStep.create(unit), plan.unitStep.delete, plan.unitStep.read(unit));
@@ -299,7 +307,9 @@ describe("waits in rendered scripts", () => {
             [],
             "an exception that no rendered script has any more: remove it",
         );
-        assert.equal(WAIT_EXCEPTIONS.length, 8, "the excepted wait loops (kept as they are: each would update a deployed step)");
+        // 8 kept as they are (each would update a deployed step), and 2 that run inside units, not step
+        // scripts (HOST_LIB's sc_wait is not there): the watchdog's supervision loop and the restart gate's memory wait.
+        assert.equal(WAIT_EXCEPTIONS.length, 10, "the excepted wait loops");
         assert.ok(helperCalls > 0, "the scripts call sc_wait");
     });
 

@@ -50,18 +50,22 @@ export function removeFilesScript(paths: readonly string[], emptyDirs: readonly 
     ]);
 }
 
-/**
- * Installs a unit, enables it, and (re)starts it when the unit changed or it
- * is not running; then verifies it stays active.
- */
-export function installUnitScript(name: string, content: string): string {
+/** A unit that goes with a server's unit (its watchdog): installed after it, or removed (no `content`). */
+export interface CompanionUnit {
+    name: string;
+    /** The rendered unit; undefined: the unit is not wanted (removed where an earlier up left it). */
+    content?: string;
+}
+
+/** Lines that install `name`, enable it, (re)start it when it changed or is not running, and check it stays active. */
+function unitInstallLines(name: string, content: string, beforeStart: readonly string[] = []): string[] {
     const path = unitPath(name);
-    return bashScript([
-        HOST_LIB,
+    return [
         heredoc(`result=$(sc_install_file ${path} 644`, content) + "\n)",
         `echo "$result"`,
         `systemctl daemon-reload`,
         `systemctl enable --quiet ${name}.service`,
+        ...beforeStart,
         `if [ "\${result%% *}" = changed ] || ! systemctl is-active --quiet ${name}.service; then`,
         `  sc_log "restarting ${name}"`,
         `  systemctl restart ${name}.service`,
@@ -72,17 +76,43 @@ export function installUnitScript(name: string, content: string): string {
         `  exit 1`,
         `fi`,
         `sc_log "${name} active (pid $(systemctl show -p MainPID --value ${name}.service))"`,
-    ]);
+    ];
 }
 
-/** Stops, disables and removes a unit of ours. */
-export function removeUnitScript(name: string): string {
-    return bashScript([
-        HOST_LIB,
+/** Lines that stop, disable and remove a unit of ours (nothing when it is not there). */
+function unitRemoveLines(name: string): string[] {
+    return [
         `systemctl disable --now ${name}.service 2>/dev/null || true`,
         `sc_remove_file ${unitPath(name)}`,
         `systemctl daemon-reload`,
         `systemctl reset-failed ${name}.service 2>/dev/null || true`,
-        "sc_cleanup_state",
+    ];
+}
+
+/**
+ * Installs a unit, enables it, and (re)starts it when the unit changed or it
+ * is not running; then verifies it stays active. `companions` (a watchdog) follow it, each
+ * installed the same way or removed; `clearDirs` (the restart gate's state) are emptied before
+ * the unit is (re)started, so an apply starts a new series of starts.
+ */
+export function installUnitScript(name: string, content: string, companions: readonly CompanionUnit[] = [], clearDirs: readonly string[] = []): string {
+    return bashScript([
+        HOST_LIB,
+        ...unitInstallLines(
+            name,
+            content,
+            clearDirs.map((dir) => `rm -rf ${shellQuote(dir)}`),
+        ),
+        ...companions.flatMap((c) => (c.content === undefined ? unitRemoveLines(c.name) : unitInstallLines(c.name, c.content))),
     ]);
+}
+
+/** Lines that remove a directory of ours and its parents that are left empty. */
+export function removeDirLines(dir: string): string[] {
+    return [`rm -rf ${shellQuote(dir)}`, `rmdir -p --ignore-fail-on-non-empty ${shellQuote(dir.replace(/\/[^/]+\/?$/, ""))} 2>/dev/null || true`];
+}
+
+/** Stops, disables and removes a unit of ours, its companions first, and the directories given (the restart gate's state). */
+export function removeUnitScript(name: string, companions: readonly string[] = [], dirs: readonly string[] = []): string {
+    return bashScript([HOST_LIB, ...companions.flatMap(unitRemoveLines), ...unitRemoveLines(name), ...dirs.flatMap(removeDirLines), "sc_cleanup_state"]);
 }

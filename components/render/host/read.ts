@@ -7,7 +7,7 @@
 // "Drift").
 import { createHash } from "node:crypto";
 import { unitPath } from "../../../config/hostPaths";
-import type { ManagedFile } from "./files";
+import type { CompanionUnit, ManagedFile } from "./files";
 import { bashScript, heredocBody, shellQuote } from "./shell";
 
 /** Bash functions every read script starts with (kept apart from HOST_LIB: create scripts stay as they are). */
@@ -58,9 +58,13 @@ export function filesReadScript(files: readonly ManagedFile[]): string {
     return readScript(files.map((f) => fileDriftLine(f.path, f.mode, f.content)));
 }
 
-/** Reads back a unit installed by `installUnitScript`: its file, enabled, running. */
-export function unitReadScript(name: string, content: string): string {
-    return readScript([fileDriftLine(unitPath(name), "644", content), unitDriftLine(name)]);
+/** Reads back a unit installed by `installUnitScript`: its file, enabled, running; and so each companion it installed (a watchdog). */
+export function unitReadScript(name: string, content: string, companions: readonly CompanionUnit[] = []): string {
+    return readScript([
+        fileDriftLine(unitPath(name), "644", content),
+        unitDriftLine(name),
+        ...companions.flatMap((c) => (c.content === undefined ? [] : [fileDriftLine(unitPath(c.name), "644", c.content), unitDriftLine(c.name)])),
+    ]);
 }
 
 /** Reads back a file written from stdin by `installFileFromStdinScript` (a secret: present, root-only, not hashed). */

@@ -110,6 +110,8 @@ export interface RuntimeStrategy {
     awaitContainer(container: string, unit: string, seconds: number): string[];
     /** The runtime's units: extra [Unit] lines, whether systemd reads the env files, and the lines around ExecStart. */
     unit(container: string): { after: string[]; requires: string[]; systemdReadsEnvFiles: boolean; preStart: string[]; stop: string[] };
+    /** Shell that prints the PID (in the node's PID namespace) of the process `unit` runs in the runtime, empty or 0 when none runs. */
+    enginePid(container: string, unit: string): string;
     /** Shell that runs Python `code` in the runtime without touching anything (no network for a container). */
     pythonOneOff(code: string): string;
     /** Probe lines that print `<prefix><id>` of the image the node would run; none for a runtime without an image. */
@@ -166,6 +168,8 @@ function dockerStrategy(runtime: DockerRuntime): RuntimeStrategy {
             preStart: [`ExecStartPre=-/usr/bin/docker rm -f ${container}`],
             stop: [`ExecStop=/usr/bin/docker stop ${container}`],
         }),
+        // The container's first process, as the node sees it (docker's State.Pid; 0 when it is not running).
+        enginePid: (container) => `docker inspect --format '{{.State.Pid}}' ${shellQuote(container)} 2>/dev/null`,
         // A throwaway container of the same image, no network: nothing else is touched.
         pythonOneOff: (code) => shellJoin(pythonIn(["--network", "none"], ["-c", code])),
         imageIdLines: (prefix) => [`echo "${prefix}$(${shellJoin(["docker", "image", "inspect", "--format", "{{.Id}}", "--", runtime.image])})"`],
@@ -233,6 +237,8 @@ function venvStrategy(runtime: VenvRuntime): RuntimeStrategy {
         execBesideWithApiKey: (_container, argv) => shellJoin(run(argv)),
         awaitContainer: () => [],
         unit: () => ({ after: [], requires: [], systemdReadsEnvFiles: true, preStart: [], stop: [] }),
+        // The unit runs the venv's program itself: its main process.
+        enginePid: (_container, unit) => `systemctl show -p MainPID --value ${shellQuote(`${unit}.service`)}`,
         pythonOneOff: (code) => shellJoin([bin("python"), "-c", code]),
         imageIdLines: () => [],
         pinned: () => runtime,

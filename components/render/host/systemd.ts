@@ -16,11 +16,17 @@ export interface UnitSpec {
     readOnlyMounts?: string[];
     /** Extra environment for the process (not secrets: those go in env files). */
     environment?: Record<string, string>;
+    /** A command that decides whether the unit starts (ExecCondition=: exit 1-254 skips the start, and Restart= does not restart it). Defaults to none. */
+    condition?: string[];
+    /** Seconds systemd allows a start (the condition's waits included). Defaults to 900. */
+    startTimeoutSeconds?: number;
     /** Commands run before start (bounded waits), as argv. */
     preStart?: string[][];
     /** Content hashes of inputs the process reads at start: a change restarts the unit. */
     inputs?: Record<string, string>;
     after?: string[];
+    /** Units started with this one (`Wants=`: its watchdog, which is PartOf it). Defaults to none. */
+    wants?: string[];
     /** Units that cannot run beside this one (`Conflicts=`: starting either stops the other). Defaults to none. */
     conflicts?: string[];
 }
@@ -62,6 +68,7 @@ export function renderUnit(spec: UnitSpec): string {
         `After=${after.join(" ")}`,
         ...unit.requires.map((required) => `Requires=${required}`),
         ...(spec.conflicts ?? []).map((unitName) => `Conflicts=${unitName}`),
+        ...(spec.wants ?? []).map((unitName) => `Wants=${unitName}`),
         "StartLimitIntervalSec=0",
         "",
         "[Service]",
@@ -70,6 +77,7 @@ export function renderUnit(spec: UnitSpec): string {
         ...Object.entries(spec.environment ?? {}).map(
             ([k, v]) => `Environment="${`${k}=${v}`.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/%/g, "%%")}"`,
         ),
+        ...(spec.condition ? [`ExecCondition=${systemdJoin(spec.condition)}`] : []),
         ...unit.preStart,
         ...(spec.preStart ?? []).map((argv) => `ExecStartPre=${systemdJoin(argv)}`),
         `ExecStart=${systemdJoin(
@@ -83,10 +91,11 @@ export function renderUnit(spec: UnitSpec): string {
         )}`,
         ...unit.stop,
         // Always: vLLM exits when its engine dies (a lost Ray actor or --headless peer), and
-        // the cluster heals by restarting it, however it ended. No start limit (StartLimitIntervalSec=0).
+        // the cluster heals by restarting it, however it ended. No start limit (StartLimitIntervalSec=0):
+        // an engine's unit bounds its restarts with its gate instead (`condition`, render/watchdog.ts).
         "Restart=always",
         "RestartSec=5",
-        "TimeoutStartSec=900",
+        `TimeoutStartSec=${spec.startTimeoutSeconds ?? 900}`,
         // Bounded stop: `ray start --block` can sit out SIGTERM; destroy must not wait 90 s per node.
         "TimeoutStopSec=30",
         "KillMode=mixed",
