@@ -236,7 +236,8 @@ const ROWS: Row[] = [
             "spark-b-vllm-secrets(delete)",
             "spark-b-vllm-unit(delete)",
         ],
-        diffShows: [/^\s+\+ ExecStart=.*--distributed-executor-backend ray/m],
+        // The image changes too: the units' new text is unknown until the probes ran (see "the image tag").
+        diffShows: [IMAGE_PROBED(LAB_IMAGES.ray), /^\s+\+ spark-remote:index:Step: \(create\)\n\s+\[urn=\S+::spark-a-ray-probe\]/m],
         restarts: ["spark-a:ray", "spark-a:vllm", "spark-b:ray", "spark-b:vllm"],
     },
     {

@@ -512,7 +512,7 @@ for (const executor of ["ray", "mp"] as const) {
                 };
                 try {
                     assert.notEqual(other, deployed);
-                    const preview = timed("preview --refresh", () => pulumiWithConfig(session, "preview", "--refresh", "--diff"));
+                    const preview = timed("preview --refresh", () => pulumiWithConfig(session, "preview", "--refresh", "--diff", "--show-full-output"));
                     const said = `spark-b: the tag ${tag} names ${other} now, not ${deployed} as when up last probed it`;
                     assert.ok(preview.includes(said), `preview --refresh names spark-b, the tag and both IDs:\n${preview}`);
                     assert.match(preview, /\[urn=[^\]\n]*::spark-b-vllm-probe\]/);
