@@ -124,17 +124,18 @@ pulumi preview --stack dev --diff --non-interactive
 pulumi preview --stack dev --json --non-interactive >"$work/preview.json"
 # A feature that changes what runs on the hosts on purpose (a new unit beside the servers) names the
 # steps it updates in SPARK_EXPECTED_UPDATES (a regular expression on the resource's name; default:
-# none): those may be updates, and the script says which were.
+# none): those may be updates or replacements, and the script says which were.
 allowed="${SPARK_NEW_COMPONENTS:-}" updates="${SPARK_EXPECTED_UPDATES:-}" node -e '
   const preview = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
   const steps = preview.steps ?? [];
   const allowed = (process.env.allowed || "").split(",").filter(Boolean);
   const expected = process.env.updates ? new RegExp(process.env.updates) : undefined;
   const name = (s) => s.urn.split("::").pop();
-  const isExpected = (s) => s.op === "update" && expected !== undefined && expected.test(name(s));
+  // An update, or a replacement (a readiness step whose triggers changed is replaced).
+  const isExpected = (s) => ["update", "replace", "create-replacement", "delete-replaced"].includes(s.op) && expected !== undefined && expected.test(name(s));
   const bad = steps.filter((s) => s.op !== "same" && !isExpected(s) && !(s.op === "create" && allowed.includes(s.newState?.type) && !s.newState?.custom));
   const created = steps.filter((s) => s.op === "create").map(name);
-  const updated = steps.filter(isExpected).map(name).sort();
+  const updated = [...new Set(steps.filter(isExpected).map(name))].sort();
   for (const s of bad) console.error(`check-no-change: ${s.op} ${s.urn}`);
   console.log(`check-no-change: ${preview.changeSummary?.same ?? 0} unchanged, new components: ${created.join(", ") || "none"}`);
   require("fs").writeFileSync(process.argv[2], updated.join(", "));
