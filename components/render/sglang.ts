@@ -16,7 +16,7 @@ import { renderUnit } from "./host/systemd";
 import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, RUNTIME_ENV_PATH, SGLANG_SECRETS_PATH, UNITS, VLLM_SECRETS_PATH, unitPath } from "../../config/hostPaths";
 import { IMAGE_ID_PREFIX, runtimeLabel, versionProbeLines } from "./probe";
 import { type VllmServeSpec, chatReadyScript, guardUnitLines, readinessTimeout, renderFollowUnit, vllmMemoryStepArgv } from "./vllm";
-import { type ServerGuard, engineGuard, gateDir } from "./watchdog";
+import { type ServerGuard, servingGuard, gateDir } from "./watchdog";
 import { type NodeVllm, type VllmProbeResult, groupBy, parseEngineProbe } from "./vllmCompat";
 import { SGLANG_VERSION } from "../../config/sglangFlags";
 
@@ -122,16 +122,7 @@ function pythonReadSglangKey(path: string): string[] {
 
 /** The watchdog's and the gate's part of SGLang's server on this node (render/watchdog.ts). */
 export function sglangGuard(spec: SglangServeSpec, runtime: Runtime): ServerGuard {
-    const rank = spec.multiNode?.rank ?? 0;
-    return engineGuard({
-        unit: UNITS.sglang,
-        watchdogUnit: UNITS.sglangWatchdog,
-        what: "spark-cluster: restarts SGLang when its API stops answering /health",
-        health: rank === 0 ? `http://127.0.0.1:${spec.apiPort}/health` : undefined,
-        memoryShare: spec.unifiedMemory ? spec.gpuMemoryUtilization : 0,
-        enginePid: runtimeStrategy(runtime).enginePid(CONTAINER_NAMES.sglang, UNITS.sglang),
-        config: spec.watchdog,
-    });
+    return servingGuard({ label: "SGLang", unit: UNITS.sglang, watchdogUnit: UNITS.sglangWatchdog, container: CONTAINER_NAMES.sglang }, spec, runtime);
 }
 
 /** The unit running SGLang on one node (HF_HUB_OFFLINE=1: the model is already in the node's cache). */

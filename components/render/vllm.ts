@@ -4,7 +4,7 @@ import type { ModelConfig, Runtime, WatchdogConfig } from "../../config";
 import { isLocalModelPath } from "../../config/facts";
 import type { EnginePlan } from "./enginePlan";
 import { HOST_LIB } from "./host/lib";
-import { type FollowWatch, type ServerGuard, JOURNAL_SAY, engineGuard } from "./watchdog";
+import { type FollowWatch, type ServerGuard, JOURNAL_SAY, servingGuard } from "./watchdog";
 import { type EnvFileReader, runtimeStrategy } from "./host/runtime";
 import { hubRepoDirName } from "./modelSync";
 import { envFileReader, pythonReadEnvValue, renderEnvFile } from "./host/envFile";
@@ -58,16 +58,7 @@ export type VllmServeSpec = Pick<
 
 /** The watchdog's and the gate's part of vLLM's server on this node (render/watchdog.ts). */
 export function vllmGuard(spec: VllmServeSpec, runtime: Runtime): ServerGuard {
-    const rank = spec.multiNode?.rank ?? 0;
-    return engineGuard({
-        unit: UNITS.vllm,
-        watchdogUnit: UNITS.vllmWatchdog,
-        what: "spark-cluster: restarts vLLM when its API stops answering /health",
-        health: rank === 0 ? `http://127.0.0.1:${spec.apiPort}/health` : undefined,
-        memoryShare: spec.unifiedMemory ? spec.gpuMemoryUtilization : 0,
-        enginePid: runtimeStrategy(runtime).enginePid(CONTAINER_NAMES.vllm, UNITS.vllm),
-        config: spec.watchdog,
-    });
+    return servingGuard({ label: "vLLM", unit: UNITS.vllm, watchdogUnit: UNITS.vllmWatchdog, container: CONTAINER_NAMES.vllm }, spec, runtime);
 }
 
 /**

@@ -3,9 +3,10 @@
 // answered, a memory check on a unified-memory node, and a stop after too many). systemd 252
 // (Debian 12) has neither RestartSteps= nor RestartMaxDelaySec= (systemd 254), so the gate is an
 // ExecCondition= of the unit, and the watchdog a unit of its own beside the server.
-import type { WatchdogConfig } from "../../config";
+import type { Runtime, WatchdogConfig } from "../../config";
 import type { CompanionUnit } from "./host/files";
 import { GATE_STATE_DIR, MANAGED_MARKER } from "../../config/hostPaths";
+import { runtimeStrategy } from "./host/runtime";
 import { systemdJoin, systemdText } from "./host/systemd";
 
 /** The directory of a unit's gate: `failed` (starts in a row that never answered), `started`, `answered`, and `stopped` (the cause) once the gate stopped it. */
@@ -252,4 +253,32 @@ export function engineGuard(spec: {
         ...removals,
         ...(spec.health === undefined ? { follow: { enginePid: spec.enginePid, frozenSeconds: config.unresponsiveSeconds, gateDir: dir } } : {}),
     };
+}
+
+/**
+ * The {@link ServerGuard} of one server of an engine (vLLM, SGLang), from the engine's names (its
+ * label, unit, watchdog unit and container) and the server's settings: rank 0 has a watchdog on
+ * its API's /health; on unified memory the gate checks the engine's share of MemTotal.
+ */
+export function servingGuard(
+    engine: { label: string; unit: string; watchdogUnit: string; container: string },
+    server: {
+        apiPort: number;
+        gpuMemoryUtilization: number;
+        multiNode?: { rank: number };
+        unifiedMemory?: boolean;
+        watchdog?: WatchdogConfig;
+    },
+    runtime: Runtime,
+): ServerGuard {
+    const rank = server.multiNode?.rank ?? 0;
+    return engineGuard({
+        unit: engine.unit,
+        watchdogUnit: engine.watchdogUnit,
+        what: `spark-cluster: restarts ${engine.label} when its API stops answering /health`,
+        health: rank === 0 ? `http://127.0.0.1:${server.apiPort}/health` : undefined,
+        memoryShare: server.unifiedMemory ? server.gpuMemoryUtilization : 0,
+        enginePid: runtimeStrategy(runtime).enginePid(engine.container, engine.unit),
+        config: server.watchdog,
+    });
 }
