@@ -94,10 +94,16 @@ export const DRIFTS: readonly Drift[] = [
 ];
 
 /**
- * What the drifts above also break for the link checks (the full-size don't-fragment ping of each
- * rail, netplan read-back), reported by the node at either end of that rail.
+ * What the drifts above also break, and the read-back reports too: for the link checks (the
+ * full-size don't-fragment ping of each rail, netplan read-back), by the node at either end of
+ * that rail; and the watchdog of a stopped server, which stops with it (PartOf=, components/render/watchdog.ts).
  */
-export const RAIL_DRIFTS: readonly Omit<Drift, "script" | "node">[] = [
+export const CONSEQUENCES: readonly Omit<Drift, "script" | "node">[] = [
+    {
+        what: "spark-a's vLLM stopped: its watchdog stops with it",
+        resource: "spark-a-vllm-unit",
+        line: "spark-cluster-vllm-watchdog.service: inactive, want active",
+    },
     {
         what: "spark-b's MTU 1500 seen from spark-a: the 9000-byte frame is dropped on spark-b's side",
         resource: "spark-a-interconnect-apply",
@@ -116,7 +122,7 @@ export const RAIL_DRIFTS: readonly Omit<Drift, "script" | "node">[] = [
 ];
 
 /** What the drifts above must make a refresh report: resource → its lines, sorted. */
-export function expectedDrift(drifts: readonly Pick<Drift, "resource" | "line">[] = [...DRIFTS, ...RAIL_DRIFTS]): Map<string, string[]> {
+export function expectedDrift(drifts: readonly Pick<Drift, "resource" | "line">[] = [...DRIFTS, ...CONSEQUENCES]): Map<string, string[]> {
     const want = new Map<string, string[]>();
     for (const d of drifts) {
         want.set(d.resource, [...(want.get(d.resource) ?? []), d.line].sort());

@@ -160,8 +160,11 @@ describe("SGLang on the pair (venv): serves across both nodes, isolated, idempot
         const status = npmRun(session, "status");
         t.diagnostic(`npm run status took ${status.seconds.toFixed(1)} s:\n${status.stdout}`);
         assert.equal(status.status, 0, `status exits 0:\n${status.stdout}\n${status.stderr}`);
-        assert.match(status.stdout, new RegExp(`^spark-a +head +sglang=active .*health 200, models 200 ${MODEL} .* ok$`, "m"));
-        assert.match(status.stdout, /^spark-b +rank 1 +sglang=active follow=active .* ok$/m);
+        // A rank may have been restarted by systemd while the switch brought the ranks up (rank 1 up
+        // before rank 0's dist-init answered, as under CI's load): status shows the count beside
+        // the state, `active(1 restarts)`, and the node is still ok.
+        assert.match(status.stdout, new RegExp(`^spark-a +head +sglang=active(\\(\\d+ restarts\\))? .*health 200, models 200 ${MODEL} .* ok$`, "m"));
+        assert.match(status.stdout, /^spark-b +rank 1 +sglang=active(\(\d+ restarts\))? follow=active .* ok$/m);
         assert.doesNotMatch(status.stdout, /vllm=/, "no vLLM unit on either node");
         const logs = npmRun(session, "logs", "--lines", "20", "spark-a");
         assert.equal(logs.status, 0, logs.stderr);
