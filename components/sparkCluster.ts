@@ -257,7 +257,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                 `${uiNode.node.name}-open-webui`,
                 {
                     host: uiNode.host,
-                    plan: openWebuiPlan({ ...spec, servedModel: config.model.servedName }),
+                    plan: openWebuiPlan({ ...spec, servedModel: config.model.servedName }, config.watchdog),
                     apiKey: pulumi.secret(config.apiKey.reveal()),
                     adminPassword: pulumi.secret(adminPassword.reveal()),
                     secretKey: pulumi.secret(secretKey.reveal()),

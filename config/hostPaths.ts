@@ -97,6 +97,8 @@ export const UNITS = {
     rayWatchdog: "spark-cluster-ray-watchdog",
     /** Open WebUI on the head (frontend.openWebui). */
     openWebui: "spark-cluster-open-webui",
+    /** The health watchdog of Open WebUI (its /health). */
+    openWebuiWatchdog: "spark-cluster-open-webui-watchdog",
 } as const;
 /** Every variable the project sets for the vLLM process, with where it is set: model.env refuses these names. */
 export const PROJECT_ENV: ReadonlyMap<string, string> = new Map<string, string>([

@@ -459,7 +459,7 @@ export const CheckSchema = z.strictObject({
 
 /**
  * The health watchdog of every server we start (the engine's API on the head, the engine's ranks on
- * the other nodes, Ray's head): a server that is running but does not answer its health check is
+ * the other nodes, Ray's head, Open WebUI): a server that is running but does not answer its health check is
  * restarted, with the reason in the journal.
  */
 export const WatchdogSchema = z.strictObject({

@@ -17,15 +17,16 @@
 //   open_webui/config.py:3352-3358 ENABLE_PERSISTENT_CONFIG: off, so the env file wins at every start
 //                                  (on, the database keeps the first start's endpoint and key)
 //   backend/start.sh (the image's entry point): HOST and PORT; the image's DATA_DIR is /app/backend/data
-import type { OpenWebuiConfig, OpenWebuiRuntime } from "../../config";
+import type { OpenWebuiConfig, OpenWebuiRuntime, WatchdogConfig } from "../../config";
 import { pythonReadEnvValue, renderEnvFile } from "./host/envFile";
 import type { EnvFileReader } from "./host/runtime";
-import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./host/files";
+import { type CompanionUnit, installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./host/files";
 import { HOST_LIB } from "./host/lib";
 import { secretFileReadScript, unitReadScript } from "./host/read";
 import { bashScript, heredoc, shellJoin, shellQuote } from "./host/shell";
 import { systemdJoin, systemdText } from "./host/systemd";
 import type { StepScripts } from "./step";
+import { renderWatchdogUnit } from "./watchdog";
 import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, OPEN_WEBUI_ENV_PATH, UNITS } from "../../config/hostPaths";
 
 /** Where the image keeps its data (the Dockerfile's DATA_DIR); the host's data directory is mounted there. */
@@ -213,8 +214,39 @@ export function renderOpenWebuiEnv(spec: OpenWebuiSpec, secrets: OpenWebuiSecret
     return renderEnvFile(MANAGED_MARKER, vars, runtime.envFileReader);
 }
 
-/** Open WebUI's unit: restarts on failure, starts on boot; no secret in it (they are in the env file). */
-export function renderOpenWebuiUnit(spec: OpenWebuiSpec): string {
+/** Where Open WebUI answers on the head (loopback where it listens on every address). */
+function openWebuiBaseUrl(spec: Pick<OpenWebuiSpec, "listenAddress" | "port">): string {
+    const host = spec.listenAddress === "0.0.0.0" ? "127.0.0.1" : spec.listenAddress;
+    return `http://${host}:${spec.port}`;
+}
+
+/**
+ * Open WebUI's watchdog unit (watchdog on), or its removal (off): it asks Open WebUI's `/health`
+ * (open_webui/main.py, 0.12.4: answered by its event loop, no database call), and restarts a
+ * server that stopped answering, or that never answered within watchdog.startSeconds.
+ */
+export function openWebuiWatchdogCompanions(spec: Pick<OpenWebuiSpec, "listenAddress" | "port">, watchdog?: WatchdogConfig): CompanionUnit[] {
+    return [
+        {
+            name: UNITS.openWebuiWatchdog,
+            content:
+                watchdog === undefined
+                    ? undefined
+                    : renderWatchdogUnit(
+                          {
+                              unit: UNITS.openWebui,
+                              url: `${openWebuiBaseUrl(spec)}/health`,
+                              what: "spark-cluster: restarts Open WebUI when it stops answering /health",
+                              gated: false,
+                          },
+                          watchdog,
+                      ),
+        },
+    ];
+}
+
+/** Open WebUI's unit: restarts on failure, starts on boot (and its watchdog, `watchdog` on); no secret in it (they are in the env file). */
+export function renderOpenWebuiUnit(spec: OpenWebuiSpec, watchdog?: WatchdogConfig): string {
     const unit = openWebuiRuntime(spec.runtime).unit(spec);
     return (
         [
@@ -222,6 +254,8 @@ export function renderOpenWebuiUnit(spec: OpenWebuiSpec): string {
             "[Unit]",
             `Description=${systemdText(`spark-cluster: Open WebUI on ${spec.listenAddress}:${spec.port} for ${spec.endpoint}`)}`,
             "Wants=network-online.target",
+            // The watchdog starts with it (it is PartOf this unit: it stops and restarts with it too).
+            ...(watchdog !== undefined ? [`Wants=${UNITS.openWebuiWatchdog}.service`] : []),
             `After=${["network-online.target", ...unit.after].join(" ")}`,
             ...unit.after.map((after) => `Requires=${after}`),
             "StartLimitIntervalSec=0",
@@ -274,12 +308,15 @@ export function openWebuiEnvScripts(): StepScripts {
     };
 }
 
-/** The unit's step. */
-export function openWebuiUnitScripts(unit: string): StepScripts {
+/** The unit's step, with its watchdog's unit (or that unit's removal) as its companion. */
+export function openWebuiUnitScripts(unit: string, companions: readonly CompanionUnit[] = []): StepScripts {
     return {
-        create: installUnitScript(UNITS.openWebui, unit),
-        delete: removeUnitScript(UNITS.openWebui),
-        read: unitReadScript(UNITS.openWebui, unit),
+        create: installUnitScript(UNITS.openWebui, unit, companions),
+        delete: removeUnitScript(
+            UNITS.openWebui,
+            companions.map((c) => c.name),
+        ),
+        read: unitReadScript(UNITS.openWebui, unit, companions),
     };
 }
 
@@ -289,8 +326,7 @@ export function openWebuiUnitScripts(unit: string): StepScripts {
  * read on the head from the root-only env file, never passed on a command line.
  */
 export function openWebuiReadyScript(spec: OpenWebuiSpec, seconds = 600): string {
-    const host = spec.listenAddress === "0.0.0.0" ? "127.0.0.1" : spec.listenAddress;
-    const base = `http://${host}:${spec.port}`;
+    const base = openWebuiBaseUrl(spec);
     const probe = [
         "import json, sys, urllib.request",
         pythonReadEnvValue(openWebuiRuntime(spec.runtime).envFileReader),
@@ -338,8 +374,9 @@ export interface OpenWebuiPlan {
     describe: string;
 }
 
-export function openWebuiPlan(spec: OpenWebuiSpec): OpenWebuiPlan {
-    const unit = renderOpenWebuiUnit(spec);
+/** Open WebUI's plan; `watchdog`: its health watchdog (config.watchdog; undefined: none, and any left is removed). */
+export function openWebuiPlan(spec: OpenWebuiSpec, watchdog?: WatchdogConfig): OpenWebuiPlan {
+    const unit = renderOpenWebuiUnit(spec, watchdog);
     return {
         spec,
         install: openWebuiInstallScripts(spec),
@@ -347,7 +384,7 @@ export function openWebuiPlan(spec: OpenWebuiSpec): OpenWebuiPlan {
         env: openWebuiEnvScripts(),
         envFile: (secrets) => renderOpenWebuiEnv(spec, secrets),
         unit,
-        unitStep: openWebuiUnitScripts(unit),
+        unitStep: openWebuiUnitScripts(unit, openWebuiWatchdogCompanions(spec, watchdog)),
         ready: openWebuiReadyScript(spec),
         describe: openWebuiRuntime(spec.runtime).describe(spec),
     };

@@ -8,7 +8,8 @@
 // the admin password nor Open WebUI's session key is in the page, the state, the journal, a
 // process's argv or any file of ours a non-root user can read. A second `up` changes nothing; the
 // outsider cannot reach the page until listenAddress 0.0.0.0 opens its port; destroy removes the
-// unit, the env file and (removeDataOnDestroy) the data, and leaves the lab's venv (not created by `up`).
+// unit and its watchdog's, the env file and (removeDataOnDestroy) the data, and leaves the lab's venv
+// (not created by `up`). Frozen by `kill -STOP`, Open WebUI is restarted by its watchdog (issue 36).
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
@@ -172,6 +173,30 @@ describe("Open WebUI on the lab's Spark pair, in a real Chromium", { timeout: 30
         pulumiWithConfig(session, "up", "--yes", "--skip-preview", "--expect-no-changes");
     });
 
+    it("frozen (kill -STOP): its watchdog restarts it, /health answers again, and the journal names the watchdog", async () => {
+        assert.equal(ssh("spark-a", `systemctl is-active ${UNITS.openWebuiWatchdog}.service`).trim(), "active");
+        const pid = ssh("spark-a", `systemctl show -p MainPID --value ${UNITS.openWebui}.service`).trim();
+        const since = ssh("spark-a", "date '+%Y-%m-%d %H:%M:%S'").trim();
+        const health = `curl -fsS -o /dev/null --max-time 3 http://127.0.0.1:${PORT}/health && echo up || echo down`;
+        ssh("spark-a", `kill -STOP ${pid}`);
+        const stopped = Date.now();
+        let seconds = -1;
+        try {
+            // Bounded: 300 s (the watchdog's 30 s without an answer, the restart, Open WebUI's start).
+            for (let i = 0; i < 150 && seconds < 0; i++) {
+                await sleep(2000);
+                const now = ssh("spark-a", `systemctl show -p MainPID --value ${UNITS.openWebui}.service`).trim();
+                if (now !== pid && ssh("spark-a", health).trim() === "up") seconds = Math.round((Date.now() - stopped) / 1000);
+            }
+        } finally {
+            ssh("spark-a", `kill -CONT ${pid} 2>/dev/null || true`);
+        }
+        const own = ssh("spark-a", `journalctl -u ${UNITS.openWebuiWatchdog}.service --since '${since}' --no-pager -o cat`);
+        assert.ok(seconds > 0, `Open WebUI did not answer again within 300 s of the stop; its watchdog's journal:\n${own}`);
+        console.log(`# Open WebUI frozen: /health answered again ${seconds} s after kill -STOP (pid ${pid})`);
+        assert.match(own, new RegExp(`watchdog: http://127\\.0\\.0\\.1:${PORT}/health did not answer for 30 s: restarting ${UNITS.openWebui}`), own);
+    });
+
     it("listenAddress 0.0.0.0 (opt-in) opens the port in the head's firewall: the outsider reaches the page", () => {
         setConfig(session, "spark-cluster:frontend.openWebui.listenAddress", "0.0.0.0");
         const started = Date.now();
@@ -185,11 +210,11 @@ describe("Open WebUI on the lab's Spark pair, in a real Chromium", { timeout: 30
         assert.equal(code, "200");
     });
 
-    it("destroy removes the unit, the env file and the data (removeDataOnDestroy), and leaves the lab's venv", () => {
+    it("destroy removes the unit and its watchdog's, the env file and the data (removeDataOnDestroy), and leaves the lab's venv", () => {
         pulumiWithConfig(session, "destroy", "--yes", "--skip-preview");
         const left = ssh(
             "spark-a",
-            `for p in ${unitPath(UNITS.openWebui)} ${OPEN_WEBUI_ENV_PATH} ${DATA_DIR}; do [ -e "$p" ] && echo "$p"; done; [ -x ${VENV}/bin/open-webui ] && echo venv-kept; true`,
+            `for p in ${unitPath(UNITS.openWebui)} ${unitPath(UNITS.openWebuiWatchdog)} ${OPEN_WEBUI_ENV_PATH} ${DATA_DIR}; do [ -e "$p" ] && echo "$p"; done; [ -x ${VENV}/bin/open-webui ] && echo venv-kept; true`,
         ).trim();
         assert.equal(left, "venv-kept");
         assert.equal(ssh("spark-a", `ss -Hltn 'sport = :${PORT}' | wc -l`).trim(), "0");

@@ -12,6 +12,7 @@ import { OPEN_WEBUI_ENV_NAMES, type OpenWebuiSpec, openWebuiPlan, renderOpenWebu
 import { pythonReadEnvValue } from "../../components/render/host/envFile";
 import { OPEN_WEBUI_ENV_PATH, UNITS } from "../../config/hostPaths";
 import { matchSnapshot } from "../support/snapshot";
+import { systemdSplit } from "../support/unitText";
 
 const API_KEY = "sk-API-KEY-plaintext-0123456789";
 const PASSWORD = "ADMIN-PASSWORD-plaintext-42";
@@ -312,6 +313,31 @@ describe("Open WebUI renderers", () => {
     it("destroy removes only a venv that up created (its marker)", () => {
         assert.match(openWebuiPlan(VENV_SPEC).install.delete, /if \[ -f \/opt\/spark-cluster-open-webui\/\.spark-cluster-created \]; then rm -rf/);
         assert.doesNotMatch(openWebuiPlan(DOCKER_SPEC).install.delete, /docker (rmi|image rm)|rm -rf/);
+    });
+
+    it("its watchdog (watchdog on): the unit wants it, the step installs and reads it back, destroy removes it; off, the step removes it", () => {
+        const watchdog = parse(base(ENABLED, { openWebuiAdminPassword: PASSWORD })).watchdog;
+        assert.ok(watchdog, "the watchdog is on by default");
+        const on = openWebuiPlan(DOCKER_SPEC, watchdog);
+        const watchdogUnit = `${UNITS.openWebuiWatchdog}.service`;
+        assert.match(on.unit, new RegExp(`^Wants=${watchdogUnit.replace(/\./g, "\\.")}$`, "m"));
+        const exec = /^ExecStart=(.*)$/m.exec(on.unitStep.create.slice(on.unitStep.create.indexOf(`Description=spark-cluster: restarts Open WebUI`)));
+        assert.ok(exec, "the step installs the watchdog's unit");
+        assert.deepEqual(systemdSplit(exec[1]).slice(3), [
+            "watchdog",
+            UNITS.openWebui,
+            `http://127.0.0.1:${DOCKER_SPEC.port}/health`,
+            "1800",
+            "30",
+            "-",
+            "restart",
+        ]);
+        assert.match(on.unitStep.read ?? "", new RegExp(watchdogUnit.replace(/\./g, "\\.")), "read back beside the unit");
+        const removal = new RegExp(`systemctl disable --now ${watchdogUnit.replace(/\./g, "\\.")}`);
+        assert.match(on.unitStep.delete ?? "", removal);
+        const off = openWebuiPlan(DOCKER_SPEC);
+        assert.doesNotMatch(off.unit, /-watchdog/);
+        assert.match(off.unitStep.create, removal, "a watchdog left by an earlier up goes");
     });
 
     it("every rendered script is valid bash", () => {
