@@ -7,6 +7,8 @@
 //     stops the unit after restarts.maxFailedStarts (6, the default) starts that never answered, at
 //     most 10 starts in all, and `npm run status` exits 1 naming the cause and the next step; the
 //     files back and `up --refresh` answer again;
+// (c) Ray's GCS frozen (`kill -STOP` of the process on the GCS port): the Ray head's watchdog (its
+//     dashboard's /api/gcs_healthz) restarts Ray, and a chat answers again (the time is printed);
 // then destroy leaves nothing of ours (the shared lab stays up for the next file).
 // To keep the file short the stack sets a smaller backoff (restarts.backoffSeconds 1, doubling to
 // 4) and memory wait (restarts.memoryWaitSeconds 5: a lab node's /proc/meminfo is this machine's,
@@ -41,12 +43,20 @@ function status(session: Session): { status: number; stdout: string } {
     return { status: result.status ?? -1, stdout: `${result.stdout}\n${result.stderr}` };
 }
 
-/** The PID listening on the API's port on the head (the engine's API process, in the docker container, seen from the node: --pid host). */
-function apiPid(): string {
-    const line = ssh("spark-a", "ss -Htlnp 'sport = :8000'").trim();
+/** Ray's GCS port on the head (ray.port's default): the GCS server listens there. */
+const RAY_GCS_PORT = 6379;
+
+/** The PID listening on `port` on the head (in the docker container, seen from the node: --pid host). */
+function listenerPid(port: number): string {
+    const line = ssh("spark-a", `ss -Htlnp 'sport = :${port}'`).trim();
     const pid = /pid=(\d+)/.exec(line)?.[1];
-    assert.ok(pid, `a process listens on :8000: ${line}`);
+    assert.ok(pid, `a process listens on :${port}: ${line}`);
     return pid;
+}
+
+/** The PID listening on the API's port on the head: the engine's API process. */
+function apiPid(): string {
+    return listenerPid(8000);
 }
 
 function unitProperty(unit: string, property: string): string {
@@ -128,6 +138,24 @@ describe("failures on the pair: a frozen API healed, a restart storm stopped and
         // Filed under the server's unit too (OBJECT_PID=): reported, the watchdog's own journal is the one asserted.
         const server = ssh("spark-a", `journalctl -u ${UNITS.vllm}.service --since '${since}' --no-pager -o cat | grep 'watchdog:' || true`).trim();
         console.log(`# journalctl -u ${UNITS.vllm} names the watchdog: ${server === "" ? "no" : server}`);
+    });
+
+    it("(c) Ray's GCS frozen (kill -STOP): the Ray head's watchdog restarts Ray, the cluster re-forms and a chat answers again", async () => {
+        const pid = listenerPid(RAY_GCS_PORT);
+        const invocation = unitProperty(UNITS.ray, "InvocationID");
+        const since = ssh("spark-a", "date '+%Y-%m-%d %H:%M:%S'").trim();
+        ssh("spark-a", `kill -STOP ${pid}`);
+        try {
+            const { seconds } = await secondsUntilAnswering(endpoint, apiKey, MODEL, 300).catch((err: Error) => {
+                throw new Error(`${err.message}\nRay head's watchdog's journal:\n${journalTail(UNITS.rayWatchdog)}\nRay's:\n${journalTail(UNITS.ray)}`);
+            });
+            console.log(`# (c) a chat answered again ${seconds} s after kill -STOP of Ray's GCS (pid ${pid}; the acceptance's bound: 120 s)`);
+        } finally {
+            ssh("spark-a", `kill -CONT ${pid} 2>/dev/null || true`);
+        }
+        assert.notEqual(unitProperty(UNITS.ray, "InvocationID"), invocation, "Ray's head unit was restarted");
+        const own = ssh("spark-a", `journalctl -u ${UNITS.rayWatchdog}.service --since '${since}' --no-pager -o cat`);
+        assert.match(own, /watchdog: http:\/\/127\.0\.0\.1:8265\/api\/gcs_healthz did not answer for 30 s: restarting spark-cluster-ray/, own);
     });
 
     it("(b) a restart storm: stopped after 6 starts that never answered, status names the cause; files back and up --refresh answer", async (t) => {

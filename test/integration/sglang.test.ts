@@ -2,9 +2,10 @@
 // puts the SGLang stand-in beside the vLLM one), with the real Pulumi CLI: the pair converges with
 // vLLM (mp), switches to SGLang, answers a chat naming both nodes, refuses the outsider on the
 // dist-init port and every other internal port, changes nothing on a second `up`, and switches
-// back to vLLM. Each switch touches only the serving steps and the engine's probe and check, and
-// restarts only the serving units: every other unit of ours keeps its main PID. Both switches are
-// printed as rows of the blast-radius table (test/integration/blastRadius.test.ts's format).
+// back to vLLM, whose headless rank, frozen by `kill -STOP`, its follower restarts (issue 36).
+// Each switch touches only the serving steps and the engine's probe and check, and restarts only
+// the serving units: every other unit of ours keeps its main PID. Both switches are printed as
+// rows of the blast-radius table (test/integration/blastRadius.test.ts's format).
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
@@ -195,6 +196,28 @@ describe("SGLang on the pair (venv): serves across both nodes, isolated, idempot
         }
         const text = await chat(endpoint, apiKey, MODEL);
         assert.doesNotMatch(text, /sglang/, text);
+    });
+
+    it("vLLM's headless rank frozen (kill -STOP, mp): its follower restarts it, the pair answers again, and the follower's journal says why", async () => {
+        const rank1 = ssh("spark-b", "systemctl show -p MainPID --value spark-cluster-vllm.service").trim();
+        const since = ssh("spark-b", "date '+%Y-%m-%d %H:%M:%S'").trim();
+        ssh("spark-b", `kill -STOP ${rank1}`);
+        try {
+            const { seconds, text } = await secondsUntilAnswering(endpoint, apiKey, MODEL, 300);
+            console.log(
+                `# a chat answered again ${seconds} s after kill -STOP of vLLM's headless rank on spark-b (pid ${rank1}; the acceptance's bound: 120 s)`,
+            );
+            assert.match(text, /served by spark-a,spark-b/);
+        } finally {
+            ssh("spark-b", `kill -CONT ${rank1} 2>/dev/null || true`);
+        }
+        assert.notEqual(ssh("spark-b", "systemctl show -p MainPID --value spark-cluster-vllm.service").trim(), rank1, "rank 1 restarted");
+        const follower = ssh("spark-b", `journalctl -u spark-cluster-vllm-follow.service --since '${since}' --no-pager -o cat`);
+        assert.match(
+            follower,
+            new RegExp(`watchdog: the engine process \\d+ of spark-cluster-vllm has been stopped \\(state T\\) for \\d+ s: restarting spark-cluster-vllm`),
+            follower,
+        );
     });
 
     it("prints both rows of the blast-radius table", (t) => {
