@@ -4,14 +4,14 @@ import type { ModelConfig, Runtime, WatchdogConfig } from "../../config";
 import { isLocalModelPath } from "../../config/facts";
 import type { EnginePlan } from "./enginePlan";
 import { HOST_LIB } from "./host/lib";
-import { type FollowWatch, type ServerGuard, JOURNAL_SAY, servingGuard } from "./watchdog";
+import { type FollowWatch, type ServerGuard, JOURNAL_SAY, renderServerCompanionUnit, servingGuard } from "./watchdog";
 import { type EnvFileReader, runtimeStrategy } from "./host/runtime";
 import { hubRepoDirName } from "./modelSync";
 import { envFileReader, pythonReadEnvValue, renderEnvFile } from "./host/envFile";
 import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./host/files";
 import { secretFileReadScript, unitReadScript } from "./host/read";
 import { bashScript, contentHash, heredoc, shellQuote } from "./host/shell";
-import { renderUnit, systemdJoin, systemdText } from "./host/systemd";
+import { renderUnit } from "./host/systemd";
 import {
     CONFIG_DIR,
     CONTAINER_NAMES,
@@ -266,25 +266,7 @@ export function vllmFollowArgv(unit: string, head: string, port: number, graceSe
  * (PartOf). vLLM's and SGLang's share it.
  */
 export function renderFollowUnit(unit: string, what: string, multiNode: { masterAddr: string; masterPort: number }, watch?: FollowWatch): string {
-    return (
-        [
-            `# ${MANAGED_MARKER}`,
-            "[Unit]",
-            `Description=${systemdText(what)}`,
-            `After=${unit}.service`,
-            `PartOf=${unit}.service`,
-            "StartLimitIntervalSec=0",
-            "",
-            "[Service]",
-            "Type=simple",
-            `ExecStart=${systemdJoin(vllmFollowArgv(unit, multiNode.masterAddr, multiNode.masterPort, FOLLOW_GRACE_SECONDS, watch))}`,
-            "Restart=always",
-            "RestartSec=5",
-            "",
-            "[Install]",
-            "WantedBy=multi-user.target",
-        ].join("\n") + "\n"
-    );
+    return renderServerCompanionUnit(unit, what, vllmFollowArgv(unit, multiNode.masterAddr, multiNode.masterPort, FOLLOW_GRACE_SECONDS, watch));
 }
 
 /** The follower unit of a headless rank (mp executor, rank 1+). */

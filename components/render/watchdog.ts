@@ -106,28 +106,38 @@ export interface WatchdogSpec {
 }
 
 /**
- * The watchdog unit of a server: runs on the host whatever the runtime (it asks over the node's
- * network), is PartOf the server's unit (stopped and restarted with it) and starts after it.
+ * A unit that watches a server (`unit`, without `.service`): runs `argv` on the host whatever the
+ * runtime, is PartOf the server's unit (stopped and restarted with it) and starts after it. The
+ * watchdogs and a headless rank's follower are such units.
  */
-export function renderWatchdogUnit(spec: WatchdogSpec, config: WatchdogConfig): string {
+export function renderServerCompanionUnit(unit: string, what: string, argv: readonly string[]): string {
     return (
         [
             `# ${MANAGED_MARKER}`,
             "[Unit]",
-            `Description=${systemdText(spec.what)}`,
-            `After=${spec.unit}.service`,
-            `PartOf=${spec.unit}.service`,
+            `Description=${systemdText(what)}`,
+            `After=${unit}.service`,
+            `PartOf=${unit}.service`,
             "StartLimitIntervalSec=0",
             "",
             "[Service]",
             "Type=simple",
-            `ExecStart=${systemdJoin(watchdogArgv(spec.unit, spec.url, config, spec.gated ? gateDir(spec.unit) : undefined, spec.unanswered))}`,
+            `ExecStart=${systemdJoin(argv)}`,
             "Restart=always",
             "RestartSec=5",
             "",
             "[Install]",
             "WantedBy=multi-user.target",
         ].join("\n") + "\n"
+    );
+}
+
+/** The watchdog unit of a server (it asks over the node's network). */
+export function renderWatchdogUnit(spec: WatchdogSpec, config: WatchdogConfig): string {
+    return renderServerCompanionUnit(
+        spec.unit,
+        spec.what,
+        watchdogArgv(spec.unit, spec.url, config, spec.gated ? gateDir(spec.unit) : undefined, spec.unanswered),
     );
 }
 
