@@ -4,7 +4,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
-import { CONFIG_NAMESPACE, RawConfig, decodeConfigValue } from "./config";
+import { CONFIG_NAMESPACE, RawConfig, decodeConfigValue, setRawValue } from "./config";
 
 // `isConfigSecret` is part of the SDK's runtime but missing from its typings.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -20,7 +20,7 @@ export function readStackConfig(): RawConfig {
             continue;
         }
         const key = fullKey.slice(prefix.length);
-        values[key] = decodeConfigValue(text);
+        setRawValue(values, key, decodeConfigValue(text));
         if (runtimeConfig.isConfigSecret(fullKey)) {
             secretKeys.add(key);
         }

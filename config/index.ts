@@ -48,7 +48,7 @@ export * from "./secretRules";
 export * from "./valueRules";
 export { exampleFor } from "./zodIssues";
 export type { RawConfig } from "./raw";
-export { decodeConfigValue } from "./raw";
+export { decodeConfigValue, setRawValue } from "./raw";
 
 /**
  * Validates the stack config and resolves every default. Throws a {@link ConfigError} that lists

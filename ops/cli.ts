@@ -12,7 +12,7 @@ import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { CONFIG_NAMESPACE, ConfigError, decodeConfigValue, parseConfig, type Config, type NodeConfig } from "../config";
+import { CONFIG_NAMESPACE, ConfigError, decodeConfigValue, parseConfig, setRawValue, type Config, type NodeConfig } from "../config";
 import { SSH_LOGIN_SCRIPT, hostKeyFingerprint, parseRootAccess } from "../components/hostKey";
 import { SUDO_STDIN_MARKER, remoteCommand, rootAccessOf, shellQuote } from "../components/render/host/shell";
 import { parseIbdev2netdev, resolveInterfaceNames } from "../components/nodeFacts";
@@ -115,7 +115,7 @@ export function rawConfigFromCli(json: string, stack: string): { values: Record<
     for (const [fullKey, entry] of Object.entries(all)) {
         if (!fullKey.startsWith(prefix)) continue;
         const key = fullKey.slice(prefix.length);
-        values[key] = decodeConfigValue(entry.value ?? "");
+        setRawValue(values, key, decodeConfigValue(entry.value ?? ""));
         if (entry.secret) secretKeys.add(key);
     }
     return { values, secretKeys, stack };

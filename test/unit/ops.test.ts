@@ -4,7 +4,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { parseConfig } from "../../config";
+import { ConfigError, parseConfig } from "../../config";
 import { UNITS } from "../../config/hostPaths";
 import { engineStrategy } from "../../components/render/engine";
 import { nodeLogsScript } from "../../ops/logs";
@@ -439,5 +439,22 @@ describe("the command line", () => {
         );
         assert.deepEqual(raw.values, { model: { source: "lab/tiny-chat" }, apiKey: API_KEY });
         assert.deepEqual([...raw.secretKeys], ["apiKey"]);
+    });
+
+    it("a top-level key spark-cluster:__proto__ stays a key (not the values' prototype), and the parser refuses it by name", () => {
+        const raw = rawConfigFromCli(
+            JSON.stringify({
+                "spark-cluster:__proto__": { value: '{"model":{"source":"lab/tiny-chat"}}', secret: false },
+                "spark-cluster:apiKey": { value: API_KEY, secret: true },
+            }),
+            "dev",
+        );
+        assert.equal(Object.getPrototypeOf(raw.values), Object.prototype, "the prototype is untouched");
+        assert.deepEqual(Object.keys(raw.values), ["__proto__", "apiKey"]);
+        assert.throws(
+            () => parseConfig(raw),
+            (err: unknown) =>
+                err instanceof ConfigError && err.issues.length === 1 && err.issues[0]?.path === "__proto__" && /reserves for the prototype/.test(err.message),
+        );
     });
 });
