@@ -43,6 +43,16 @@ const REFUSED_HOST_PATHS: readonly { dir: string; why: string }[] = [
     { dir: "/dev", why: "holds devices: give one with --device=/dev/NAME" },
 ];
 
+/**
+ * Where a mount's host directory may come from: the places data lives on a Spark or a workstation
+ * (FHS's /home, /mnt, /media, /srv, /opt, and the usual data roots). The system's own directories
+ * (/, /etc, /run, /root, /usr, /var, /boot, …) are refused: a container would read or change the
+ * host's configuration, credentials or running state.
+ */
+export const MOUNT_SOURCE_ROOTS: readonly string[] = ["/data", "/home", "/media", "/mnt", "/models", "/opt", "/raid", "/scratch", "/srv", "/workspace"];
+/** Path segments under an allowed root that still hold credentials. */
+const CREDENTIAL_DIRS: readonly string[] = [".ssh", ".gnupg"];
+
 /** The fields of a bind `--mount`: type=bind, source, target, and readonly. */
 export interface BindMount {
     source: string;
@@ -79,6 +89,11 @@ function mountProblem(value: string): string | undefined {
     if (problem) return problem;
     const host = REFUSED_HOST_PATHS.find((refused) => within(mount.source, refused.dir));
     if (host) return `has the source ${mount.source}, which ${host.why}`;
+    if (!MOUNT_SOURCE_ROOTS.some((root) => within(mount.source, root)) || mount.source === "/home") {
+        return `has the source ${mount.source}, outside the directories a mount may come from (${MOUNT_SOURCE_ROOTS.join(", ")} or a directory in one; one user's directory under /home): the system's own directories are not mounted into a container`;
+    }
+    const credentials = mount.source.split("/").find((part) => CREDENTIAL_DIRS.includes(part));
+    if (credentials) return `has the source ${mount.source}, which lies in ${credentials}, a directory of credentials`;
     const ours = OUR_CONTAINER_PATHS.find((dir) => within(mount.target, dir) || within(dir, mount.target));
     if (ours) return `has the target ${mount.target}, where the project mounts ${ours} itself`;
     if (["/proc", "/sys", "/dev"].some((dir) => within(mount.target, dir))) return `has the target ${mount.target}, a kernel file system in the container`;

@@ -274,7 +274,10 @@ const BAD_CONFIGS: readonly BadCase[] = [
     {
         name: "the same container path mounted twice",
         edits: [
-            ["nodes[0].runtime", { kind: "docker", extraOptions: ["--mount=type=bind,source=/a,target=/t", "--mount=type=bind,source=/b,target=/t,readonly"] }],
+            [
+                "nodes[0].runtime",
+                { kind: "docker", extraOptions: ["--mount=type=bind,source=/data/a,target=/t", "--mount=type=bind,source=/data/b,target=/t,readonly"] },
+            ],
         ],
         path: "nodes[0].runtime.extraOptions[1]",
         message: "mounts /t again; docker refuses a container path mounted twice",
@@ -1438,6 +1441,8 @@ describe("runtime.extraOptions: docker run options from the allow-list", () => {
         ["--mount=type=bind,src=/data/x,dst=/x,ro", undefined],
         ["--mount=type=bind,source=/data/x,target=/x,readonly=false", undefined],
         ["--mount=target=/x,type=bind,source=/srv/a_b.c@1+2", undefined],
+        ["--mount=type=bind,source=/home/nvidia/.cache/huggingface,target=/hf,readonly", undefined],
+        ["--mount=type=bind,source=/mnt/nvme/models,target=/m", undefined],
         ["--device=/dev/infiniband/uverbs0", undefined],
         ["--device=/dev/nvidia0:rw", undefined],
         ["--device=/dev/a:/dev/b:rwm", undefined],
@@ -1451,8 +1456,8 @@ describe("runtime.extraOptions: docker run options from the allow-list", () => {
         // refused by name, each with why and the key to set instead
         ["--privileged", "rendered from runtime.privileged"],
         ["--shm-size=64g", "rendered from runtime.shmSize"],
-        ["--volume=/a:/b", "creates a missing host directory"],
-        ["-v=/a:/b", "is -v"],
+        ["--volume=/data/a:/b", "creates a missing host directory"],
+        ["-v=/data/a:/b", "is -v"],
         ["--network=bridge", "host networking"],
         ["--net=none", "host networking"],
         ["--ipc=private", "the host's IPC namespace"],
@@ -1498,6 +1503,16 @@ describe("runtime.extraOptions: docker run options from the allow-list", () => {
         ["--mount=type=bind,source=/a/$HOME,target=/b", "absolute path of letters"],
         ["--mount=type=bind,source=/etc/spark-cluster,target=/s", "secrets among them"],
         ["--mount=type=bind,source=/var/run/docker.sock,target=/s", "Docker's socket"],
+        // the host's own directories, refused by the allow-list of roots (issue 40)
+        ["--mount=type=bind,source=/etc,target=/s", "outside the directories a mount may come from"],
+        ["--mount=type=bind,source=/etc/ssh,target=/s", "outside the directories a mount may come from"],
+        ["--mount=type=bind,source=/run,target=/s", "outside the directories a mount may come from"],
+        ["--mount=type=bind,source=/root,target=/s", "outside the directories a mount may come from"],
+        ["--mount=type=bind,source=/usr/lib,target=/s", "outside the directories a mount may come from"],
+        ["--mount=type=bind,source=/var/lib,target=/s", "outside the directories a mount may come from"],
+        ["--mount=type=bind,source=/home,target=/s", "outside the directories a mount may come from"],
+        ["--mount=type=bind,source=/datastore,target=/s", "outside the directories a mount may come from"],
+        ["--mount=type=bind,source=/home/nvidia/.ssh,target=/s", "in .ssh, a directory of credentials"],
         ["--mount=type=bind,source=/dev,target=/d", "--device=/dev/NAME"],
         ["--mount=type=bind,source=/data,target=/root/.cache/huggingface/hub", "where the project mounts /root/.cache/huggingface itself"],
         ["--mount=type=bind,source=/data,target=/tmp", "where the project mounts /tmp/ray itself"],
