@@ -20,6 +20,9 @@ export const DEFAULT_OPEN_WEBUI_DATA_DIR = "/var/lib/spark-cluster-open-webui";
 // specifier, and WorkingDirectory=) and docker's `-v SRC:DST` (split at `:`): only characters none
 // of them reads specially (the sinks property test found a backquote run by bash and `%n`
 // expanded by systemd). Linux limits a path's parts to 255 bytes.
+/** The system's own directories, where Open WebUI's data directory may not be. */
+const SYSTEM_DIRS: readonly string[] = ["/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root", "/run", "/sbin", "/sys", "/usr"];
+
 const absolutePath = () =>
     z
         .string()
@@ -93,8 +96,21 @@ export const OpenWebuiSchema = z.strictObject({
         .regex(/^[^\0-\x1f\x7f]{1,64}$/, { error: "must be 1-64 characters without control characters" })
         .default("Admin")
         .meta({ example: "Admin" }),
-    /** Open WebUI's data directory on the head (users, chats, settings). Kept across `up`. Defaults to "/var/lib/spark-cluster-open-webui". */
-    dataDir: absolutePath().default(DEFAULT_OPEN_WEBUI_DATA_DIR).meta({ example: DEFAULT_OPEN_WEBUI_DATA_DIR }),
+    /**
+     * Open WebUI's data directory on the head (users, chats, settings). Kept across `up`. A
+     * directory of its own: `up` makes it root-only (0700) and removeDataOnDestroy deletes it, so
+     * its path names it (a part containing `webui`) and lies outside the system's directories
+     * (/etc, /usr, /boot, /run, /root, …). Defaults to "/var/lib/spark-cluster-open-webui".
+     */
+    dataDir: absolutePath()
+        .refine((path) => path.split("/").some((part) => /webui/i.test(part)), {
+            error: "must be a directory of Open WebUI's own, named for it (a part containing webui, e.g. /var/lib/spark-cluster-open-webui or /data/open-webui): up makes it root-only and removeDataOnDestroy deletes it",
+        })
+        .refine((path) => !SYSTEM_DIRS.some((dir) => path === dir || path.startsWith(`${dir}/`)), {
+            error: `must lie outside the system's directories (${SYSTEM_DIRS.join(", ")}): up makes it root-only and removeDataOnDestroy deletes it`,
+        })
+        .default(DEFAULT_OPEN_WEBUI_DATA_DIR)
+        .meta({ example: DEFAULT_OPEN_WEBUI_DATA_DIR }),
     /**
      * Remove the data directory when `pulumi destroy` (or turning Open WebUI off) removes Open WebUI.
      * The chats are your users' data: by default they stay. Run `up` after changing it, so the

@@ -942,8 +942,8 @@ const KEYS: Key[] = [
     {
         path: "frontend.openWebui.dataDir",
         lanes: [
-            { variant: "mp", at: ["frontend", "openWebui", "dataDir"], sentinel: "/zqwebuidatazq/d" },
-            { variant: "ray", at: ["frontend", "openWebui", "dataDir"], sentinel: "/zqwebuidatazq/d" },
+            { variant: "mp", at: ["frontend", "openWebui", "dataDir"], sentinel: "/zqwebuidatazq/open-webui" },
+            { variant: "ray", at: ["frontend", "openWebui", "dataDir"], sentinel: "/zqwebuidatazq/open-webui" },
         ],
         examples: ["/var/lib/spark-cluster-open-webui", "/srv/open-webui/data/", "/srv/a%n", "/srv/" + "d".repeat(300)],
         // The config drops a trailing /: rendered without it.

@@ -148,6 +148,21 @@ describe("frontend.openWebui config", () => {
         // Found by the sinks property test: bash ran a backquote in the install step's message,
         // systemd expanded %n in WorkingDirectory=.
         [
+            "a data dir that is not Open WebUI's own (a system directory chmod 0700 and removeDataOnDestroy would hit)",
+            base({ ...ENABLED, dataDir: "/var/lib" }, { openWebuiAdminPassword: PASSWORD }),
+            /frontend\.openWebui\.dataDir: must be a directory of Open WebUI's own, named for it/,
+        ],
+        [
+            "a home directory as the data dir",
+            base({ ...ENABLED, dataDir: "/home/nvidia" }, { openWebuiAdminPassword: PASSWORD }),
+            /frontend\.openWebui\.dataDir: must be a directory of Open WebUI's own/,
+        ],
+        [
+            "a data dir in the system's directories",
+            base({ ...ENABLED, dataDir: "/etc/open-webui" }, { openWebuiAdminPassword: PASSWORD }),
+            /frontend\.openWebui\.dataDir: must lie outside the system's directories/,
+        ],
+        [
             "a data dir with a backquote",
             base({ ...ENABLED, dataDir: "/srv/a`touch x`" }, { openWebuiAdminPassword: PASSWORD }),
             /frontend\.openWebui\.dataDir: must be an absolute path of ASCII letters, digits/,
@@ -201,6 +216,12 @@ describe("frontend.openWebui config", () => {
     it("refuses the admin password set without --secret", () => {
         const values = base(ENABLED, { openWebuiAdminPassword: PASSWORD });
         assert.match(refusal(values, new Set(["apiKey", "sshPrivateKey"])), /spark-cluster:openWebuiAdminPassword: was set without --secret/);
+    });
+
+    it("a data dir of its own is accepted wherever it lies outside the system's directories", () => {
+        for (const dataDir of ["/data/open-webui", "/srv/OpenWebUI/data", "/home/nvidia/open-webui"]) {
+            assert.equal(parse(base({ ...ENABLED, dataDir }, { openWebuiAdminPassword: PASSWORD })).openWebui?.dataDir, dataDir);
+        }
     });
 
     it("a disabled Open WebUI needs no admin", () => {
