@@ -15,14 +15,13 @@ export const DEFAULT_OPEN_WEBUI_IMAGE = `ghcr.io/open-webui/open-webui:v${OPEN_W
 export const DEFAULT_OPEN_WEBUI_VENV = "/opt/spark-cluster-open-webui";
 /** Open WebUI's data (its SQLite database, uploads, the vector store): kept across `up`. */
 export const DEFAULT_OPEN_WEBUI_DATA_DIR = "/var/lib/spark-cluster-open-webui";
+/** The system's own directories, where Open WebUI's data directory may not be. */
+const SYSTEM_DIRS: readonly string[] = ["/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root", "/run", "/sbin", "/sys", "/usr"];
 
 // These paths reach bash (the install and data steps' messages), systemd (ExecStart=, where `%` is a
 // specifier, and WorkingDirectory=) and docker's `-v SRC:DST` (split at `:`): only characters none
 // of them reads specially (the sinks property test found a backquote run by bash and `%n`
 // expanded by systemd). Linux limits a path's parts to 255 bytes.
-/** The system's own directories, where Open WebUI's data directory may not be. */
-const SYSTEM_DIRS: readonly string[] = ["/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root", "/run", "/sbin", "/sys", "/usr"];
-
 const absolutePath = () =>
     z
         .string()
