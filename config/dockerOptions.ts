@@ -89,8 +89,10 @@ function mountProblem(value: string): string | undefined {
     if (problem) return problem;
     const host = REFUSED_HOST_PATHS.find((refused) => within(mount.source, refused.dir));
     if (host) return `has the source ${mount.source}, which ${host.why}`;
-    if (!MOUNT_SOURCE_ROOTS.some((root) => within(mount.source, root)) || mount.source === "/home") {
-        return `has the source ${mount.source}, outside the directories a mount may come from (${MOUNT_SOURCE_ROOTS.join(", ")} or a directory in one; one user's directory under /home): the system's own directories are not mounted into a container`;
+    // Under /home, a directory in a user's home: a whole home holds that user's .ssh.
+    const homeTooHigh = within(mount.source, "/home") && mount.source.split("/").length < 4;
+    if (!MOUNT_SOURCE_ROOTS.some((root) => within(mount.source, root)) || homeTooHigh) {
+        return `has the source ${mount.source}, outside the directories a mount may come from (${MOUNT_SOURCE_ROOTS.filter((r) => r !== "/home").join(", ")} or a directory in one, or a directory in a user's home, /home/USER/DIR): the system's own directories and whole homes are not mounted into a container`;
     }
     const credentials = mount.source.split("/").find((part) => CREDENTIAL_DIRS.includes(part));
     if (credentials) return `has the source ${mount.source}, which lies in ${credentials}, a directory of credentials`;

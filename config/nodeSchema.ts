@@ -96,8 +96,8 @@ export const DockerRuntimeSchema = z.strictObject({
      * Extra `docker run` options for this node's serving containers (vLLM, and Ray for the ray
      * executor), each one token `--flag=value` from an allow-list (config/dockerOptions.ts):
      * `--mount=type=bind,source=/HOST/DIR,target=/DIR[,readonly]` (a host directory under /data,
-     * /home, /media, /mnt, /models, /opt, /raid, /scratch, /srv or /workspace, not in .ssh or
-     * .gnupg; a missing one fails the start, where `-v` would create it and leave it behind), `--device=/dev/NAME`,
+     * /media, /mnt, /models, /opt, /raid, /scratch, /srv or /workspace, or in a user's home
+     * (/home/USER/DIR), not in .ssh or .gnupg; a missing one fails the start, where `-v` would create it and leave it behind), `--device=/dev/NAME`,
      * `--ulimit=NAME=SOFT[:HARD]` (not memlock or stack), `--cap-add=IPC_LOCK|SYS_NICE|SYS_PTRACE|SYS_RESOURCE`,
      * `--group-add=GROUP`. Everything else is refused with the reason: options the project renders
      * (`--privileged`, `--shm-size`, `--network`, `--ipc`, `--pid`, `--gpus`, `--name`, `--rm`)

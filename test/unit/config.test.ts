@@ -1511,6 +1511,7 @@ describe("runtime.extraOptions: docker run options from the allow-list", () => {
         ["--mount=type=bind,source=/usr/lib,target=/s", "outside the directories a mount may come from"],
         ["--mount=type=bind,source=/var/lib,target=/s", "outside the directories a mount may come from"],
         ["--mount=type=bind,source=/home,target=/s", "outside the directories a mount may come from"],
+        ["--mount=type=bind,source=/home/nvidia,target=/s", "whole homes are not mounted"],
         ["--mount=type=bind,source=/datastore,target=/s", "outside the directories a mount may come from"],
         ["--mount=type=bind,source=/home/nvidia/.ssh,target=/s", "in .ssh, a directory of credentials"],
         ["--mount=type=bind,source=/dev,target=/d", "--device=/dev/NAME"],
