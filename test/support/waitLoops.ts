@@ -127,9 +127,9 @@ export const WAIT_EXCEPTIONS: readonly WaitException[] = [
         why: "a headless rank's follower unit (<node>-vllm-follow, create: the unit file's ExecStart): a supervision loop for the unit's life, not a bounded wait; a new unit restarts the follower",
     },
     {
-        step: /-(vllm|ray-head)-unit$/,
+        step: /-(vllm|ray-head|open-webui)-unit$/,
         header: 'while sleep \\"$$every\\"; do',
-        why: "a server's watchdog unit (installed by its unit step, <node>-vllm-unit or <node>-ray-head-unit: the watchdog unit file's ExecStart): a supervision loop for the server's life, each probe bounded by curl --max-time",
+        why: "a server's watchdog unit (installed by its unit step, <node>-vllm-unit, <node>-ray-head-unit or <node>-open-webui-unit: the watchdog unit file's ExecStart): a supervision loop for the server's life, each probe bounded by curl --max-time",
     },
     {
         step: /-vllm-unit$/,
