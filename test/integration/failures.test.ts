@@ -8,7 +8,8 @@
 //     most 10 starts in all, and `npm run status` exits 1 naming the cause and the next step; the
 //     files back and `up --refresh` answer again;
 // (c) Ray's GCS frozen (`kill -STOP` of the process on the GCS port): the Ray head's watchdog (its
-//     dashboard's /api/gcs_healthz) restarts Ray, and a chat answers again (the time is printed);
+//     dashboard's /api/gcs_healthz) restarts Ray within 120 s, and a chat answers again (both times
+//     printed; vLLM's requests do not pass through the GCS, so chats answer while it is stopped);
 // then destroy leaves nothing of ours (the shared lab stays up for the next file).
 // To keep the file short the stack sets a smaller backoff (restarts.backoffSeconds 1, doubling to
 // 4) and memory wait (restarts.memoryWaitSeconds 5: a lab node's /proc/meminfo is this machine's,
@@ -145,17 +146,25 @@ describe("failures on the pair: a frozen API healed, a restart storm stopped and
         const invocation = unitProperty(UNITS.ray, "InvocationID");
         const since = ssh("spark-a", "date '+%Y-%m-%d %H:%M:%S'").trim();
         ssh("spark-a", `kill -STOP ${pid}`);
+        const stopped = Date.now();
+        let restartedAfter = -1;
         try {
-            const { seconds } = await secondsUntilAnswering(endpoint, apiKey, MODEL, 300).catch((err: Error) => {
-                throw new Error(`${err.message}\nRay head's watchdog's journal:\n${journalTail(UNITS.rayWatchdog)}\nRay's:\n${journalTail(UNITS.ray)}`);
-            });
-            console.log(`# (c) a chat answered again ${seconds} s after kill -STOP of Ray's GCS (pid ${pid}; the acceptance's bound: 120 s)`);
+            // Bounded: 120 s (the watchdog's 30 s without an answer, each probe bounded by 5 s).
+            if (await within(120, () => unitProperty(UNITS.ray, "InvocationID") !== invocation)) {
+                restartedAfter = Math.round((Date.now() - stopped) / 1000);
+            }
         } finally {
             ssh("spark-a", `kill -CONT ${pid} 2>/dev/null || true`);
         }
-        assert.notEqual(unitProperty(UNITS.ray, "InvocationID"), invocation, "Ray's head unit was restarted");
         const own = ssh("spark-a", `journalctl -u ${UNITS.rayWatchdog}.service --since '${since}' --no-pager -o cat`);
+        assert.ok(restartedAfter > 0, `Ray's head was not restarted within 120 s of the stop; its watchdog's journal:\n${own}`);
         assert.match(own, /watchdog: http:\/\/127\.0\.0\.1:8265\/api\/gcs_healthz did not answer for 30 s: restarting spark-cluster-ray/, own);
+        // vLLM's requests do not go through the GCS (a chat answers while it is stopped): what is
+        // timed is the watchdog's restart, then the answer once Ray and vLLM have re-formed.
+        const { seconds } = await secondsUntilAnswering(endpoint, apiKey, MODEL, 300).catch((err: Error) => {
+            throw new Error(`${err.message}\nRay's journal:\n${journalTail(UNITS.ray)}\nvLLM's:\n${journalTail(UNITS.vllm)}`);
+        });
+        console.log(`# (c) Ray's GCS frozen: its watchdog restarted Ray ${restartedAfter} s after kill -STOP (pid ${pid}); a chat answered ${seconds} s later`);
     });
 
     it("(b) a restart storm: stopped after 6 starts that never answered, status names the cause; files back and up --refresh answer", async (t) => {
