@@ -24,7 +24,20 @@ import { withLabUp, sleep } from "../lab/lab-harness";
 import { HF_HUB_DIR, UNITS } from "../../config/hostPaths";
 import { hubRepoDirName } from "../../components/render/modelSync";
 import { gateDir, gateStoppedFile } from "../../components/render/watchdog";
-import { OUR_PATHS, Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession, root, secondsUntilAnswering, ssh } from "./stackSession";
+import {
+    OUR_PATHS,
+    Session,
+    apiKeyOf,
+    chat,
+    newSession,
+    pulumi,
+    pulumiWithConfig,
+    removeSession,
+    root,
+    secondsFrozenUntil,
+    secondsUntilAnswering,
+    ssh,
+} from "./stackSession";
 
 const MODEL = "tiny-chat";
 const members = ["spark-a", "spark-b"] as const;
@@ -145,17 +158,8 @@ describe("failures on the pair: a frozen API healed, a restart storm stopped and
         const pid = listenerPid(RAY_GCS_PORT);
         const invocation = unitProperty(UNITS.ray, "InvocationID");
         const since = ssh("spark-a", "date '+%Y-%m-%d %H:%M:%S'").trim();
-        ssh("spark-a", `kill -STOP ${pid}`);
-        const stopped = Date.now();
-        let restartedAfter = -1;
-        try {
-            // Bounded: 120 s (the watchdog's 30 s without an answer, each probe bounded by 5 s).
-            if (await within(120, () => unitProperty(UNITS.ray, "InvocationID") !== invocation)) {
-                restartedAfter = Math.round((Date.now() - stopped) / 1000);
-            }
-        } finally {
-            ssh("spark-a", `kill -CONT ${pid} 2>/dev/null || true`);
-        }
+        // Bounded: 120 s (the watchdog's 30 s without an answer, each probe bounded by 5 s).
+        const restartedAfter = await secondsFrozenUntil("spark-a", pid, 120, () => unitProperty(UNITS.ray, "InvocationID") !== invocation);
         const own = ssh("spark-a", `journalctl -u ${UNITS.rayWatchdog}.service --since '${since}' --no-pager -o cat`);
         assert.ok(restartedAfter > 0, `Ray's head was not restarted within 120 s of the stop; its watchdog's journal:\n${own}`);
         assert.match(own, /watchdog: http:\/\/127\.0\.0\.1:8265\/api\/gcs_healthz did not answer for 30 s: restarting spark-cluster-ray/, own);

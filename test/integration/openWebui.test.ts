@@ -20,7 +20,7 @@ import { OPEN_WEBUI_ENV_PATH, UNITS, unitPath } from "../../config/hostPaths";
 import { deriveOpenWebuiSecretKey } from "../../config";
 import { keyPath, sleep, sshOpts, withLabUp } from "../lab/lab-harness";
 import { chatThroughPage, chromiumPath } from "./openWebuiBrowser";
-import { Session, apiKeyOf, newSession, nodes, pulumi, pulumiWithConfig, removeSession, root, setConfig, ssh } from "./stackSession";
+import { Session, apiKeyOf, newSession, nodes, pulumi, pulumiWithConfig, removeSession, root, secondsFrozenUntil, setConfig, ssh } from "./stackSession";
 
 const PASSWORD = "lab-Open-WebUI-admin-password-7";
 const EMAIL = "admin@example.com";
@@ -178,19 +178,11 @@ describe("Open WebUI on the lab's Spark pair, in a real Chromium", { timeout: 30
         const pid = ssh("spark-a", `systemctl show -p MainPID --value ${UNITS.openWebui}.service`).trim();
         const since = ssh("spark-a", "date '+%Y-%m-%d %H:%M:%S'").trim();
         const health = `curl -fsS -o /dev/null --max-time 3 http://127.0.0.1:${PORT}/health && echo up || echo down`;
-        ssh("spark-a", `kill -STOP ${pid}`);
-        const stopped = Date.now();
-        let seconds = -1;
-        try {
-            // Bounded: 300 s (the watchdog's 30 s without an answer, the restart, Open WebUI's start).
-            for (let i = 0; i < 150 && seconds < 0; i++) {
-                await sleep(2000);
-                const now = ssh("spark-a", `systemctl show -p MainPID --value ${UNITS.openWebui}.service`).trim();
-                if (now !== pid && ssh("spark-a", health).trim() === "up") seconds = Math.round((Date.now() - stopped) / 1000);
-            }
-        } finally {
-            ssh("spark-a", `kill -CONT ${pid} 2>/dev/null || true`);
-        }
+        // Bounded: 300 s (the watchdog's 30 s without an answer, the restart, Open WebUI's start).
+        const seconds = await secondsFrozenUntil("spark-a", pid, 300, () => {
+            const now = ssh("spark-a", `systemctl show -p MainPID --value ${UNITS.openWebui}.service`).trim();
+            return now !== pid && ssh("spark-a", health).trim() === "up";
+        });
         const own = ssh("spark-a", `journalctl -u ${UNITS.openWebuiWatchdog}.service --since '${since}' --no-pager -o cat`);
         assert.ok(seconds > 0, `Open WebUI did not answer again within 300 s of the stop; its watchdog's journal:\n${own}`);
         console.log(`# Open WebUI frozen: /health answered again ${seconds} s after kill -STOP (pid ${pid})`);

@@ -9,7 +9,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
-import { sleep, withLabUp } from "../lab/lab-harness";
+import { withLabUp } from "../lab/lab-harness";
 import { npmRun } from "./operationsOnPair";
 import {
     NodeName,
@@ -21,6 +21,7 @@ import {
     pulumiWithConfig,
     removeSession,
     scanFromOutsider,
+    secondsFrozenUntil,
     secondsUntilAnswering,
     ssh,
 } from "./stackSession";
@@ -202,19 +203,11 @@ describe("SGLang on the pair (venv): serves across both nodes, isolated, idempot
         const mainPid = () => ssh("spark-b", "systemctl show -p MainPID --value spark-cluster-vllm.service").trim();
         const rank1 = mainPid();
         const since = ssh("spark-b", "date '+%Y-%m-%d %H:%M:%S'").trim();
-        ssh("spark-b", `kill -STOP ${rank1}`);
-        const stopped = Date.now();
-        let restartedAfter = -1;
-        try {
-            // Bounded: 120 s (the follower's 30 s of a stopped engine process, checked every 2 s).
-            for (let i = 0; i < 60 && restartedAfter < 0; i++) {
-                await sleep(2000);
-                const now = mainPid();
-                if (now !== rank1 && now !== "0") restartedAfter = Math.round((Date.now() - stopped) / 1000);
-            }
-        } finally {
-            ssh("spark-b", `kill -CONT ${rank1} 2>/dev/null || true`);
-        }
+        // Bounded: 120 s (the follower's 30 s of a stopped engine process, checked every 2 s).
+        const restartedAfter = await secondsFrozenUntil("spark-b", rank1, 120, () => {
+            const now = mainPid();
+            return now !== rank1 && now !== "0";
+        });
         const follower = ssh("spark-b", `journalctl -u spark-cluster-vllm-follow.service --since '${since}' --no-pager -o cat`);
         assert.ok(restartedAfter > 0, `rank 1 (pid ${rank1}) was not restarted within 120 s of the stop; the follower's journal:\n${follower}`);
         // Either of the follower's two reasons: the stopped engine process (after

@@ -171,6 +171,25 @@ export async function chat(endpoint: string, apiKey: string, model: string, time
 }
 
 /**
+ * A fault as it happens: stops `pid` on `node` (`kill -STOP`), asks `healed` every 2 s for at most
+ * `seconds`, and continues the process (`kill -CONT`) whatever happened. Returns the seconds from
+ * the stop until `healed` was true, or -1 when it never was.
+ */
+export async function secondsFrozenUntil(node: NodeName, pid: string, seconds: number, healed: () => boolean): Promise<number> {
+    ssh(node, `kill -STOP ${pid}`);
+    const stopped = Date.now();
+    try {
+        for (let i = 0; i < Math.ceil(seconds / 2); i++) {
+            await sleep(2000);
+            if (healed()) return Math.round((Date.now() - stopped) / 1000);
+        }
+        return -1;
+    } finally {
+        ssh(node, `kill -CONT ${pid} 2>/dev/null || true`);
+    }
+}
+
+/**
  * Waits (bounded) until a chat request through the endpoint is answered again, and returns how
  * long it took in seconds. Tries every 2 s; each try is itself bounded.
  */
