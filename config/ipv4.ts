@@ -52,6 +52,11 @@ export function isLoopback(host: string): boolean {
     return ip !== undefined && Math.floor(ip / 2 ** 24) === 127;
 }
 
+/** The address a probe on the node itself asks a server listening on `listen` at: loopback for the wildcard 0.0.0.0. */
+export function addressOnNode(listen: string): string {
+    return listen === "0.0.0.0" ? "127.0.0.1" : listen;
+}
+
 /**
  * Why `text` is not a usable interconnect interface address (`a.b.c.d/prefix`), or undefined when
  * it is one: IPv4 only, prefix 1..31 (a /32 has no peer; a /31 is a point-to-point link), not a

@@ -18,6 +18,7 @@
 //                                  (on, the database keeps the first start's endpoint and key)
 //   backend/start.sh (the image's entry point): HOST and PORT; the image's DATA_DIR is /app/backend/data
 import type { OpenWebuiConfig, OpenWebuiRuntime, WatchdogConfig } from "../../config";
+import { addressOnNode } from "../../config/ipv4";
 import { pythonReadEnvValue, renderEnvFile } from "./host/envFile";
 import type { EnvFileReader } from "./host/runtime";
 import { type CompanionUnit, installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./host/files";
@@ -216,8 +217,7 @@ export function renderOpenWebuiEnv(spec: OpenWebuiSpec, secrets: OpenWebuiSecret
 
 /** Where Open WebUI answers on the head (loopback where it listens on every address). */
 function openWebuiBaseUrl(spec: Pick<OpenWebuiSpec, "listenAddress" | "port">): string {
-    const host = spec.listenAddress === "0.0.0.0" ? "127.0.0.1" : spec.listenAddress;
-    return `http://${host}:${spec.port}`;
+    return `http://${addressOnNode(spec.listenAddress)}:${spec.port}`;
 }
 
 /**

@@ -1,6 +1,7 @@
 // The Ray layer: `ray start --block` argv pinned to the interconnect address,
 // the unit that runs it, and the readiness probe on the head (the GCS node table, polled).
 import type { Runtime, WatchdogConfig } from "../../config";
+import { addressOnNode } from "../../config/ipv4";
 import { renderEnvFile } from "./host/envFile";
 import type { EnvFileReader } from "./host/runtime";
 import { installFileFromStdinScript, installUnitScript, removeFilesScript, removeUnitScript } from "./host/files";
@@ -216,8 +217,7 @@ export interface RayPlan {
  * listens on every address).
  */
 export function rayGcsHealthUrl(spec: Pick<RayStartSpec, "dashboardHost" | "dashboardPort">): string {
-    const host = spec.dashboardHost === "0.0.0.0" ? "127.0.0.1" : spec.dashboardHost;
-    return `http://${host}:${spec.dashboardPort}/api/gcs_healthz`;
+    return `http://${addressOnNode(spec.dashboardHost)}:${spec.dashboardPort}/api/gcs_healthz`;
 }
 
 /** The head's watchdog unit (watchdog on), or its removal (off); a worker has none. */

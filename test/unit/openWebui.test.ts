@@ -145,8 +145,6 @@ describe("frontend.openWebui config", () => {
             base({ ...ENABLED, dataDir: "/var/lib/a:b" }, { openWebuiAdminPassword: PASSWORD }),
             /frontend\.openWebui\.dataDir: must be an absolute path/,
         ],
-        // Found by the sinks property test: bash ran a backquote in the install step's message,
-        // systemd expanded %n in WorkingDirectory=.
         [
             "a data dir that is not Open WebUI's own (a system directory chmod 0700 and removeDataOnDestroy would hit)",
             base({ ...ENABLED, dataDir: "/var/lib" }, { openWebuiAdminPassword: PASSWORD }),
@@ -162,6 +160,8 @@ describe("frontend.openWebui config", () => {
             base({ ...ENABLED, dataDir: "/etc/open-webui" }, { openWebuiAdminPassword: PASSWORD }),
             /frontend\.openWebui\.dataDir: must lie outside the system's directories/,
         ],
+        // Found by the sinks property test: bash ran a backquote in the install step's message,
+        // systemd expanded %n in WorkingDirectory=.
         [
             "a data dir with a backquote",
             base({ ...ENABLED, dataDir: "/srv/a`touch x`" }, { openWebuiAdminPassword: PASSWORD }),
