@@ -73,8 +73,11 @@ cmd_up() {
     die "the lab is up with LAB_FLAVOUR=$(cat "${LAB_STATE}/flavour" 2>/dev/null || echo debian); run 'lab/lab.sh down' first"
   fi
   build_layers
-  case "${topology}" in mesh-3 | ring-4 | ring-4-miscabled) fetch_lldpd_debs ;; esac
-  [[ "${flavour}" == dgx-os ]] && fetch_nm_debs
+  case "${topology}" in
+    mesh-3 | ring-4 | ring-4-miscabled) fetch_debs lldpd ;;
+    spark-pair) fetch_debs metrics ;;
+  esac
+  [[ "${flavour}" == dgx-os ]] && fetch_debs network-manager
   ensure_key
   echo "${topology}" >"${LAB_STATE}/topology"
   echo "${LAB_REAL_VLLM:-0}" >"${LAB_STATE}/real-vllm"

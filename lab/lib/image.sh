@@ -48,52 +48,50 @@ venv_layer_dir() {
     "$(declare -f build_venv_layer node_venv uv_pip)")"
 }
 
-# lldpd for the switchless topologies (mesh-3, ring-4, ring-4-miscabled): Debian 12's real lldpd
-# (1.0.16, not a stand-in) and what it needs beyond the base layer, resolved by this host's apt
-# against the base layer's dpkg status, downloaded once into the cache, and installed into each
-# node's own upper layer before it boots (populate_node), so the other topologies' layers stay as
-# they are.
-lldpd_debs_dir() {
-  echo "${LAB_CACHE}/debs/lldpd-$(layer_hash "$(basename "$(base_layer_dir)")" "$(declare -f fetch_lldpd_debs)")"
+# Real Debian 12 packages that some nodes get as their owner would have installed them, each set
+# resolved by this host's apt against the base layer's dpkg status (what they need beyond it, no
+# recommends), downloaded once into the cache, and installed into each node's own upper layer
+# before it boots (install_node_debs, populate_node), so the other topologies' layers stay as they are:
+#   - lldpd (1.0.16, not a stand-in) for the switchless topologies (mesh-3, ring-4, ring-4-miscabled);
+#   - network-manager (1.42) for the dgx-os flavour (LAB_FLAVOUR=dgx-os);
+#   - prometheus (2.42) and prometheus-node-exporter (1.5) on the spark-pair's Sparks (metrics.enabled).
+LAB_DEB_SETS_lldpd="lldpd"
+LAB_DEB_SETS_network_manager="network-manager"
+LAB_DEB_SETS_metrics="prometheus prometheus-node-exporter"
+
+# debs_dir SET: the cache directory of one set (its name carries the packages and this code's hash).
+debs_dir() {
+  local var="LAB_DEB_SETS_${1//-/_}"
+  echo "${LAB_CACHE}/debs/${1}-$(layer_hash "$(basename "$(base_layer_dir)")" "${!var}" "$(declare -f fetch_debs)")"
 }
 
-# NetworkManager for the dgx-os flavour (LAB_FLAVOUR=dgx-os): Debian 12's real network-manager
-# (1.42) and what it depends on beyond the base layer (no recommends), fetched like lldpd's and
-# installed into each Spark's own upper layer by populate_node.
-nm_debs_dir() {
-  echo "${LAB_CACHE}/debs/network-manager-$(layer_hash "$(basename "$(base_layer_dir)")" "$(declare -f fetch_nm_debs)")"
-}
-
-fetch_nm_debs() {
-  local dir tmp pkgs
-  dir="$(nm_debs_dir)"
+# fetch_debs SET: downloads the set's packages and what they need beyond the base layer (first run only).
+fetch_debs() {
+  local set="$1" var="LAB_DEB_SETS_${1//-/_}" dir tmp pkgs wanted
+  read -r -a wanted <<<"${!var}"
+  dir="$(debs_dir "${set}")"
   [[ -f "${dir}/.lab-debs-complete" ]] && return 0
   tmp="${dir}.tmp.$$"
   rm -rf --one-file-system "${tmp}"
   mkdir -p "${tmp}"
-  log "downloading network-manager and the packages it needs beyond the base layer (first run only) -> ${dir}"
-  mapfile -t pkgs < <(apt-get install --dry-run -qq --no-install-recommends -o Dir::State::status="$(base_layer_dir)/var/lib/dpkg/status" network-manager 2>/dev/null |
+  log "downloading ${wanted[*]} and the packages they need beyond the base layer (first run only) -> ${dir}"
+  mapfile -t pkgs < <(apt-get install --dry-run -qq --no-install-recommends -o Dir::State::status="$(base_layer_dir)/var/lib/dpkg/status" "${wanted[@]}" 2>/dev/null |
     awk '$1 == "Inst" { print $2 }')
-  (( ${#pkgs[@]} > 0 )) || die "apt cannot resolve network-manager against the base layer (run apt-get update on this host)"
+  (( ${#pkgs[@]} > 0 )) || die "apt cannot resolve ${wanted[*]} against the base layer (run apt-get update on this host)"
   (cd "${tmp}" && apt-get download -qq "${pkgs[@]}") >/dev/null 2>&1 || die "apt-get download ${pkgs[*]} failed"
   touch "${tmp}/.lab-debs-complete"
   mv "${tmp}" "${dir}"
 }
 
-fetch_lldpd_debs() {
-  local dir tmp pkgs
-  dir="$(lldpd_debs_dir)"
-  [[ -f "${dir}/.lab-debs-complete" ]] && return 0
-  tmp="${dir}.tmp.$$"
-  rm -rf --one-file-system "${tmp}"
-  mkdir -p "${tmp}"
-  log "downloading lldpd and the packages it needs beyond the base layer (first run only) -> ${dir}"
-  mapfile -t pkgs < <(apt-get install --dry-run -qq -o Dir::State::status="$(base_layer_dir)/var/lib/dpkg/status" lldpd 2>/dev/null |
-    awk '$1 == "Inst" { print $2 }')
-  (( ${#pkgs[@]} > 0 )) || die "apt cannot resolve lldpd against the base layer (run apt-get update on this host)"
-  (cd "${tmp}" && apt-get download -qq "${pkgs[@]}") >/dev/null 2>&1 || die "apt-get download ${pkgs[*]} failed"
-  touch "${tmp}/.lab-debs-complete"
-  mv "${tmp}" "${dir}"
+# install_node_debs SET NODE ROOT: dpkg -i the set into a node's root (its maintainer scripts run
+# in a chroot, so systemctl enables what the packages enable but starts nothing).
+install_node_debs() {
+  local set="$1" node="$2" root="$3"
+  mkdir -p "${root}/var/cache/lab-debs"
+  cp "$(debs_dir "${set}")"/*.deb "${root}/var/cache/lab-debs/"
+  chroot "${root}" /bin/sh -c 'DEBIAN_FRONTEND=noninteractive dpkg -i /var/cache/lab-debs/*.deb' >"${root}/var/cache/lab-debs.log" 2>&1 ||
+    die "installing ${set} into ${node} failed (log: ${root}/var/cache/lab-debs.log)"
+  rm -rf "${root}/var/cache/lab-debs"
 }
 
 build_base_layer() {

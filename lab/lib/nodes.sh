@@ -197,14 +197,18 @@ EOF2
   fi
   case "${topology}" in
     mesh-3 | ring-4 | ring-4-miscabled)
-      # The real lldpd (fetch_lldpd_debs), started at boot by its own unit: the product's cabling
+      # The real lldpd (fetch_debs lldpd), started at boot by its own unit: the product's cabling
       # check reads its neighbours. Installed once per node disk (a reboot keeps it).
-      if [[ ! -x "${root}/usr/sbin/lldpd" ]]; then
-        mkdir -p "${root}/var/cache/lab-debs"
-        cp "$(lldpd_debs_dir)"/*.deb "${root}/var/cache/lab-debs/"
-        chroot "${root}" /bin/sh -c 'DEBIAN_FRONTEND=noninteractive dpkg -i /var/cache/lab-debs/*.deb' >"${root}/var/cache/lab-debs.log" 2>&1 ||
-          die "installing lldpd into ${node} failed (log: ${root}/var/cache/lab-debs.log)"
-        rm -rf "${root}/var/cache/lab-debs"
+      if [[ ! -x "${root}/usr/sbin/lldpd" ]]; then install_node_debs lldpd "${node}" "${root}"; fi
+      ;;
+    spark-pair)
+      # Prometheus and node_exporter (fetch_debs metrics), as an owner who installed both packages
+      # for metrics.enabled. Debian's packages enable their own services (prometheus on :9090,
+      # node_exporter on :9100); this owner stopped them (the product's units run the same binaries
+      # on ports of their own, so the lab runs no second pair beside them).
+      if [[ "${kind}" == spark && ! -x "${root}/usr/bin/prometheus" ]]; then
+        install_node_debs metrics "${node}" "${root}"
+        chroot "${root}" systemctl disable --quiet prometheus.service prometheus-node-exporter.service >/dev/null 2>&1 || true
       fi
       ;;
   esac
@@ -264,7 +268,7 @@ EOF2
 lab_uuid() { printf '%s' "$1" | sha256sum | sed -E 's/^(.{8})(.{4}).(.{3}).(.{3})(.{12}).*/\1-\2-4\3-8\4-\5/'; }
 
 # The dgx-os flavour of a Spark (LAB_FLAVOUR=dgx-os): the node as DGX OS and its owner leave it.
-#  - NetworkManager (Debian 12's real network-manager 1.42, fetch_nm_debs) renders netplan
+#  - NetworkManager (Debian 12's real network-manager 1.42, fetch_debs network-manager) renders netplan
 #    (01-network-manager-all.yaml) and keeps profiles on the CX-7 ports stored as netplan YAML, as
 #    DGX OS's NetworkManager does (90-NM-<uuid>.yaml, ids NM-<uuid> matched by name): link-local
 #    IPv4 on enp1s0f1np1, a manual 192.168.200.x/24 on enP2p1s0f1np1.
@@ -278,13 +282,7 @@ lab_uuid() { printf '%s' "$1" | sha256sum | sed -E 's/^(.{8})(.{4}).(.{3}).(.{3}
 # the lab are keyfiles.
 populate_dgx_os() {
   local node="$1" root="$2" n uuid
-  if [[ ! -x "${root}/usr/sbin/NetworkManager" ]]; then
-    mkdir -p "${root}/var/cache/lab-debs"
-    cp "$(nm_debs_dir)"/*.deb "${root}/var/cache/lab-debs/"
-    chroot "${root}" /bin/sh -c 'DEBIAN_FRONTEND=noninteractive dpkg -i /var/cache/lab-debs/*.deb' >"${root}/var/cache/lab-debs.log" 2>&1 ||
-      die "installing network-manager into ${node} failed (log: ${root}/var/cache/lab-debs.log)"
-    rm -rf "${root}/var/cache/lab-debs"
-  fi
+  if [[ ! -x "${root}/usr/sbin/NetworkManager" ]]; then install_node_debs network-manager "${node}" "${root}"; fi
   mkdir -p "${root}/etc/netplan" "${root}/etc/NetworkManager/conf.d"
   printf '# Let NetworkManager manage all devices on this system\nnetwork:\n  version: 2\n  renderer: NetworkManager\n' \
     >"${root}/etc/netplan/01-network-manager-all.yaml"
