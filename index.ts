@@ -46,6 +46,8 @@ export const vllm = sparkCluster.vllm;
 export const rayDashboard = sparkCluster.dashboard;
 /** Open WebUI (frontend.openWebui): the SSH tunnel to its page on the head's loopback, or its URL. */
 export const openWebui = sparkCluster.openWebui;
+/** Prometheus (metrics.enabled): the SSH tunnel to it on the head's loopback. */
+export const metrics = sparkCluster.metrics;
 /**
  * Try it: a curl line to paste into bash, every value quoted. The API key stays in config and is read
  * when the line runs (`./scripts/pulumi.sh … config get spark-cluster:apiKey`, which finds a stack under stacks/ itself).

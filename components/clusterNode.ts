@@ -12,8 +12,10 @@ import { fabricNcclSelection, fabricNetplanSpec, forwardingPlan } from "./render
 import { cablingCheckScript, lldpProbeScript } from "./render/lldp";
 import { linkResults } from "./render/netplan";
 import { engineProbeReadScript, probeScript, rayProbeScript } from "./render/probe";
-import { FirstContactFacts, firstContactProbe, firstContactReadScript, firstContactScript, parseFirstContact } from "./render/firstContact";
+import { FirstContactFacts, firstContactReadScript, firstContactScript, parseFirstContact } from "./render/firstContact";
 import { takeOverPlan } from "./render/takeOver";
+import { exporterStep } from "./render/metrics";
+import { contactProbeFor } from "./render/nodeCheck";
 import { FACT_SECTION_PREFIX } from "./render/facts";
 import { engineStrategy } from "./render/engine";
 import { rdmaBandwidthScript } from "./render/rdmaBandwidth";
@@ -89,6 +91,8 @@ export class ClusterNode extends pulumi.ComponentResource {
     public readonly firstContactProbed: pulumi.Output<boolean>;
     /** The interconnect's interface names, as configured or detected (ibdev2netdev). */
     public readonly interfaceNames: pulumi.Output<string[]>;
+    /** node_exporter on the node (metrics.enabled), which Prometheus on the head scrapes. */
+    public readonly exporter?: pulumi.Resource;
     /** The take-over of other tools' claims on the interconnect's ports (interconnect.takeOver). */
     public readonly takeOver?: pulumi.Resource;
     /** PFC result (`enabled: …` / `lossy: …` / `skipped: …`). */
@@ -140,7 +144,7 @@ export class ClusterNode extends pulumi.ComponentResource {
         this.imageId = this.vllm.apply((probe) => probe.imageId);
         const devices = hardware.stdout.apply(parseIbdev2netdev);
         // First contact: the node as its owner left it, read before anything changes (the node check judges it).
-        const contact = firstContactProbe(node.runtime.kind === "docker" ? { dockerImage: node.runtime.image } : {});
+        const contact = contactProbeFor(cluster, node);
         const facts = this.host.command(
             `${node.name}-facts`,
             {
@@ -345,6 +349,14 @@ export class ClusterNode extends pulumi.ComponentResource {
                         node.fabric !== undefined ? args.fabricReady : undefined,
                     ),
                 }),
+            );
+        }
+        // metrics.enabled: node_exporter on the node's cluster address (the firewall keeps it to the members).
+        if (cluster.metrics !== undefined) {
+            this.exporter = this.host.command(
+                `${node.name}-node-exporter`,
+                exporterStep({ node: node.name, address: node.ip, port: cluster.metrics.exporterPort }),
+                this.childOptions({ dependsOn: [this.interconnect, ...(this.firewall ? [this.firewall] : [])] }),
             );
         }
         this.registerOutputs({ roce: this.roceStatus });

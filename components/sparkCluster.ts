@@ -13,6 +13,8 @@ import { RayWorker } from "./rayWorker";
 import { VllmServer, apiBaseUrl } from "./vllmServer";
 import { engineStrategy } from "./render/engine";
 import { openWebuiPlan } from "./render/openWebui";
+import { prometheusStep } from "./render/metrics";
+import { addressOnNode } from "../config/ipv4";
 import type { FirstContactFacts } from "./render/firstContact";
 import { nodeCheckScript } from "./render/firstContactFindings";
 import { clusterFindings } from "./render/nodeCheck";
@@ -60,6 +62,8 @@ export class SparkCluster extends pulumi.ComponentResource {
     public readonly vllm: pulumi.Output<Record<string, string>>;
     /** How to reach Open WebUI (frontend.openWebui), when it is on. */
     public readonly openWebui?: string;
+    /** How to reach Prometheus on the head (metrics.enabled), when it is on. */
+    public readonly metrics?: string;
 
     constructor(name: string, args: SparkClusterArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
@@ -265,6 +269,26 @@ export class SparkCluster extends pulumi.ComponentResource {
                 uiNode.childOptions({ dependsOn: headServer ? [headServer] : uiNode.hostReady }),
             );
             this.openWebui = ui.access;
+        }
+        // metrics.enabled: Prometheus on the head's loopback, after every exporter and the head's server.
+        const metrics = config.metrics;
+        if (metrics !== undefined) {
+            const scraped = nodes.filter((n) => !n.node.retired);
+            head.host.command(
+                `${head.node.name}-prometheus`,
+                prometheusStep({
+                    node: head.node.name,
+                    metrics,
+                    exporters: scraped.map((n) => ({ node: n.node.name, address: n.node.ip, port: metrics.exporterPort })),
+                    ...(headServer !== undefined
+                        ? { engine: { target: `${addressOnNode(config.model.apiHost)}:${config.model.apiPort}`, name: config.engine.kind } }
+                        : {}),
+                }),
+                head.childOptions({
+                    dependsOn: [...scraped.flatMap((n) => (n.exporter ? [n.exporter] : [])), ...(headServer ? [headServer] : head.hostReady)],
+                }),
+            );
+            this.metrics = metrics.access;
         }
         // Where the endpoint is (or will be again, when paused): the head's address and the API port.
         this.endpoint = apiBaseUrl(config.head.ssh.host, config.model.apiPort);

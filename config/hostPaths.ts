@@ -69,6 +69,10 @@ export const PEERMEM_CONF = "/etc/modules-load.d/nvidia-peermem.conf";
 export const FORWARDING_SYSCTL_PATH = "/etc/sysctl.d/60-spark-cluster-forwarding.conf";
 /** The forwarding flags found before we set them, one file per interface. */
 export const FORWARDING_STATE_DIR = `${STATE_DIR}/forwarding`;
+/** Prometheus's configuration on the head (metrics.enabled): what it scrapes. */
+export const PROMETHEUS_CONFIG_PATH = `${CONFIG_DIR}/prometheus.yml`;
+/** Prometheus's samples on the head: its unit's StateDirectory=, so systemd makes it and hands it to the prometheus user. */
+export const PROMETHEUS_DATA_DIR = `${STATE_DIR}/prometheus`;
 /** The nftables ruleset of our table, loaded by the firewall unit at boot. */
 export const FIREWALL_RULES_PATH = `${CONFIG_DIR}/firewall.nft`;
 
@@ -99,6 +103,10 @@ export const UNITS = {
     openWebui: "spark-cluster-open-webui",
     /** The health watchdog of Open WebUI (its /health). */
     openWebuiWatchdog: "spark-cluster-open-webui-watchdog",
+    /** Prometheus's node_exporter on every node (metrics.enabled). */
+    nodeExporter: "spark-cluster-node-exporter",
+    /** Prometheus on the head (metrics.enabled). */
+    prometheus: "spark-cluster-prometheus",
 } as const;
 /** Every variable the project sets for the vLLM process, with where it is set: model.env refuses these names. */
 export const PROJECT_ENV: ReadonlyMap<string, string> = new Map<string, string>([

@@ -1,8 +1,8 @@
 // The ports rule: every port the cluster uses (Ray's pinned ones and its worker range, the API,
-// the mp master port) differs from the others and from every node's SSH port.
+// the mp master port, the metrics ports) differs from the others and from every node's SSH port.
 import type { z } from "zod";
 import { ConfigIssue, describeValue } from "./issues";
-import type { ParsedModel, ParsedNode, RaySchema } from "./schema";
+import type { MetricsSchema, ParsedModel, ParsedNode, RaySchema } from "./schema";
 import { exampleFor } from "./zodIssues";
 
 /** The service ports differ from each other and from every node's SSH port. */
@@ -10,6 +10,7 @@ export function checkPorts(
     ray: Partial<z.output<typeof RaySchema>> & Pick<z.output<typeof RaySchema>, "port" | "dashboardPort">,
     model: Pick<ParsedModel, "apiPort" | "masterPort">,
     nodes: readonly (Pick<ParsedNode, "name"> & { ssh: { port: number } })[],
+    metrics?: Pick<z.output<typeof MetricsSchema>, "enabled" | "exporterPort" | "port">,
 ): ConfigIssue[] {
     const single = RAY_SINGLE_PORTS.filter((key) => ray[key] !== undefined).map((key): [string, number, number] => [
         `ray.${key}`,
@@ -22,6 +23,12 @@ export function checkPorts(
         ...single,
         ["model.apiPort", model.apiPort, model.apiPort],
         ["model.masterPort", model.masterPort, model.masterPort],
+        ...(metrics?.enabled
+            ? ([
+                  ["metrics.exporterPort", metrics.exporterPort, metrics.exporterPort],
+                  ["metrics.port", metrics.port, metrics.port],
+              ] as [string, number, number][])
+            : []),
     ];
     const issues: ConfigIssue[] = [];
     if (ray.minWorkerPort !== undefined && ray.maxWorkerPort !== undefined) {
@@ -51,7 +58,7 @@ export function checkPorts(
         if (clash) {
             issues.push({
                 path: key,
-                message: `collides with ${clash}; the Ray ports (and the worker port range), model.apiPort, model.masterPort and the SSH ports must all differ`,
+                message: `collides with ${clash}; the Ray ports (and the worker port range), model.apiPort, model.masterPort, the metrics ports and the SSH ports must all differ`,
                 got: describeValue(value),
                 example: exampleFor(key.split(".")),
             });

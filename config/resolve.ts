@@ -26,6 +26,7 @@ import {
     RaySchema,
     ROCE_PASS_MARK_GBPS,
     RestartsSchema,
+    MetricsSchema,
     WatchdogSchema,
     RoceSchema,
     Runtime,
@@ -209,6 +210,8 @@ export interface ModelConfig extends Omit<ParsedModel, "tensorParallel" | "pipel
     pipelineParallel: number;
     servedName: string;
     enforceEager: boolean;
+    /** metrics.enabled: the engine serves `/metrics` for Prometheus (SGLang's --enable-metrics; vLLM's are always on). */
+    enableMetrics?: true;
 }
 
 /** One serving process (`vllm serve`): where it runs and its rank (rank 0 serves the API; the others run headless). */
@@ -308,6 +311,23 @@ export function resolveWatchdog(watchdog: z.output<typeof WatchdogSchema>, resta
     };
 }
 
+/** Prometheus and node_exporter (metrics.enabled), as the renderers read them. */
+export interface MetricsConfig {
+    exporterPort: number;
+    port: number;
+    scrapeSeconds: number;
+    retentionDays: number;
+    retentionGiB: number;
+    /** How to reach Prometheus on the head's loopback: the SSH tunnel, then the local URL (the `metrics` output). */
+    access: string;
+}
+
+/** metrics (enabled) as {@link MetricsConfig}. */
+function resolveMetrics(metrics: z.output<typeof MetricsSchema>, head: NodeConfig): MetricsConfig {
+    const { enabled: _, ...settings } = metrics;
+    return { ...settings, access: `ssh -N -L ${metrics.port}:127.0.0.1:${metrics.port} ${sshTarget(head.ssh)}, then open http://localhost:${metrics.port}` };
+}
+
 export interface Config {
     nodes: NodeConfig[];
     /** The head node (runs the Ray head and serves the API). */
@@ -326,6 +346,8 @@ export interface Config {
     ray: z.output<typeof RaySchema>;
     /** The servers' health watchdog and the engine unit's restart gate (watchdog, restarts); undefined when watchdog.enabled is false. */
     watchdog?: WatchdogConfig;
+    /** Prometheus on the head and node_exporter on every node; undefined when metrics.enabled is false. */
+    metrics?: MetricsConfig;
     firewall: FirewallConfig;
     /**
      * The NCCL check, with the pass mark and the required transport resolved from the cluster's
@@ -718,6 +740,7 @@ export function resolveConfig(
         nccl,
         ray: parsed.ray,
         ...(parsed.watchdog.enabled ? { watchdog: resolveWatchdog(parsed.watchdog, parsed.restarts) } : {}),
+        ...(parsed.metrics.enabled ? { metrics: resolveMetrics(parsed.metrics, head) } : {}),
         firewall,
         check: resolveCheck(parsed.check, transport),
         model: {
@@ -726,6 +749,7 @@ export function resolveConfig(
             servedName: servedName ?? defaultServedName(model.source),
             gpuMemoryUtilization: gpuMemoryUtilization ?? (fit.status === "fits" ? fit.startupUtilization : undefined) ?? DEFAULT_GPU_MEMORY_UTILIZATION,
             enforceEager: facts.enforceEager,
+            ...(parsed.metrics.enabled ? { enableMetrics: true as const } : {}),
         },
         localModel: facts.localModel,
         apiKey: new SecretString(parsed.apiKey),

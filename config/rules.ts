@@ -479,7 +479,7 @@ export function checkCrossFieldRules(config: ParsedConfig, facts: Facts = gather
         ...checkExecutorRules(config.model, config.nodes, facts),
         ...checkEngineRules(config.model, config.nodes),
         ...checkTransport(config.nccl.transport, config.nodes),
-        ...checkPorts(config.ray, config.model, config.nodes),
+        ...checkPorts(config.ray, config.model, config.nodes, config.metrics),
         ...checkTopology(config.interconnect.topology, config.nodes.length),
         ...checkCabling(config.interconnect, config.nodes),
         ...checkModelEnvAgainstOverrides(config.model.env, config.nccl.overrides),

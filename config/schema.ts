@@ -500,6 +500,32 @@ export const RestartsSchema = z.strictObject({
     memoryWaitSeconds: z.int().min(0).max(3600).default(120).meta({ example: "120" }),
 });
 
+/**
+ * Metrics: Prometheus's node_exporter on every node and Prometheus on the head, scraping the
+ * exporters and the engine's `/metrics`, both from the nodes' own packages (Debian's and Ubuntu's
+ * `prometheus-node-exporter` and `prometheus`), run by units of ours on ports of their own (the
+ * packages' own services, where they run, are left as they are). Prometheus listens on the head's
+ * loopback (the `metrics` output gives the SSH tunnel); an exporter on its node's cluster address,
+ * which the firewall keeps to the members.
+ */
+export const MetricsSchema = z.strictObject({
+    /**
+     * Run the exporters and Prometheus. Off by default: the nodes need the two packages, which the
+     * node check asks for (apt-get install prometheus-node-exporter, and prometheus on the head).
+     */
+    enabled: z.boolean().default(false).meta({ example: "true" }),
+    /** node_exporter's port on every node's cluster address. Defaults to 9101 (the package's own service keeps 9100). */
+    exporterPort: port().default(9101).meta({ example: "9101" }),
+    /** Prometheus's port on the head's loopback. Defaults to 9190 (the package's own service keeps 9090). */
+    port: port().default(9190).meta({ example: "9190" }),
+    /** Seconds between scrapes. 5-300. Defaults to 15. */
+    scrapeSeconds: z.int().min(5).max(300).default(15).meta({ example: "15" }),
+    /** Days of samples Prometheus keeps. 1-365. Defaults to 15. */
+    retentionDays: z.int().min(1).max(365).default(15).meta({ example: "15" }),
+    /** The most disk Prometheus's samples take, in GiB (the oldest go first). 1-1000. Defaults to 2. */
+    retentionGiB: z.int().min(1).max(1000).default(2).meta({ example: "2" }),
+});
+
 /** Every key under the `spark-cluster:` namespace. */
 export const ClusterConfigSchema = z.strictObject({
     /** The machines, at least two. Required. */
@@ -523,6 +549,8 @@ export const ClusterConfigSchema = z.strictObject({
     watchdog: WatchdogSchema.prefault({}).meta({ example: "{ enabled: true, startSeconds: 1800, unresponsiveSeconds: 30 }" }),
     /** Restarts of the engine's unit: backoff, memory check, stop. Defaults to 5 s doubling to 300 s, stop after 6 starts that never answered. */
     restarts: RestartsSchema.prefault({}).meta({ example: "{ backoffSeconds: 5, maxBackoffSeconds: 300, maxFailedStarts: 6, memoryWaitSeconds: 120 }" }),
+    /** Prometheus and node_exporter (the nodes' packages). Defaults to off. */
+    metrics: MetricsSchema.prefault({}).meta({ example: "{ enabled: true, exporterPort: 9101, port: 9190, retentionDays: 15 }" }),
     /** The model and vLLM settings. Required (at least `source`). */
     model: ModelSchema.meta({ example: "{ source: Qwen/Qwen2.5-7B-Instruct }" }),
     /** Front ends on the head (Open WebUI). Defaults to none. */

@@ -18,8 +18,8 @@ import { SUDO_STDIN_MARKER, remoteCommand, rootAccessOf, shellQuote } from "../c
 import { parseIbdev2netdev, resolveInterfaceNames } from "../components/nodeFacts";
 import { probeScript } from "../components/render/probe";
 import { engineStrategy } from "../components/render/engine";
-import { firstContactProbe, firstContactScript, parseFirstContact } from "../components/render/firstContact";
-import { clusterFindings, type NodeReport } from "../components/render/nodeCheck";
+import { firstContactScript, parseFirstContact } from "../components/render/firstContact";
+import { clusterFindings, contactProbeFor, type NodeReport } from "../components/render/nodeCheck";
 import { DoctorLogin, doctorExitCode, doctorJson, loginFindings, renderDoctor } from "./doctor";
 import { stackConfigFile } from "../components/render/tryIt";
 import { LOGS_DEFAULTS, LogsOptions, logsOptionsProblem, nodeLogsScript } from "./logs";
@@ -364,7 +364,7 @@ async function doctor(args: Args): Promise<number> {
                         stdin === "" ? undefined : stdin,
                     );
                     const login: DoctorLogin = { node: node.name, target, hostKey: key.said, rootAccess: parseRootAccess(loginOut) ?? "root" };
-                    const contact = firstContactProbe(node.runtime.kind === "docker" ? { dockerImage: node.runtime.image } : {});
+                    const contact = contactProbeFor(config, node);
                     const [hardware, facts] = await Promise.all([
                         runAsRoot(node, dir, key.line, probeScript(), STATUS_SECONDS),
                         runAsRoot(node, dir, key.line, firstContactScript(contact), STATUS_SECONDS),

@@ -5,9 +5,23 @@ import { bashScript, shellQuote } from "../components/render/host/shell";
 import { MODEL_SYNC_STATE_DIR } from "../components/render/modelSync";
 import { UNITS } from "../config/hostPaths";
 
-/** The units whose journals `logs` shows: the engine's (model.engine), a rank 1+'s follower and the head's watchdog of it, Ray and its watchdog. */
+/**
+ * The units whose journals `logs` shows: the engine's (model.engine), a rank 1+'s follower and the
+ * head's watchdog of it, Ray and its watchdog, Open WebUI and its watchdog, and the metrics units
+ * (journalctl shows the ones a node has).
+ */
 export function logUnits(engine: EngineOps): string[] {
-    return [engine.unit, engine.followUnit, engine.watchdogUnit, UNITS.ray, UNITS.rayWatchdog];
+    return [
+        engine.unit,
+        engine.followUnit,
+        engine.watchdogUnit,
+        UNITS.ray,
+        UNITS.rayWatchdog,
+        UNITS.openWebui,
+        UNITS.openWebuiWatchdog,
+        UNITS.nodeExporter,
+        UNITS.prometheus,
+    ];
 }
 
 export interface LogsOptions {

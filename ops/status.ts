@@ -11,7 +11,18 @@ import { rayProbeArgv } from "../components/render/ray";
 import { gateStoppedFile } from "../components/render/watchdog";
 
 /** Our units on a node, in the order the table lists them (either engine's: a node shows the ones it has). */
-export const STATUS_UNITS = [UNITS.vllm, UNITS.vllmFollow, UNITS.sglang, UNITS.sglangFollow, UNITS.ray, UNITS.pfc, UNITS.firewall] as const;
+export const STATUS_UNITS = [
+    UNITS.vllm,
+    UNITS.vllmFollow,
+    UNITS.sglang,
+    UNITS.sglangFollow,
+    UNITS.ray,
+    UNITS.openWebui,
+    UNITS.nodeExporter,
+    UNITS.prometheus,
+    UNITS.pfc,
+    UNITS.firewall,
+] as const;
 export type StatusUnit = (typeof STATUS_UNITS)[number];
 
 /** `name` as one of {@link STATUS_UNITS} (an engine's unit the list lacks is a bug here, not a node's problem). */
@@ -37,7 +48,7 @@ export interface NodeExpectation {
     runtime: Runtime;
     /** The serving engine (model.engine): its name, units and API key. */
     engine: EngineOps;
-    /** Units that must be active: the engine's unit where a rank runs (not when paused), its follower, Ray. */
+    /** Units that must be active: the engine's unit where a rank runs (not when paused), its follower, Ray, Open WebUI, the metrics units. */
     mustRun: StatusUnit[];
     /** Rank 0 (not paused): the API port and the served name /v1/models must list. */
     api?: { port: number; servedName: string };
@@ -61,6 +72,8 @@ export function statusExpectations(config: Config): NodeExpectation[] {
         }
         const rayHead = executor.ray?.head === node.name;
         if (executor.ray && (rayHead || executor.ray.workers.includes(node.name))) mustRun.push(UNITS.ray);
+        if (config.openWebui?.node === node.name) mustRun.push(UNITS.openWebui);
+        if (config.metrics !== undefined) mustRun.push(...(node.head ? [UNITS.nodeExporter, UNITS.prometheus] : [UNITS.nodeExporter]));
         const role = node.retired
             ? "retired"
             : node.head
@@ -85,8 +98,11 @@ export function statusExpectations(config: Config): NodeExpectation[] {
     });
 }
 
-/** The Python that asks the engine on 127.0.0.1 for /health and, with the API key read on the node, /v1/models. */
-function engineApiProbePython(expect: NodeExpectation, port: number): string {
+/**
+ * The Python that asks the engine on 127.0.0.1 for /health, its /metrics (the requests running and
+ * waiting, the KV cache's use: `api load {...}`) and, with the API key read on the node, /v1/models.
+ */
+export function engineApiProbePython(expect: NodeExpectation, port: number): string {
     return [
         "import json, os, sys, urllib.error, urllib.request",
         `def get(path, key=None):`,
@@ -99,6 +115,19 @@ function engineApiProbePython(expect: NodeExpectation, port: number): string {
         `    except Exception as e:`,
         `        return "none", b""`,
         `print("api health", get("/health")[0])`,
+        // The gauges, summed over their label sets (one per served name).
+        `wanted = {metric: what for what, metric in ${JSON.stringify(expect.engine.loadMetrics)}.items()}`,
+        `load = {}`,
+        `for line in get("/metrics")[1].decode("utf-8", "replace").splitlines():`,
+        `    fields = line.split("{", 1)[0].split()`,
+        `    if not fields or fields[0] not in wanted:`,
+        `        continue`,
+        `    try:`,
+        `        value = float(line.rsplit(" ", 1)[-1])`,
+        `    except ValueError:`,
+        `        continue`,
+        `    load[wanted[fields[0]]] = load.get(wanted[fields[0]], 0.0) + value`,
+        `print("api load", json.dumps(load))`,
         ...expect.engine.readApiKeyPython(expect.runtime),
         `if not key:`,
         `    print("api models nokey []")`,
@@ -197,6 +226,8 @@ export interface NodeReport {
     links: { address: string; ifname: string; state: string; mtu: number; speedMbps?: number }[];
     /** Rank 0's engine API: /health's status, /v1/models' status and the model names it lists. */
     api?: { health: string; models: string; ids: string[] };
+    /** Rank 0's /metrics: requests running and waiting, and the KV cache's use (0-1), where the engine serves them. */
+    load?: { running?: number; waiting?: number; kvCache?: number };
     ray?: { ok: boolean; text: string };
     /** Docker runtime: the ID the tag names now (undefined: no such image), and the ID each unit of ours starts, and whether the node has it. */
     image?: { tagId?: string; units: { unit: string; id: string; present: boolean }[] };
@@ -246,6 +277,15 @@ export function parseNodeReport(stdout: string): NodeReport {
                 ids = [];
             }
             report.api = { health: report.api?.health ?? "none", models: rest[1] ?? "none", ids };
+        } else if (what === "api" && rest[0] === "load") {
+            try {
+                const parsed = JSON.parse(rest.slice(1).join(" ")) as Record<string, unknown>;
+                const load: NonNullable<NodeReport["load"]> = {};
+                for (const key of ["running", "waiting", "kvCache"] as const) if (typeof parsed[key] === "number") load[key] = parsed[key];
+                if (Object.keys(load).length > 0) report.load = load;
+            } catch {
+                // not JSON: no load shown
+            }
         } else if (what === "image" && rest[0] === "tag") {
             report.image = { units: report.image?.units ?? [], ...(rest[1] ? { tagId: rest[1] } : {}) };
         } else if (what === "image" && rest[0] === "unit" && rest.length === 4) {
@@ -381,6 +421,9 @@ const UNIT_SHORT: Record<StatusUnit, string> = {
     [UNITS.sglang]: "sglang",
     [UNITS.sglangFollow]: "follow",
     [UNITS.ray]: "ray",
+    [UNITS.openWebui]: "open-webui",
+    [UNITS.nodeExporter]: "exporter",
+    [UNITS.prometheus]: "prometheus",
     [UNITS.pfc]: "pfc",
     [UNITS.firewall]: "firewall",
 };
@@ -401,7 +444,11 @@ export function statusRow(status: NodeStatus): string[] {
                 return `${UNIT_SHORT[u]}=${s.active}${s.restarts > 0 ? `(${s.restarts} restarts)` : ""}`;
             })
             .join(" ") || "none";
-    const api = r.api ? `health ${r.api.health}, models ${r.api.models} ${r.api.ids.join(",") || "-"}` : "-";
+    const load = r.load
+        ? `; ${r.load.running ?? "?"} running, ${r.load.waiting ?? "?"} waiting` +
+          (r.load.kvCache !== undefined ? `, KV cache ${(r.load.kvCache * 100).toFixed(0)}%` : "")
+        : "";
+    const api = r.api ? `health ${r.api.health}, models ${r.api.models} ${r.api.ids.join(",") || "-"}${load}` : "-";
     const ray = r.ray ? r.ray.text : "-";
     const memory = r.memory
         ? `${gib(r.memory.totalKiB - r.memory.availableKiB)}/${gib(r.memory.totalKiB)} GiB` +

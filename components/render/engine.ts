@@ -37,6 +37,8 @@ export interface EngineOps {
     watchdogUnit: string;
     /** Python (json, os and sys imported) that sets `key` from the engine's secrets file on the node, or to None when there is none. */
     readApiKeyPython(runtime: Runtime): string[];
+    /** The gauges of its /metrics that `status` shows: requests running and waiting, the KV cache's use (0-1). */
+    loadMetrics: { running: string; waiting: string; kvCache: string };
 }
 
 /** One serving engine: its plan for a server, and the argv it runs there (for the cluster's compatibility check). */
@@ -65,6 +67,8 @@ const VLLM: EngineStrategy = {
         unit: UNITS.vllm,
         followUnit: UNITS.vllmFollow,
         watchdogUnit: UNITS.vllmWatchdog,
+        // vllm/v1/metrics/loggers.py (PrometheusStatLogger); the cache gauge was gpu_cache_usage_perc before 0.10.
+        loadMetrics: { running: "vllm:num_requests_running", waiting: "vllm:num_requests_waiting", kvCache: "vllm:kv_cache_usage_perc" },
         readApiKeyPython: (runtime) => [
             pythonReadEnvValue(envFileReader(runtime)),
             "key = None",
@@ -87,6 +91,8 @@ const SGLANG: EngineStrategy = {
         unit: UNITS.sglang,
         followUnit: UNITS.sglangFollow,
         watchdogUnit: UNITS.sglangWatchdog,
+        // sglang/srt/metrics/collector.py (SchedulerMetricsCollector), with --enable-metrics.
+        loadMetrics: { running: "sglang:num_running_reqs", waiting: "sglang:num_queue_reqs", kvCache: "sglang:token_usage" },
         readApiKeyPython: () => pythonSglangKey(SGLANG_SECRETS_PATH),
     },
 };

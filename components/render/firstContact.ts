@@ -8,6 +8,7 @@ import { heredoc } from "./host/shell";
 import { FACT_SECTION_PREFIX, Fact, factsScript, parseFacts } from "./facts";
 import { readScript } from "./host/read";
 import { HF_HOME_DIR, NETPLAN_PATH, TAKEOVER_STATE_DIR } from "../../config/hostPaths";
+import { METRICS_USER, NODE_EXPORTER_BIN, PROMETHEUS_BIN } from "./metrics";
 
 // --------------------------------------------------------------------------------------------
 // The facts
@@ -378,6 +379,26 @@ export const takeOverRecordFact: Fact<{ inPlace: boolean; files: string[] }> = {
     },
 };
 
+/** The metrics packages on a node (metrics.enabled): node_exporter's and Prometheus's binaries, and the user they run as. */
+export interface MetricsToolsFact {
+    exporter: boolean;
+    prometheus: boolean;
+    user: boolean;
+}
+
+export const metricsToolsFact: Fact<MetricsToolsFact> = {
+    name: "metrics-tools",
+    lines: [
+        `if [ -x ${NODE_EXPORTER_BIN} ]; then echo "exporter=yes"; else echo "exporter=no"; fi`,
+        `if [ -x ${PROMETHEUS_BIN} ]; then echo "prometheus=yes"; else echo "prometheus=no"; fi`,
+        `if id -u ${METRICS_USER} >/dev/null 2>&1; then echo "user=yes"; else echo "user=no"; fi`,
+    ],
+    parse(section) {
+        const lines = section.split("\n");
+        return { exporter: lines.includes("exporter=yes"), prometheus: lines.includes("prometheus=yes"), user: lines.includes("user=yes") };
+    },
+};
+
 /** The facts the first-contact probe reads on a node. */
 export interface FirstContactProbe {
     memory: Fact<MemoryFact>;
@@ -388,10 +409,14 @@ export interface FirstContactProbe {
     takeOver: Fact<{ inPlace: boolean; files: string[] }>;
     disk: Fact<DiskFact>;
     docker?: Fact<DockerFact>;
+    metricsTools?: Fact<MetricsToolsFact>;
 }
 
-/** The facts of the first-contact probe of a node: its runtime's image (docker) and where the model goes decide two of them. */
-export function firstContactProbe(spec: { dockerImage?: string }): FirstContactProbe {
+/**
+ * The facts of the first-contact probe of a node: its runtime's image (docker) and where the model
+ * goes decide two of them; the metrics packages are read when metrics.enabled.
+ */
+export function firstContactProbe(spec: { dockerImage?: string; metrics?: boolean }): FirstContactProbe {
     return {
         memory: memoryFact,
         gpu: gpuFact,
@@ -401,6 +426,7 @@ export function firstContactProbe(spec: { dockerImage?: string }): FirstContactP
         takeOver: takeOverRecordFact,
         disk: diskFact([HF_HOME_DIR, ...(spec.dockerImage !== undefined ? ["/var/lib/docker"] : [])]),
         ...(spec.dockerImage !== undefined ? { docker: dockerFact(spec.dockerImage) } : {}),
+        ...(spec.metrics === true ? { metricsTools: metricsToolsFact } : {}),
     };
 }
 
@@ -414,6 +440,7 @@ export interface FirstContactFacts {
     takeOver: { inPlace: boolean; files: string[] };
     disk: DiskFact;
     docker?: DockerFact;
+    metricsTools?: MetricsToolsFact;
 }
 
 /** The probe's script (read only, as root). */
@@ -431,7 +458,7 @@ export function firstContactScript(probe: FirstContactProbe): string {
  * on the ports, files the take-over moved aside and addresses it removed, the image we pull; nor
  * what changes by itself (available memory, free disk). Prints one line per difference.
  */
-const FACTS_DRIFT_PY = String.raw`import json, os, sys
+const FACTS_DRIFT_PY_BASE = String.raw`import json, os, sys
 PREFIX = ${JSON.stringify(FACT_SECTION_PREFIX)}
 OURS = set(sys.argv[1:])
 def view(text):
@@ -488,8 +515,37 @@ if not (last["ours_there"] or now["ours_there"]):
 `;
 
 /**
+ * {@link FACTS_DRIFT_PY_BASE}, and where the probe reads the metrics packages, them too: an owner
+ * who installed them after the node check asked is seen by `up --refresh`. (Without them the text
+ * is the base's byte for byte, so stacks without metrics see no change.)
+ */
+function factsDriftPy(probe: FirstContactProbe): string {
+    if (probe.metricsTools === undefined) return FACTS_DRIFT_PY_BASE;
+    const name = JSON.stringify(probe.metricsTools.name);
+    return (
+        FACTS_DRIFT_PY_BASE.replace(
+            'last, now = view(sys.stdin.read()), view(os.environ.get("SC_FACTS_NOW", ""))\n',
+            'last_text, now_text = sys.stdin.read(), os.environ.get("SC_FACTS_NOW", "")\nlast, now = view(last_text), view(now_text)\n',
+        ) +
+        [
+            "def tools(text):",
+            "    out, on = [], False",
+            '    for line in text.split("\\n"):',
+            "        if line.startswith(PREFIX):",
+            `            on = line[len(PREFIX):].strip() == ${name}`,
+            "        elif on and line.strip():",
+            "            out.append(line.strip())",
+            "    return out",
+            "if tools(last_text) != tools(now_text):",
+            '    print("metrics packages: %s, were %s" % (" ".join(tools(now_text)), " ".join(tools(last_text))))',
+            "",
+        ].join("\n")
+    );
+}
+
+/**
  * The facts step's read-back (refresh): the probe again, compared with what the last run printed
- * (on stdin) on what the owner or the hardware changes ({@link FACTS_DRIFT_PY}). A difference is
+ * (on stdin) on what the owner or the hardware changes ({@link factsDriftPy}). A difference is
  * drift, so `pulumi up --refresh` runs the probe again and the node check judges the node as it is
  * now (after an owner fixed what it refused); a converged cluster's refresh finds none. A plain
  * `up` keeps the facts of the last run.
@@ -498,7 +554,7 @@ export function firstContactReadScript(probe: FirstContactProbe, ourAddresses: r
     return readScript([
         `last=$(cat)`,
         `now=$(bash -c ${shellQuote(firstContactScript(probe))})`,
-        `changed=$(printf '%s\\n' "$last" | SC_FACTS_NOW="$now" python3 -c ${shellQuote(FACTS_DRIFT_PY)} ${ourAddresses.map(shellQuote).join(" ")})`,
+        `changed=$(printf '%s\\n' "$last" | SC_FACTS_NOW="$now" python3 -c ${shellQuote(factsDriftPy(probe))} ${ourAddresses.map(shellQuote).join(" ")})`,
         `if [ -n "$changed" ]; then`,
         `  printf 'first contact: the node is not as the last up found it (up --refresh probes it again): %s\\n' "$changed"`,
         `fi`,

@@ -34,6 +34,8 @@ export interface NodeContactSpec {
     runtime: { kind: "docker"; image: string } | { kind: "venv" };
     /** The model's bytes on disk, when its size is known (model.size). */
     modelBytes?: number;
+    /** metrics.enabled: the node runs node_exporter, and the head Prometheus too. */
+    metrics?: { prometheus: boolean };
 }
 
 /** The key that opts into the take-over. */
@@ -318,6 +320,21 @@ export function nodeFindings(spec: NodeContactSpec, facts: FirstContactFacts): F
             `${gib(dockerFree)} free for Docker, and ${spec.runtime.image} still has to be pulled (tens of GB)`,
             "free disk space for Docker (docker system prune)",
         );
+    }
+    // Metrics: the packages' binaries and their user (made by either package).
+    const tools = facts.metricsTools;
+    if (spec.metrics !== undefined && tools !== undefined) {
+        const missing = [...(tools.exporter ? [] : ["prometheus-node-exporter"]), ...(spec.metrics.prometheus && !tools.prometheus ? ["prometheus"] : [])];
+        if (missing.length > 0 || !tools.user) {
+            add(
+                "metrics",
+                "block",
+                missing.length > 0
+                    ? `metrics.enabled needs ${missing.join(" and ")}, which the node lacks`
+                    : "the user prometheus (made by the packages) is missing",
+                `apt-get install ${missing.length > 0 ? missing.join(" ") : "--reinstall prometheus-node-exporter"} on ${spec.node} (our units run them on ports of their own; the packages' own services may be stopped with systemctl disable --now), or set spark-cluster:metrics.enabled to false`,
+            );
+        } else add("metrics", "ok", `node_exporter${spec.metrics.prometheus ? " and Prometheus" : ""} installed`);
     }
     return findings;
 }

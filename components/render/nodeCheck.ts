@@ -2,7 +2,7 @@
 // the fit of the model on the memory the nodes reported, judged once before anything changes on
 // any node. `npm run doctor` prints the same findings.
 import { type Config, type NodeConfig, checkpointBytes, probedFit } from "../../config";
-import type { FirstContactFacts } from "./firstContact";
+import { type FirstContactFacts, type FirstContactProbe, firstContactProbe } from "./firstContact";
 import { Finding, NodeContactSpec, nodeFindings } from "./firstContactFindings";
 
 /** One node's report: its config, what its first-contact probe found, and its interconnect's interface names (resolved). */
@@ -29,7 +29,16 @@ export function contactSpec(config: Config, node: NodeConfig, interfaces: readon
         takeOver: config.interconnect.takeOver,
         runtime: node.runtime.kind === "docker" ? { kind: "docker", image: node.runtime.image } : { kind: "venv" },
         ...(modelBytes !== undefined ? { modelBytes } : {}),
+        ...(config.metrics !== undefined ? { metrics: { prometheus: node.head } } : {}),
     };
+}
+
+/** The facts first contact reads on `node`: its runtime's image (docker), and the metrics packages when metrics are on. */
+export function contactProbeFor(config: Config, node: NodeConfig): FirstContactProbe {
+    return firstContactProbe({
+        ...(node.runtime.kind === "docker" ? { dockerImage: node.runtime.image } : {}),
+        ...(config.metrics !== undefined ? { metrics: true } : {}),
+    });
 }
 
 const GIB = 2 ** 30;

@@ -42,7 +42,8 @@ export type SglangServeSpec = Omit<VllmServeSpec, "executor" | "kvCacheMemoryByt
  *   `api-key` (ConfigArgumentMerger, utils/server_args_config_parser.py: the file's keys become
  *   flags inside the process), so the key is never in argv;
  * - rank 1+: SGLang still binds --host/--port there for its dummy health server
- *   (launch_dummy_health_check_server, utils/common.py:3624): it gets 127.0.0.1.
+ *   (launch_dummy_health_check_server, utils/common.py:3624): it gets 127.0.0.1;
+ * - metrics.enabled, rank 0: `--enable-metrics` (observability.py:70), for Prometheus.
  */
 export function sglangServeArgv(spec: SglangServeSpec): string[] {
     const rank = spec.multiNode?.rank ?? 0;
@@ -84,6 +85,8 @@ export function sglangServeArgv(spec: SglangServeSpec): string[] {
     if (spec.enforceEager) argv.push("--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled");
     if (spec.attentionBackend !== undefined) argv.push("--attention-backend", spec.attentionBackend);
     if (spec.trustRemoteCode) argv.push("--trust-remote-code");
+    // metrics.enabled: Prometheus scrapes the API's /metrics (observability.py:70; off by default, unlike vLLM's).
+    if (spec.enableMetrics === true && rank === 0) argv.push("--enable-metrics");
     return [...argv, ...spec.extraArgs];
 }
 

@@ -47,6 +47,7 @@ export type VllmServeSpec = Pick<
     | "extraArgs"
     | "env"
     | "readyTimeoutSeconds"
+    | "enableMetrics"
 > & {
     /** mp executor only: this node's rank and the head's address. */
     multiNode?: { nnodes: number; rank: number; masterAddr: string; masterPort: number };

@@ -10,13 +10,17 @@
 // outsider cannot reach the page until listenAddress 0.0.0.0 opens its port; destroy removes the
 // unit and its watchdog's, the env file and (removeDataOnDestroy) the data, and leaves the lab's venv
 // (not created by `up`). Frozen by `kill -STOP`, Open WebUI is restarted by its watchdog (issue 36).
+// The same stack has metrics on (issue 36): Debian's real Prometheus 2.42 and node_exporter 1.5
+// (installed in the lab's Sparks as their owner would: lab/README.md) answer a query for the
+// engine's running requests and each node's available memory; the outsider reaches neither;
+// destroy removes our units, configuration and samples and leaves the packages.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
-import { OPEN_WEBUI_ENV_PATH, UNITS, unitPath } from "../../config/hostPaths";
+import { OPEN_WEBUI_ENV_PATH, PROMETHEUS_CONFIG_PATH, PROMETHEUS_DATA_DIR, UNITS, unitPath } from "../../config/hostPaths";
 import { deriveOpenWebuiSecretKey } from "../../config";
 import { keyPath, sleep, sshOpts, withLabUp } from "../lab/lab-harness";
 import { chatThroughPage, chromiumPath } from "./openWebuiBrowser";
@@ -31,11 +35,14 @@ const PORT = 8080;
 const LOCAL_PORT = 18080;
 const MODEL = "tiny-chat";
 const MESSAGE = "Hello from the Open WebUI lab test";
+/** metrics: the schema's defaults, written out so the test reads them here. */
+const PROMETHEUS_PORT = 9190;
+const EXPORTER_PORT = 9101;
 const ARTIFACTS = path.join(process.env["SPARK_TEST_ARTIFACTS"] ?? path.join(root, "test-artifacts"), "open-webui");
 
 withLabUp();
 
-/** The lab stack with Open WebUI on, from the lab's venv layer, its data removed by destroy. */
+/** The lab stack with Open WebUI on, from the lab's venv layer, its data removed by destroy; and metrics on. */
 function withOpenWebui(config: string): string {
     const at = config.indexOf("  spark-cluster:apiKey:");
     assert.ok(at > 0, "the lab stack has its apiKey under config:");
@@ -46,6 +53,12 @@ function withOpenWebui(config: string): string {
         `      adminEmail: ${EMAIL}`,
         `      runtime: {kind: venv, path: ${VENV}}`,
         "      removeDataOnDestroy: true",
+        // Metrics on the same bring-up (issue 36): Prometheus on the head, node_exporter on both.
+        "  spark-cluster:metrics:",
+        "    enabled: true",
+        `    port: ${PROMETHEUS_PORT}`,
+        `    exporterPort: ${EXPORTER_PORT}`,
+        "    scrapeSeconds: 5",
         "",
     ].join("\n");
     return config.slice(0, at) + frontend + config.slice(at);
@@ -173,6 +186,59 @@ describe("Open WebUI on the lab's Spark pair, in a real Chromium", { timeout: 30
         pulumiWithConfig(session, "up", "--yes", "--skip-preview", "--expect-no-changes");
     });
 
+    it("metrics: Prometheus on the head's loopback answers the engine's running requests and each node's available memory; the outsider reaches neither it nor an exporter", async () => {
+        assert.equal(
+            pulumi(session, "stack", "output", "metrics").trim(),
+            `ssh -N -L ${PROMETHEUS_PORT}:127.0.0.1:${PROMETHEUS_PORT} root@${nodes["spark-a"]}, then open http://localhost:${PROMETHEUS_PORT}`,
+        );
+        // Debian's own promtool reads the configuration we wrote.
+        assert.match(ssh("spark-a", `promtool check config ${PROMETHEUS_CONFIG_PATH} 2>&1`), /SUCCESS/);
+        assert.deepEqual(ssh("spark-a", `ss -Hltn 'sport = :${PROMETHEUS_PORT}' | awk '{print $4}'`).trim().split("\n"), [`127.0.0.1:${PROMETHEUS_PORT}`]);
+        const exporters: Record<string, string> = {};
+        for (const node of ["spark-a", "spark-b"] as const) {
+            const listening = ssh(node, `ss -Hltn 'sport = :${EXPORTER_PORT}' | awk '{print $4}'`).trim().split("\n");
+            assert.equal(listening.length, 1, `${node}: one exporter socket`);
+            assert.doesNotMatch(listening[0], /^(0\.0\.0\.0|\*|\[::\]):/, `${node}: the exporter is on the cluster address only`);
+            exporters[node] = listening[0];
+        }
+        const query = (promql: string) =>
+            JSON.parse(ssh("spark-a", `curl -fsS --max-time 10 -G http://127.0.0.1:${PROMETHEUS_PORT}/api/v1/query --data-urlencode 'query=${promql}'`)) as {
+                data: { result: { metric: Record<string, string>; value: [number, string] }[] };
+            };
+        // Bounded: 24 tries 5 s apart (scrapeSeconds 5): the first scrapes after Prometheus started.
+        let running: ReturnType<typeof query>["data"]["result"] = [];
+        let memory: ReturnType<typeof query>["data"]["result"] = [];
+        for (let attempt = 0; attempt < 24 && (running.length === 0 || memory.length < 2); attempt++) {
+            if (attempt > 0) await sleep(5000);
+            running = query("vllm:num_requests_running").data.result;
+            memory = query("node_memory_MemAvailable_bytes").data.result;
+        }
+        assert.deepEqual(
+            running.map((r) => [r.metric.job, r.metric.node, r.metric.model_name]),
+            [["engine", "spark-a", MODEL]],
+            "the engine's running requests",
+        );
+        assert.deepEqual(memory.map((r) => r.metric.node).sort(), ["spark-a", "spark-b"], "each node's available memory");
+        for (const r of memory) assert.ok(Number(r.value[1]) > 0, `${r.metric.node}: MemAvailable ${r.value[1]}`);
+        // The outsider: Prometheus (loopback) and the exporters (cluster addresses, members only by the firewall).
+        const targets = [
+            `${nodes["spark-a"]}:${PROMETHEUS_PORT}`,
+            ...Object.values(exporters),
+            `${nodes["spark-a"]}:${EXPORTER_PORT}`,
+            `${nodes["spark-b"]}:${EXPORTER_PORT}`,
+        ];
+        const reached = ssh(
+            "outsider",
+            targets
+                .map((t) => `timeout 3 bash -c 'exec 3<>/dev/tcp/${t.replace(":", "/")}' 2>/dev/null && echo "OPEN ${t}"`)
+                .concat(["true"])
+                .join("\n"),
+        ).trim();
+        assert.equal(reached, "", `the outsider reached: ${reached}`);
+        // A member does reach the other's exporter (Prometheus's scrape of spark-b is the other proof).
+        assert.match(ssh("spark-a", `curl -fsS --max-time 5 http://${exporters["spark-b"]}/metrics | grep -c '^node_memory_MemAvailable_bytes'`), /^1$/m);
+    });
+
     it("frozen (kill -STOP): its watchdog restarts it, /health answers again, and the journal names the watchdog", async () => {
         assert.equal(ssh("spark-a", `systemctl is-active ${UNITS.openWebuiWatchdog}.service`).trim(), "active");
         const pid = ssh("spark-a", `systemctl show -p MainPID --value ${UNITS.openWebui}.service`).trim();
@@ -206,9 +272,17 @@ describe("Open WebUI on the lab's Spark pair, in a real Chromium", { timeout: 30
         pulumiWithConfig(session, "destroy", "--yes", "--skip-preview");
         const left = ssh(
             "spark-a",
-            `for p in ${unitPath(UNITS.openWebui)} ${unitPath(UNITS.openWebuiWatchdog)} ${OPEN_WEBUI_ENV_PATH} ${DATA_DIR}; do [ -e "$p" ] && echo "$p"; done; [ -x ${VENV}/bin/open-webui ] && echo venv-kept; true`,
+            `for p in ${unitPath(UNITS.openWebui)} ${unitPath(UNITS.openWebuiWatchdog)} ${OPEN_WEBUI_ENV_PATH} ${DATA_DIR} ${unitPath(UNITS.prometheus)} ${PROMETHEUS_CONFIG_PATH} ${PROMETHEUS_DATA_DIR}; do [ -e "$p" ] && echo "$p"; done; [ -x ${VENV}/bin/open-webui ] && echo venv-kept; true`,
         ).trim();
         assert.equal(left, "venv-kept");
+        // The exporters' units are gone; the packages (the owner's) stay.
+        for (const node of ["spark-a", "spark-b"] as const) {
+            assert.equal(
+                ssh(node, `[ -e ${unitPath(UNITS.nodeExporter)} ] && echo left; [ -x /usr/bin/prometheus-node-exporter ] && echo package-kept; true`).trim(),
+                "package-kept",
+            );
+            assert.equal(ssh(node, `ss -Hltn 'sport = :${EXPORTER_PORT}' | wc -l`).trim(), "0");
+        }
         assert.equal(ssh("spark-a", `ss -Hltn 'sport = :${PORT}' | wc -l`).trim(), "0");
     });
 });

@@ -251,6 +251,7 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
         secretKeys: SECRET_KEYS,
     },
     ring4: { clusterName: "dev", values: ringValues(), secretKeys: SECRET_KEYS },
+    metrics: { clusterName: "dev", values: withChange((v) => (v.metrics = { enabled: true })), secretKeys: SECRET_KEYS },
 };
 
 type ScenarioName = keyof typeof SCENARIOS;
@@ -1442,5 +1443,32 @@ describe("frontend.openWebui", () => {
         const env = get(ui, "spark-a-open-webui-env").inputs;
         assert.equal(env.logging, "none");
         assert.ok(!isSecret(get(ui, "spark-a-open-webui-unit").inputs.create), "the unit stays readable in a diff");
+    });
+});
+
+describe("metrics (metrics.enabled)", () => {
+    it("on: node_exporter on each node after its host layers, Prometheus on the head after every exporter and the head's vLLM; only the facts steps change (they read the packages)", async () => {
+        const [base, on] = [await scenario("base"), await scenario("metrics")];
+        assert.deepEqual(on.errors, []);
+        const before = new Set(base.resources.map((r) => r.name));
+        assert.deepEqual(
+            on.resources
+                .filter((r) => !before.has(r.name))
+                .map((r) => r.name)
+                .sort(),
+            ["spark-a-node-exporter", "spark-a-prometheus", "spark-b-node-exporter"],
+        );
+        assert.deepEqual(
+            changedNames(base, on).filter((name) => before.has(name)),
+            ["spark-a-facts", "spark-b-facts"],
+        );
+        for (const node of ["spark-a", "spark-b"]) {
+            const exporter = get(on, `${node}-node-exporter`);
+            assert.equal(exporter.parent, node);
+            assert.deepEqual(exporter.dependsOn, [`${node}-interconnect`, `${node}-firewall`]);
+        }
+        const prometheus = get(on, "spark-a-prometheus");
+        assert.equal(prometheus.parent, "spark-a");
+        assert.deepEqual(prometheus.dependsOn, ["spark-a-node-exporter", "spark-b-node-exporter", "spark-a-vllm"]);
     });
 });

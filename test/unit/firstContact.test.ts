@@ -38,6 +38,7 @@ import {
 import { fitFindings } from "../../components/render/nodeCheck";
 import { parseConfig, type RawConfig } from "../../config";
 import { findRepoRoot } from "../support/repoRoot";
+import { METRICS_USER, NODE_EXPORTER_BIN, PROMETHEUS_BIN } from "../../components/render/metrics";
 
 const FIXTURES = path.join(findRepoRoot(), "test", "unit", "fixtures", "first-contact");
 
@@ -261,6 +262,36 @@ describe("first contact: the facts' parsers", () => {
     }
 });
 
+describe("first contact: the metrics packages (metrics.enabled)", () => {
+    const probe = firstContactProbe({ metrics: true });
+    const now = spawnSync("bash", ["-c", firstContactScript(probe)], { encoding: "utf8", timeout: 60_000 }).stdout;
+
+    it("reads node_exporter's and Prometheus's binaries and their user as they are on this machine; off, the probe does not ask", () => {
+        assert.deepEqual(parseFirstContact(probe, now).metricsTools, {
+            exporter: fs.existsSync(NODE_EXPORTER_BIN),
+            prometheus: fs.existsSync(PROMETHEUS_BIN),
+            user: spawnSync("id", ["-u", METRICS_USER]).status === 0,
+        });
+        assert.equal(parseFirstContact(firstContactProbe({}), now).metricsTools, undefined);
+        assert.doesNotMatch(firstContactScript(firstContactProbe({})), /metrics-tools/);
+    });
+
+    it("the read-back sees a package installed (or removed) since the last up; without metrics its script is the one deployed stacks have", () => {
+        const readBack = (last: string): string => {
+            const run = spawnSync("bash", ["-c", firstContactReadScript(probe, [])], { input: last, encoding: "utf8", timeout: 60_000 });
+            assert.equal(run.status, 0, run.stderr);
+            return run.stdout;
+        };
+        assert.equal(readBack(now), "", "the same node");
+        const other = now.replace(/^exporter=(yes|no)$/m, (_, was: string) => `exporter=${was === "yes" ? "no" : "yes"}`);
+        assert.notEqual(other, now);
+        assert.match(readBack(other), /^first contact: .*metrics packages: exporter=(yes|no) /m);
+        const plain = firstContactReadScript(firstContactProbe({}), []);
+        assert.doesNotMatch(plain, /last_text|metrics/);
+        assert.match(plain, /last, now = view\(sys\.stdin\.read\(\)\), view\(os\.environ\.get\("SC_FACTS_NOW", ""\)\)/);
+    });
+});
+
 describe("first contact: findings", () => {
     it("a clean Spark: nothing blocks", () => {
         const findings = nodeFindings(spec(), cleanFacts());
@@ -412,6 +443,28 @@ describe("first contact: findings", () => {
     it("a take-over in place while the config no longer asks for one blocks", () => {
         const found = nodeFindings(spec(), cleanFacts({ takeOver: { inPlace: true, files: ["/etc/netplan/40-cx7.yaml"] } }));
         assert.ok(found.some((f) => f.level === "block" && /take-over is in place \(\/etc\/netplan\/40-cx7\.yaml/.test(f.what)));
+    });
+});
+
+describe("first contact: the metrics packages' findings", () => {
+    const tools = (exporter: boolean, prometheus: boolean, user = true) => ({ metricsTools: { exporter, prometheus, user } });
+    const metricsOf = (s: NodeContactSpec, f: FirstContactFacts) => nodeFindings(s, f).filter((x) => x.topic === "metrics");
+
+    it("off: nothing asked; a worker needs node_exporter, the head Prometheus too; each block names the package, the node and the key", () => {
+        assert.deepEqual(metricsOf(spec(), cleanFacts(tools(false, false))), []);
+        assert.deepEqual(
+            metricsOf(spec({ metrics: { prometheus: false } }), cleanFacts(tools(true, false))).map((f) => f.level),
+            ["ok"],
+        );
+        const [head] = metricsOf(spec({ metrics: { prometheus: true } }), cleanFacts(tools(true, false)));
+        assert.equal(head.level, "block");
+        assert.match(head.what, /needs prometheus, which the node lacks/);
+        assert.match(head.fix ?? "", /^apt-get install prometheus on spark-a .*or set spark-cluster:metrics\.enabled to false$/);
+        const [bare] = metricsOf(spec({ metrics: { prometheus: true } }), cleanFacts(tools(false, false)));
+        assert.match(bare.fix ?? "", /^apt-get install prometheus-node-exporter prometheus on spark-a/);
+        const [noUser] = metricsOf(spec({ metrics: { prometheus: false } }), cleanFacts(tools(true, false, false)));
+        assert.equal(noUser.level, "block");
+        assert.match(noUser.what, /the user prometheus/);
     });
 });
 

@@ -388,7 +388,7 @@ describe("the scripts a node runs", () => {
         assert.equal(bashN(once).status, 0);
         assert.match(
             once,
-            /exec journalctl --no-pager -o short-iso -u spark-cluster-vllm\.service -u spark-cluster-vllm-follow\.service -u spark-cluster-vllm-watchdog\.service -u spark-cluster-ray\.service -u spark-cluster-ray-watchdog\.service -n 50$/m,
+            /exec journalctl --no-pager -o short-iso -u spark-cluster-vllm\.service -u spark-cluster-vllm-follow\.service -u spark-cluster-vllm-watchdog\.service -u spark-cluster-ray\.service -u spark-cluster-ray-watchdog\.service -u spark-cluster-open-webui\.service -u spark-cluster-open-webui-watchdog\.service -u spark-cluster-node-exporter\.service -u spark-cluster-prometheus\.service -n 50$/m,
         );
         const follow = nodeLogsScript({ lines: 10, follow: true, since: "10 min ago" }, vllmOps);
         assert.equal(bashN(follow).status, 0);
@@ -399,7 +399,7 @@ describe("the scripts a node runs", () => {
         // An SGLang stack: SGLang's unit and follower.
         assert.match(
             nodeLogsScript({ lines: 50, follow: false }, engineStrategy(sglangConfig.engine).ops),
-            /exec journalctl --no-pager -o short-iso -u spark-cluster-sglang\.service -u spark-cluster-sglang-follow\.service -u spark-cluster-sglang-watchdog\.service -u spark-cluster-ray\.service -u spark-cluster-ray-watchdog\.service -n 50$/m,
+            /exec journalctl --no-pager -o short-iso -u spark-cluster-sglang\.service -u spark-cluster-sglang-follow\.service -u spark-cluster-sglang-watchdog\.service -u spark-cluster-ray\.service -u spark-cluster-ray-watchdog\.service -u spark-cluster-open-webui\.service -u spark-cluster-open-webui-watchdog\.service -u spark-cluster-node-exporter\.service -u spark-cluster-prometheus\.service -n 50$/m,
         );
     });
 });

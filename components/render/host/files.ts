@@ -58,7 +58,7 @@ export interface CompanionUnit {
 }
 
 /** Lines that install `name`, enable it, (re)start it when it changed or is not running, and check it stays active. */
-function unitInstallLines(name: string, content: string, beforeStart: readonly string[] = []): string[] {
+export function unitInstallLines(name: string, content: string, beforeStart: readonly string[] = []): string[] {
     const path = unitPath(name);
     return [
         heredoc(`result=$(sc_install_file ${path} 644`, content) + "\n)",
@@ -80,7 +80,7 @@ function unitInstallLines(name: string, content: string, beforeStart: readonly s
 }
 
 /** Lines that stop, disable and remove a unit of ours (nothing when it is not there). */
-function unitRemoveLines(name: string): string[] {
+export function unitRemoveLines(name: string): string[] {
     return [
         `systemctl disable --now ${name}.service 2>/dev/null || true`,
         `sc_remove_file ${unitPath(name)}`,
