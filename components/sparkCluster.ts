@@ -88,6 +88,14 @@ export class SparkCluster extends pulumi.ComponentResource {
             for (const n of nodes) n.waitForFabric(forwarding);
             fabricBuilt(forwarding);
         }
+        if (!config.firewall.enabled) {
+            pulumi.log.warn(
+                "firewall.enabled is false: no firewall of ours guards the nodes, so Ray's ports, the engine's internal ports and NCCL's " +
+                    'listen to anyone who reaches a node (docs/operations.md, "Ports"). Set it to true (the default) unless another firewall ' +
+                    "keeps them to the cluster's nodes.",
+                this,
+            );
+        }
         const retired = nodes.filter((n) => n.node.retired);
         for (const n of retired) {
             pulumi.log.warn(

@@ -127,6 +127,18 @@ export function unitPath(name: string): string {
     return `${UNIT_DIR}/${name}.service`;
 }
 
+/**
+ * Our units that listen on the network (the engines' ranks, Ray, Open WebUI, the metrics units):
+ * while the firewall is on, each gets a drop-in of the firewall layer that orders it after the
+ * firewall unit and keeps it from starting without it.
+ */
+export const FIREWALLED_UNITS = [UNITS.ray, UNITS.vllm, UNITS.sglang, UNITS.openWebui, UNITS.nodeExporter, UNITS.prometheus] as const;
+
+/** The firewall layer's drop-in for one of {@link FIREWALLED_UNITS}. */
+export function firewallDropInPath(unit: string): string {
+    return `${UNIT_DIR}/${unit}.service.d/50-spark-cluster-firewall.conf`;
+}
+
 /** What the take-over (interconnect.takeOver) moved aside: other tools' netplan files, NetworkManager's active profiles. */
 export const TAKEOVER_STATE_DIR = `${STATE_DIR}/takeover`;
 /** Our NetworkManager drop-in (interconnect.takeOver): NetworkManager leaves the interconnect's ports alone. */

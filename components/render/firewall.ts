@@ -10,7 +10,7 @@ import { HOST_LIB } from "./host/lib";
 import { fileDriftLine, readScript, unitDriftLine } from "./host/read";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
 import { systemdJoin } from "./host/systemd";
-import { CONFIG_DIR, FIREWALL_RULES_PATH, MANAGED_MARKER, UNITS, unitPath } from "../../config/hostPaths";
+import { CONFIG_DIR, FIREWALLED_UNITS, FIREWALL_RULES_PATH, MANAGED_MARKER, UNITS, UNIT_DIR, firewallDropInPath, unitPath } from "../../config/hostPaths";
 import type { StepScripts } from "./step";
 
 /** Our nftables table: `inet spark_cluster`. */
@@ -59,7 +59,11 @@ export function renderFirewallRules(spec: FirewallSpec): string {
     return lines.join("\n") + "\n";
 }
 
-/** Loads our rules at boot, before the network and every unit of ours. */
+/**
+ * Loads our rules at boot, before the network and every unit of ours. A reload loads the file again
+ * (`nft -f` replaces the table in one transaction): a changed rule set never leaves the node
+ * without a table, and it does not restart the units that require this one (a restart would).
+ */
 export function renderFirewallUnit(): string {
     return (
         [
@@ -75,10 +79,29 @@ export function renderFirewallUnit(): string {
             "Type=oneshot",
             "RemainAfterExit=yes",
             `ExecStart=${systemdJoin([NFT, "-f", FIREWALL_RULES_PATH])}`,
+            `ExecReload=${systemdJoin([NFT, "-f", FIREWALL_RULES_PATH])}`,
             `ExecStop=${systemdJoin([NFT, "delete", "table", "inet", NFT_TABLE])}`,
             "",
             "[Install]",
             "WantedBy=multi-user.target",
+        ].join("\n") + "\n"
+    );
+}
+
+/**
+ * The drop-in that orders a unit of ours that listens (FIREWALLED_UNITS) after the firewall unit and
+ * keeps it from starting without it: after a boot where our rules failed to load, Ray and the
+ * engine stay down rather than listen unguarded. (Requires= also stops them if the firewall unit is
+ * stopped by hand; a changed rule set reloads it, which does not reach them.)
+ */
+export function renderFirewallDropIn(): string {
+    return (
+        [
+            `# ${MANAGED_MARKER}`,
+            "# firewall.enabled: this unit starts only with spark-cluster's firewall loaded, and after it.",
+            "[Unit]",
+            `Requires=${UNITS.firewall}.service`,
+            `After=${UNITS.firewall}.service`,
         ].join("\n") + "\n"
     );
 }
@@ -95,14 +118,22 @@ export function firewallApplyScript(spec: FirewallSpec): string {
         `command -v nft >/dev/null || { echo ${shellQuote(`nft is not installed on ${spec.node}: install nftables (apt-get install nftables), or set spark-cluster:firewall.enabled to false`)} >&2; exit 1; }`,
         heredoc(`rules=$(sc_install_file ${FIREWALL_RULES_PATH} 600`, renderFirewallRules(spec)) + "\n)",
         heredoc(`unit=$(sc_install_file ${unitPath(UNITS.firewall)} 644`, renderFirewallUnit()) + "\n)",
-        `if [ "\${unit%% *}" = changed ]; then systemctl daemon-reload; fi`,
+        `reload=no; if [ "\${unit%% *}" = changed ]; then reload=yes; fi`,
+        ...FIREWALLED_UNITS.map(
+            (unit) =>
+                heredoc(`dropin=$(sc_install_file ${firewallDropInPath(unit)} 644`, renderFirewallDropIn()) +
+                `\n)\nif [ "\${dropin%% *}" = changed ]; then reload=yes; fi`,
+        ),
+        `if [ "$reload" = yes ]; then systemctl daemon-reload; fi`,
         `systemctl enable --quiet ${UNITS.firewall}.service`,
         `${NFT} -c -f ${FIREWALL_RULES_PATH}`,
         // Loading can fail for a moment while netplan applies the interconnect beside it (the two
-        // steps run in parallel): three tries, then the unit's log.
+        // steps run in parallel): three tries, then the unit's log. A running unit is reloaded, not
+        // restarted: a restart would restart every unit that requires it (the drop-ins above).
         `if [ "\${rules%% *}" = changed ] || ! ${NFT} list table inet ${NFT_TABLE} >/dev/null 2>&1; then`,
         `  for try in 1 2 3; do`,
-        `    if systemctl restart ${UNITS.firewall}.service; then break; fi`,
+        `    if systemctl is-active --quiet ${UNITS.firewall}.service; then action=reload; else action=start; fi`,
+        `    if systemctl "$action" ${UNITS.firewall}.service; then break; fi`,
         `    if [ "$try" = 3 ]; then sc_log "the firewall unit failed 3 times; its last log lines:"; journalctl -u ${UNITS.firewall}.service -n 20 --no-pager || true; exit 1; fi`,
         `    sc_log "the firewall unit failed (try $try of 3); trying again in 1 s"; sleep 1`,
         `  done`,
@@ -117,20 +148,26 @@ export function firewallApplyScript(spec: FirewallSpec): string {
     ]);
 }
 
-/** Reads back the rules file, the boot unit (file, enabled) and that our table is loaded. */
+/** Reads back the rules file, the boot unit (file, enabled), the drop-ins and that our table is loaded. */
 export function firewallReadScript(spec: FirewallSpec): string {
     return readScript([
         fileDriftLine(FIREWALL_RULES_PATH, "600", renderFirewallRules(spec)),
         fileDriftLine(unitPath(UNITS.firewall), "644", renderFirewallUnit()),
+        ...FIREWALLED_UNITS.map((unit) => fileDriftLine(firewallDropInPath(unit), "644", renderFirewallDropIn())),
         unitDriftLine(UNITS.firewall, true),
         `${NFT} list table inet ${NFT_TABLE} >/dev/null 2>&1 || echo ${shellQuote(`nftables table inet ${NFT_TABLE}: not loaded`)}`,
     ]);
 }
 
-/** Removes our table, unit and rules file; nobody else's rules are touched. */
+/**
+ * Removes the drop-ins first (so stopping the firewall unit stops nothing else), then our table,
+ * unit and rules file; nobody else's rules are touched.
+ */
 export function firewallRemoveScript(): string {
     return bashScript([
         HOST_LIB,
+        ...FIREWALLED_UNITS.flatMap((unit) => [`sc_remove_file ${firewallDropInPath(unit)}`, `rmdir ${UNIT_DIR}/${unit}.service.d 2>/dev/null || true`]),
+        `systemctl daemon-reload`,
         `systemctl disable --now ${UNITS.firewall}.service 2>/dev/null || true`,
         `if command -v nft >/dev/null; then ${NFT} delete table inet ${NFT_TABLE} 2>/dev/null || true; fi`,
         `sc_remove_file ${unitPath(UNITS.firewall)}`,

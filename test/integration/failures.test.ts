@@ -10,6 +10,8 @@
 // (c) Ray's GCS frozen (`kill -STOP` of the process on the GCS port): the Ray head's watchdog (its
 //     dashboard's /api/gcs_healthz) restarts Ray within 120 s, and a chat answers again (both times
 //     printed; vLLM's requests do not pass through the GCS, so chats answer while it is stopped);
+// (d) the firewall cannot load its rules (issue 40, item 7): Ray on the worker is stopped with it and
+//     does not start without it; the rules back and `up --refresh` answer again;
 // then destroy leaves nothing of ours (the shared lab stays up for the next file).
 // To keep the file short the stack sets a smaller backoff (restarts.backoffSeconds 1, doubling to
 // 4) and memory wait (restarts.memoryWaitSeconds 5: a lab node's /proc/meminfo is this machine's,
@@ -206,6 +208,30 @@ describe("failures on the pair: a frozen API healed, a restart storm stopped and
         const { seconds } = await secondsUntilAnswering(endpoint, apiKey, MODEL, 300);
         console.log(`# (b) files back: up --refresh and a chat answered in ${Math.round((Date.now() - start) / 1000)} s (the chat ${seconds} s after up)`);
         assert.equal(ssh("spark-a", `test -e ${gateStoppedFile(UNITS.vllm)} && echo left || echo gone`).trim(), "gone", "up cleared the gate");
+    });
+
+    it("(d) the firewall cannot load its rules: Ray does not start without it (and listens on nothing); the rules back and up --refresh answer", async () => {
+        // spark-b, the Ray worker: our rules file gone (as a broken file or a failed disk would leave
+        // it), then the firewall unit stopped: Requires= (the firewall's drop-in) stops Ray with it.
+        const rules = "/etc/spark-cluster/firewall.nft";
+        assert.match(ssh("spark-b", `systemctl show -p Requires --value ${UNITS.ray}.service`), new RegExp(`${UNITS.firewall}\\.service`));
+        ssh("spark-b", `mv ${rules} ${rules}.aside && systemctl stop ${UNITS.firewall}.service`);
+        try {
+            assert.equal(ssh("spark-b", `systemctl is-active ${UNITS.ray}.service || true`).trim(), "inactive", "Ray stopped with the firewall");
+            // A start (as at boot) pulls the firewall in, which fails: Ray is not started.
+            const start = ssh("spark-b", `systemctl start ${UNITS.ray}.service 2>&1 && echo started || echo refused`);
+            assert.match(start, /refused/, start);
+            assert.match(ssh("spark-b", `systemctl is-active ${UNITS.ray}.service || true`), /inactive|failed/);
+            assert.equal(ssh("spark-b", "ss -Hltn 'sport = :6800' | wc -l").trim(), "0", "Ray's node manager listens nowhere");
+            assert.match(ssh("spark-b", `journalctl -u ${UNITS.ray}.service -n 20 --no-pager -o cat`), /Dependency failed/);
+        } finally {
+            ssh("spark-b", `test -e ${rules} || mv ${rules}.aside ${rules}`);
+        }
+        const start = Date.now();
+        pulumiWithConfig(session, "up", "--refresh", "--yes", "--skip-preview");
+        const { seconds } = await secondsUntilAnswering(endpoint, apiKey, MODEL, 300);
+        console.log(`# (d) rules back: up --refresh and a chat answered in ${Math.round((Date.now() - start) / 1000)} s (the chat ${seconds} s after up)`);
+        assert.equal(ssh("spark-b", `systemctl is-active ${UNITS.ray}.service ${UNITS.firewall}.service`).trim(), "active\nactive");
     });
 
     it("destroy leaves nothing of ours", () => {

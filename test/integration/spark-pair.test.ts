@@ -3,7 +3,8 @@
 // also starts from nodes that a destroy put back):
 //   - pulumi up / destroy with the Ray executor, for both runtimes (docker, venv);
 //   - today's stack: Ray token authentication (an outsider cannot join), the cluster healing
-//     itself after faults, for both executors, and the mp executor with no Ray at all; on the Ray
+//     itself after faults, for both executors (the outsider tries the head's internal ports all
+//     through its reboot: none answers), and the mp executor with no Ray at all; on the Ray
 //     executor's stack, day-to-day operations too (operationsOnPair.ts: status, logs, pause, resume);
 //   - the probes: a runtime without Ray for the Ray executor, and the vLLM check (mp on a vLLM
 //     without multi-node mp, one tag naming two images, two vLLM versions) stop up before
@@ -11,10 +12,11 @@
 //   - a stack deployed before the ClusterNode refactor sees no change after it.
 import { before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { CONTAINER_NAMES, NCCL_CONF_PATH, NETPLAN_PATH, PEERMEM_CONF, RAY_ENV_PATH, UNITS, VLLM_SECRETS_PATH, unitPath } from "../../config/hostPaths";
-import { lab, withLabUp } from "../lab/lab-harness";
+import { lab, sshOpts, withLabUp } from "../lab/lab-harness";
 import {
     LAB_IMAGES,
     NodeName,
@@ -26,6 +28,7 @@ import {
     labKey,
     mainPid,
     newSession,
+    nodes,
     pulumi,
     pulumiWithConfig,
     removeSession,
@@ -314,6 +317,40 @@ async function healsAfter(
     assert.match(text, /spark-b/);
 }
 
+/** The head's internal ports the outsider tries: Ray's pinned ones (ray.*), its dashboard, the mp master port. */
+const INTERNAL_PORTS = [6379, 8265, 10001, 6800, 6801, 6802, 6803, 6804, 52365, 29501];
+
+/**
+ * From the outsider, tries each of `node`'s internal ports every round (each try bounded by 0.5 s)
+ * from now until its API has answered again after failing (bounded: 240 s): the ports that
+ * connected at any moment, and how many rounds ran while the API did not answer and after.
+ */
+function probeThroughReboot(node: NodeName): Promise<{ open: string[]; roundsDown: number; roundsUp: number }> {
+    const address = nodes[node];
+    const script = [
+        "down=0 up=0 seen_down=0",
+        "end=$((SECONDS + 240))",
+        "while [ $SECONDS -lt $end ]; do",
+        `  for p in ${INTERNAL_PORTS.join(" ")}; do timeout 0.5 bash -c "exec 3<>/dev/tcp/${address}/$p" 2>/dev/null && echo "OPEN ${address}:$p"; done`,
+        `  if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 http://${address}:8000/health)" = 200 ]; then`,
+        '    up=$((up + 1)); [ "$seen_down" = 1 ] && [ "$up" -ge 3 ] && break',
+        "  else",
+        "    down=$((down + 1)); seen_down=1; up=0",
+        "  fi",
+        "  sleep 0.2",
+        "done",
+        'echo "rounds $down $up"',
+    ].join("\n");
+    return new Promise((resolve, reject) => {
+        execFile("ssh", ["-i", labKey, ...sshOpts, `root@${nodes.outsider}`, "bash", "-c", shellQuote(script)], { timeout: 300_000 }, (err, stdout) => {
+            if (err) return reject(err);
+            const rounds = /^rounds (\d+) (\d+)$/m.exec(stdout);
+            if (!rounds) return reject(new Error(`the probe printed no count:\n${stdout}`));
+            resolve({ open: stdout.split("\n").filter((l) => l.startsWith("OPEN ")), roundsDown: Number(rounds[1]), roundsUp: Number(rounds[2]) });
+        });
+    });
+}
+
 const FAULTS = {
     ray: [
         // docker kill: SIGKILL to the container's processes (systemctl kill would hit only the `docker run` client).
@@ -566,7 +603,15 @@ for (const executor of ["ray", "mp"] as const) {
 
         for (const fault of FAULTS[executor]) {
             it(`heals without pulumi up: ${fault.what}`, async (t) => {
+                // The head's reboot: the outsider tries the head's internal ports all through it (issue 40, item 7).
+                const probe = fault.what === "head rebooted" ? probeThroughReboot("spark-a") : undefined;
                 await healsAfter(t, fault, endpoint, apiKey, "tiny-chat");
+                if (probe !== undefined) {
+                    const { open, roundsDown, roundsUp } = await probe;
+                    t.diagnostic(`the outsider tried the head's internal ports ${roundsDown} times while its API did not answer, ${roundsUp} after`);
+                    assert.ok(roundsDown > 0, "the probe ran while the head was down or booting");
+                    assert.deepEqual(open, [], "no internal port answered the outsider during the boot");
+                }
             });
         }
 

@@ -9,7 +9,17 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { sleep, ssh as labSsh } from "../lab/lab-harness";
-import { CONFIG_DIR, GATE_STATE_DIR, NETPLAN_PATH, PEERMEM_CONF, STATE_DIR, UNITS, unitPath } from "../../config/hostPaths";
+import {
+    CONFIG_DIR,
+    FIREWALLED_UNITS,
+    GATE_STATE_DIR,
+    NETPLAN_PATH,
+    PEERMEM_CONF,
+    STATE_DIR,
+    UNITS,
+    firewallDropInPath,
+    unitPath,
+} from "../../config/hostPaths";
 
 /** Everything of ours on a node: what a destroy must remove (spark-pair, hostState). */
 export const OUR_PATHS = [
@@ -24,6 +34,8 @@ export const OUR_PATHS = [
     GATE_STATE_DIR,
     unitPath(UNITS.pfc),
     unitPath(UNITS.firewall),
+    // The firewall's drop-ins, and their directories (ours alone in the lab).
+    ...FIREWALLED_UNITS.flatMap((unit) => [firewallDropInPath(unit), path.dirname(firewallDropInPath(unit))]),
     PEERMEM_CONF,
 ];
 export const root = path.resolve(__dirname, "..", "..", "..");

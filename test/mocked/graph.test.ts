@@ -252,6 +252,7 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
     },
     ring4: { clusterName: "dev", values: ringValues(), secretKeys: SECRET_KEYS },
     metrics: { clusterName: "dev", values: withChange((v) => (v.metrics = { enabled: true })), secretKeys: SECRET_KEYS },
+    firewallOff: { clusterName: "dev", values: withChange((v) => (v.firewall = { enabled: false })), secretKeys: SECRET_KEYS },
 };
 
 type ScenarioName = keyof typeof SCENARIOS;
@@ -1470,5 +1471,25 @@ describe("metrics (metrics.enabled)", () => {
         const prometheus = get(on, "spark-a-prometheus");
         assert.equal(prometheus.parent, "spark-a");
         assert.deepEqual(prometheus.dependsOn, ["spark-a-node-exporter", "spark-b-node-exporter", "spark-a-vllm"]);
+    });
+});
+
+describe("firewall.enabled", () => {
+    it("off: a warning says what listens unguarded; on (the default), no warning about it", async () => {
+        const [base, off] = [await scenario("base"), await scenario("firewallOff")];
+        assert.deepEqual(off.errors, []);
+        assert.deepEqual(
+            off.warnings.filter((w) => /firewall\.enabled/.test(w)),
+            [
+                "firewall.enabled is false: no firewall of ours guards the nodes, so Ray's ports, the engine's internal ports and NCCL's " +
+                    'listen to anyone who reaches a node (docs/operations.md, "Ports"). Set it to true (the default) unless another firewall ' +
+                    "keeps them to the cluster's nodes.",
+            ],
+        );
+        assert.deepEqual(
+            base.warnings.filter((w) => /firewall\.enabled/.test(w)),
+            [],
+        );
+        assert.ok(!off.resources.some((r) => /-firewall/.test(r.name)), "no firewall step when it is off");
     });
 });

@@ -56,6 +56,8 @@ export interface ScenarioResult {
     unexpectedTypes: string[];
     /** Errors raised while building or registering (message only). */
     errors: string[];
+    /** What the program warned (pulumi.log.warn; the mock has no engine, so the SDK prints it with console.warn). */
+    warnings: string[];
     /** The SparkCluster's outputs. */
     outputs: { endpoint?: string; servedModel?: string; transport?: string; dashboard?: string; roce?: Record<string, RoceChain> };
 }
@@ -109,6 +111,13 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     const dependsOnByName = new Map<string, Promise<string[]>>();
     const created: pulumi.Resource[] = [];
     process.on("unhandledRejection", (err) => errors.push(message(err)));
+    const warnings: string[] = [];
+    const consoleWarn = console.warn;
+    console.warn = (...args: unknown[]) => {
+        const text = args.map(String).join(" ");
+        if (text.startsWith("warning: [runtime] ")) warnings.push(text.slice("warning: [runtime] ".length));
+        else consoleWarn(...args);
+    };
 
     await setCommandMocks({
         stdout: mockStdout,
@@ -184,7 +193,8 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
         const registered = inputsByName.get(name);
         return registered ? [{ name, ...registered, ...options, dependsOn: dependsOn.get(name) ?? [] }] : [];
     });
-    return { resources, unexpectedTypes, errors: [...new Set(errors)], outputs };
+    console.warn = consoleWarn;
+    return { resources, unexpectedTypes, errors: [...new Set(errors)], warnings, outputs };
 }
 
 if (require.main === module) {
@@ -200,7 +210,7 @@ if (require.main === module) {
             process.exit(0);
         },
         (err: unknown) => {
-            fs.writeFileSync(out, JSON.stringify({ resources: [], unexpectedTypes: [], errors: [message(err)], outputs: {} }));
+            fs.writeFileSync(out, JSON.stringify({ resources: [], unexpectedTypes: [], errors: [message(err)], warnings: [], outputs: {} }));
             process.exit(0);
         },
     );

@@ -39,6 +39,7 @@ import { NetplanSpec, netplanApplyScript, netplanDeleteScript, renderNetplan } f
 import {
     CONFIG_DIR,
     CONTAINER_NAMES,
+    FIREWALLED_UNITS,
     MANAGED_MARKER,
     NCCL_CONF_PATH,
     NETPLAN_PATH,
@@ -46,9 +47,18 @@ import {
     RUNTIME_ENV_PATH,
     UNITS as UNIT_NAMES,
     VLLM_SECRETS_PATH,
+    firewallDropInPath,
     unitPath,
 } from "../../config/hostPaths";
-import { FirewallSpec, firewallApplyScript, firewallRemoveScript, renderFirewallRules, renderFirewallUnit } from "../../components/render/firewall";
+import {
+    FirewallSpec,
+    firewallApplyScript,
+    firewallReadScript,
+    firewallRemoveScript,
+    renderFirewallDropIn,
+    renderFirewallRules,
+    renderFirewallUnit,
+} from "../../components/render/firewall";
 import { PfcSpec, pfcApplyScript, pfcRestoreScript, pfcVector, renderPeermemConf, renderPfcUnit } from "../../components/render/pfc";
 import {
     RAY_WORKER_GCS_WAIT_SECONDS,
@@ -1268,6 +1278,34 @@ describe("the firewall", () => {
             assert.doesNotMatch(script, /nft flush ruleset|nft delete table (?!inet spark_cluster)/);
         }
         matchSnapshot("render.firewall-apply.head.sh", firewallApplyScript(HEAD));
+    });
+
+    it("the units that listen require the firewall (a drop-in each), installed with it and removed before it stops; a changed rule set reloads it", () => {
+        const apply = firewallApplyScript(HEAD);
+        const remove = firewallRemoveScript();
+        assert.equal(
+            renderFirewallDropIn(),
+            `# ${MANAGED_MARKER}\n# firewall.enabled: this unit starts only with spark-cluster's firewall loaded, and after it.\n[Unit]\nRequires=spark-cluster-firewall.service\nAfter=spark-cluster-firewall.service\n`,
+        );
+        for (const unit of FIREWALLED_UNITS) {
+            const path = firewallDropInPath(unit);
+            assert.ok(
+                apply.indexOf(path) >= 0 && apply.indexOf(path) < apply.indexOf("systemctl daemon-reload"),
+                `${unit}: installed before the daemon reload`,
+            );
+            assert.ok(
+                remove.indexOf(`sc_remove_file ${path}`) < remove.indexOf(`systemctl disable --now ${UNIT_NAMES.firewall}`),
+                `${unit}: removed before the firewall stops`,
+            );
+            assert.match(firewallReadScript(HEAD), new RegExp(`sc_file_drift ${path.replace(/[.]/g, "\\.")} 644 `));
+        }
+        assert.deepEqual(
+            [...FIREWALLED_UNITS],
+            [UNIT_NAMES.ray, UNIT_NAMES.vllm, UNIT_NAMES.sglang, UNIT_NAMES.openWebui, UNIT_NAMES.nodeExporter, UNIT_NAMES.prometheus],
+        );
+        assert.match(renderFirewallUnit(), /^ExecReload=\/usr\/sbin\/nft -f \/etc\/spark-cluster\/firewall\.nft$/m);
+        assert.match(apply, /then action=reload; else action=start; fi/);
+        assert.doesNotMatch(apply, new RegExp(`systemctl restart ${UNIT_NAMES.firewall}`), "a restart would restart every unit that requires it");
     });
 });
 
