@@ -115,6 +115,19 @@ export const PROJECT_ENV: ReadonlyMap<string, string> = new Map<string, string>(
     ...RAY_ENV_NAMES.map((name) => [name, RAY_ENV_PATH] as const),
     ...VLLM_UNIT_ENV_NAMES.map((name) => [name, `the unit ${UNITS.vllm}.service`] as const),
 ]);
+/** The variables of Open WebUI's env file that hold a secret (the API key, its session key, its admin's password). */
+export const OPEN_WEBUI_SECRET_NAMES = ["OPENAI_API_KEYS", "WEBUI_SECRET_KEY", "WEBUI_ADMIN_PASSWORD"] as const;
+/**
+ * Every file of ours on a node that holds a secret of the stack, with the keys whose values are
+ * secrets (`KEY=value` env files, and SGLang's YAML `key: "value"`): what a journal tail we print is
+ * scrubbed of (components/render/host/journal.ts).
+ */
+export const SECRET_FILES: readonly { path: string; keys: readonly string[] }[] = [
+    { path: VLLM_SECRETS_PATH, keys: VLLM_SECRET_NAMES },
+    { path: RAY_ENV_PATH, keys: ["RAY_AUTH_TOKEN"] },
+    { path: OPEN_WEBUI_ENV_PATH, keys: OPEN_WEBUI_SECRET_NAMES },
+    { path: SGLANG_SECRETS_PATH, keys: ["api-key"] },
+];
 /** Container names of our units (docker runtime), so ExecStop and `docker exec` find them. */
 export const CONTAINER_NAMES = {
     ray: "spark-cluster-ray",

@@ -2,6 +2,7 @@
 // the options and the script a node runs as root; ops/cli.ts runs it over SSH, node by node.
 import type { EngineOps } from "../components/render/engine";
 import { bashScript, shellQuote } from "../components/render/host/shell";
+import { SCRUB_PY } from "../components/render/host/journal";
 import { MODEL_SYNC_STATE_DIR } from "../components/render/modelSync";
 import { UNITS } from "../config/hostPaths";
 
@@ -47,7 +48,8 @@ export function logsOptionsProblem(options: LogsOptions): string | undefined {
 /**
  * The script a node runs as root: the model sync's records (it runs as steps of `up`, not as a
  * unit: what each node holds and when it was synced), then the journal of our units, merged in
- * time order. With `follow`, the journal is followed until the SSH session ends (Ctrl-C here).
+ * time order, scrubbed of the stack's secrets (components/render/host/journal.ts). With `follow`,
+ * the journal is followed until the SSH session ends (Ctrl-C here).
  */
 export function nodeLogsScript(options: LogsOptions, engine: EngineOps): string {
     const problem = logsOptionsProblem(options);
@@ -56,6 +58,8 @@ export function nodeLogsScript(options: LogsOptions, engine: EngineOps): string 
         .map((u) => `-u ${u}.service`)
         .join(" ");
     const since = options.since === undefined ? "" : ` --since ${shellQuote(options.since)}`;
+    // Every line scrubbed of the stack's secrets found on the node, as every journal tail we print.
+    const scrub = shellQuote(SCRUB_PY);
     return bashScript([
         `if [ -d ${MODEL_SYNC_STATE_DIR} ]; then`,
         `  echo "-- model sync records (${MODEL_SYNC_STATE_DIR}):"`,
@@ -65,11 +69,12 @@ export function nodeLogsScript(options: LogsOptions, engine: EngineOps): string 
         ...(options.follow
             ? [
                   // Follows until the SSH session ends: its stdin closes, and the journal reader is stopped by its id.
-                  `journalctl --no-pager -o short-iso ${units} -n ${options.lines}${since} -f &`,
+                  // (Its scrubber reads what journalctl writes and ends when journalctl does.)
+                  `journalctl --no-pager -o short-iso ${units} -n ${options.lines}${since} -f > >(python3 -u -c ${scrub}) &`,
                   `reader=$!`,
                   `cat >/dev/null || true`,
                   `kill "$reader" 2>/dev/null || true`,
               ]
-            : [`exec journalctl --no-pager -o short-iso ${units} -n ${options.lines}${since}`]),
+            : [`journalctl --no-pager -o short-iso ${units} -n ${options.lines}${since} | python3 -c ${scrub}`]),
     ]);
 }

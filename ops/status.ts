@@ -6,6 +6,7 @@ import type { Config, NodeConfig, Runtime } from "../config";
 import { type EngineOps, engineStrategy } from "../components/render/engine";
 import { runtimeStrategy } from "../components/render/host/runtime";
 import { bashScript, heredoc, shellQuote } from "../components/render/host/shell";
+import { SCRUB_PY } from "../components/render/host/journal";
 import { CONTAINER_NAMES, RAY_ENV_PATH, UNITS, unitPath } from "../config/hostPaths";
 import { rayProbeArgv } from "../components/render/ray";
 import { gateStoppedFile } from "../components/render/watchdog";
@@ -152,7 +153,11 @@ export function nodeStatusScript(expect: NodeExpectation): string {
         `  systemctl show -p LoadState -p ActiveState -p SubState -p NRestarts -p Result "$unit.service" 2>/dev/null | sed "s/^/unit $unit /" || true`,
         `done`,
         // Why a restart gate stopped an engine's unit: `gate UNIT LINE`, one per line of its cause.
-        ...GATED_UNITS.map((unit) => `if [ -r ${gateStoppedFile(unit)} ]; then sed 's/^/gate ${unit} /' ${gateStoppedFile(unit)}; fi`),
+        // (Its journal lines scrubbed of the stack's secrets, as every tail we print.)
+        ...GATED_UNITS.map(
+            (unit) =>
+                `if [ -r ${gateStoppedFile(unit)} ]; then python3 -c ${shellQuote(SCRUB_PY)} < ${gateStoppedFile(unit)} | sed 's/^/gate ${unit} /' || true; fi`,
+        ),
         `awk '/^MemTotal:|^MemAvailable:/ { print "mem", $1, $2 }' /proc/meminfo`,
         `if command -v nvidia-smi >/dev/null 2>&1; then`,
         `  timeout ${PROBE_SECONDS} nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader,nounits 2>/dev/null | head -n 1 | tr -d ' ' | sed 's/^/gpu /' || true`,

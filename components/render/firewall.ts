@@ -12,6 +12,7 @@ import { bashScript, heredoc, shellQuote } from "./host/shell";
 import { systemdJoin } from "./host/systemd";
 import { CONFIG_DIR, FIREWALLED_UNITS, FIREWALL_RULES_PATH, MANAGED_MARKER, UNITS, UNIT_DIR, firewallDropInPath, unitPath } from "../../config/hostPaths";
 import type { StepScripts } from "./step";
+import { journalTailLine } from "./host/journal";
 
 /** Our nftables table: `inet spark_cluster`. */
 export const NFT_TABLE = "spark_cluster";
@@ -134,7 +135,7 @@ export function firewallApplyScript(spec: FirewallSpec): string {
         `  for try in 1 2 3; do`,
         `    if systemctl is-active --quiet ${UNITS.firewall}.service; then action=reload; else action=start; fi`,
         `    if systemctl "$action" ${UNITS.firewall}.service; then break; fi`,
-        `    if [ "$try" = 3 ]; then sc_log "the firewall unit failed 3 times; its last log lines:"; journalctl -u ${UNITS.firewall}.service -n 20 --no-pager || true; exit 1; fi`,
+        `    if [ "$try" = 3 ]; then sc_log "the firewall unit failed 3 times; its last log lines:"; ${journalTailLine(UNITS.firewall, 20)}; exit 1; fi`,
         `    sc_log "the firewall unit failed (try $try of 3); trying again in 1 s"; sleep 1`,
         `  done`,
         `  sc_log "firewall rules loaded"`,

@@ -17,6 +17,7 @@ import { fileDriftLine, readScript, unitReadScript } from "./host/read";
 import { bashScript, contentHash, heredoc } from "./host/shell";
 import { systemdJoin, systemdText } from "./host/systemd";
 import type { StepScripts } from "./step";
+import { journalTailLine } from "./host/journal";
 
 /** Where both packages install their binaries, and the user they create. */
 export const NODE_EXPORTER_BIN = "/usr/bin/prometheus-node-exporter";
@@ -153,7 +154,7 @@ export function prometheusStep(spec: PrometheusSpec): StepScripts {
             ...unitInstallLines(UNITS.prometheus, unit),
             // Ready: it answers on loopback (the unit being active does not say it read its configuration).
             `if ! sc_wait 60 "Prometheus to answer on 127.0.0.1:${spec.metrics.port}" curl -fsS -o /dev/null --max-time 5 http://127.0.0.1:${spec.metrics.port}/-/ready; then`,
-            `  journalctl -u ${UNITS.prometheus}.service -n 30 --no-pager || true`,
+            `  ${journalTailLine(UNITS.prometheus, 30)}`,
             `  exit 1`,
             `fi`,
             `echo "Prometheus on ${spec.node} answers on 127.0.0.1:${spec.metrics.port}, scraping ${spec.exporters.length} exporter(s)${spec.engine ? ` and the engine` : ""}"`,

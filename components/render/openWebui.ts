@@ -28,7 +28,8 @@ import { bashScript, heredoc, shellJoin, shellQuote } from "./host/shell";
 import { systemdJoin, systemdText } from "./host/systemd";
 import type { StepScripts } from "./step";
 import { renderWatchdogUnit } from "./watchdog";
-import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, OPEN_WEBUI_ENV_PATH, UNITS } from "../../config/hostPaths";
+import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, OPEN_WEBUI_ENV_PATH, OPEN_WEBUI_SECRET_NAMES, UNITS } from "../../config/hostPaths";
+import { journalTailLine } from "./host/journal";
 
 /** Where the image keeps its data (the Dockerfile's DATA_DIR); the host's data directory is mounted there. */
 export const OPEN_WEBUI_IMAGE_DATA_DIR = "/app/backend/data";
@@ -38,16 +39,15 @@ export const OPEN_WEBUI_VENV_MARKER = ".spark-cluster-created";
 /** The variables of Open WebUI's env file, every one set by us. */
 export const OPEN_WEBUI_ENV_NAMES = [
     "OPENAI_API_BASE_URLS",
-    "OPENAI_API_KEYS",
     "ENABLE_OPENAI_API",
     "ENABLE_OLLAMA_API",
     "ENABLE_SIGNUP",
     "ENABLE_PERSISTENT_CONFIG",
     "OFFLINE_MODE",
-    "WEBUI_SECRET_KEY",
     "WEBUI_ADMIN_EMAIL",
-    "WEBUI_ADMIN_PASSWORD",
     "WEBUI_ADMIN_NAME",
+    // The secrets (config/hostPaths.ts: journal tails are scrubbed of their values).
+    ...OPEN_WEBUI_SECRET_NAMES,
     "DATA_DIR",
     "HOST",
     "PORT",
@@ -352,7 +352,7 @@ export function openWebuiReadyScript(spec: OpenWebuiSpec, seconds = 600): string
         `probe() { python3 "$SC_STATE/open-webui-probe.py" | tail -n 1; [ "\${PIPESTATUS[0]}" = 0 ]; }`,
         `if ! sc_wait ${seconds} ${shellQuote(`Open WebUI at ${base} to sign the admin in and list ${spec.servedModel}`)} probe; then`,
         `  sc_log "Open WebUI is not ready; last log lines of ${UNITS.openWebui}:"`,
-        `  journalctl -u ${UNITS.openWebui}.service -n 60 --no-pager || true`,
+        `  ${journalTailLine(UNITS.openWebui, 60)}`,
         `  rm -f "$SC_STATE/open-webui-probe.py"`,
         `  exit 1`,
         `fi`,

@@ -24,6 +24,7 @@ import {
     VllmSecretName,
     VllmUnitEnvName,
 } from "../../config/hostPaths";
+import { journalTailLine } from "./host/journal";
 
 /** What `vllm serve` is rendered from: the model settings as config resolves them, plus the mp executor's rank. */
 export type VllmServeSpec = Pick<
@@ -391,7 +392,7 @@ export function chatReadyScript(opts: {
         `chat_ready() { python3 "$SC_STATE/chat-probe.py" | tail -n 1; [ "\${PIPESTATUS[0]}" = 0 ]; }`,
         `if ! sc_wait ${seconds} ${shellQuote(`a chat completion from ${opts.model}`)} chat_ready; then`,
         `  sc_log "${opts.engine ?? "vLLM"} never answered; last log lines of ${opts.unit}:"`,
-        `  journalctl -u ${opts.unit}.service -n 60 --no-pager || true`,
+        `  ${journalTailLine(opts.unit, 60)}`,
         `  rm -f "$SC_STATE/chat-probe.py"`,
         `  exit 1`,
         `fi`,

@@ -26,13 +26,17 @@ const BEFORE_THE_RENAME = "8a51149";
  * What HEAD changes on purpose on every stack deployed before issue 36 (the lab's dev stack: Ray
  * executor, docker runtime): the serving units start the image by the ID the probe found, not by
  * its tag, and the head's Ray and vLLM unit steps install their health watchdogs (the units name
- * them), so each is updated once (restarted onto the same image) and the readiness checks run again.
+ * them), so each is updated once (restarted onto the same image) and the readiness checks run again;
+ * and each firewall step installs its drop-ins on our listening units (issue 40, item 7: no
+ * restart of anything, a daemon-reload).
  */
 const EXPECTED_CHANGES = [
+    "spark-a-firewall-apply(update)",
     "spark-a-ray-head-ready(update)",
     "spark-a-ray-head-unit(update)",
     "spark-a-vllm-ready(replace)",
     "spark-a-vllm-unit(update)",
+    "spark-b-firewall-apply(update)",
     "spark-b-ray-worker-unit(update)",
 ];
 

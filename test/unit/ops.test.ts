@@ -377,9 +377,9 @@ describe("the scripts a node runs", () => {
         }
         assert.match(nodeStatusScript(mp[0]), /read_env_value\("\/etc\/spark-cluster\/vllm\.env", "VLLM_API_KEY"\)/);
         assert.match(nodeStatusScript(mp[0]), /http:\/\/127\.0\.0\.1:8000/);
-        // SGLang's key is in its --config file (YAML), not vllm.env.
+        // SGLang's key is in its --config file (YAML), not vllm.env (which only the gate's scrubber names).
         assert.match(nodeStatusScript(sglang[0]), /open\("\/etc\/spark-cluster\/sglang\.yaml", encoding="utf-8"\)/);
-        assert.doesNotMatch(nodeStatusScript(sglang[0]), /vllm\.env/);
+        assert.doesNotMatch(nodeStatusScript(sglang[0]), /read_env_value\("\/etc\/spark-cluster\/vllm\.env"/);
     });
 
     it("logs: valid bash; our units' journals; --follow stops its reader when the session ends", () => {
@@ -388,18 +388,18 @@ describe("the scripts a node runs", () => {
         assert.equal(bashN(once).status, 0);
         assert.match(
             once,
-            /exec journalctl --no-pager -o short-iso -u spark-cluster-vllm\.service -u spark-cluster-vllm-follow\.service -u spark-cluster-vllm-watchdog\.service -u spark-cluster-ray\.service -u spark-cluster-ray-watchdog\.service -u spark-cluster-open-webui\.service -u spark-cluster-open-webui-watchdog\.service -u spark-cluster-node-exporter\.service -u spark-cluster-prometheus\.service -n 50$/m,
+            /^journalctl --no-pager -o short-iso -u spark-cluster-vllm\.service -u spark-cluster-vllm-follow\.service -u spark-cluster-vllm-watchdog\.service -u spark-cluster-ray\.service -u spark-cluster-ray-watchdog\.service -u spark-cluster-open-webui\.service -u spark-cluster-open-webui-watchdog\.service -u spark-cluster-node-exporter\.service -u spark-cluster-prometheus\.service -n 50 \| python3 -c /m,
         );
         const follow = nodeLogsScript({ lines: 10, follow: true, since: "10 min ago" }, vllmOps);
         assert.equal(bashN(follow).status, 0);
-        assert.match(follow, / -n 10 --since '10 min ago' -f &$/m);
+        assert.match(follow, / -n 10 --since '10 min ago' -f > >\(python3 -u -c '[\s\S]*'\) &$/m);
         assert.match(follow, /^kill "\$reader"/m);
         assert.throws(() => nodeLogsScript({ lines: 10, follow: false, since: "'; rm -rf /" }, vllmOps), /--since must be a journalctl time/);
         assert.throws(() => nodeLogsScript({ lines: 0, follow: false }, vllmOps), /--lines must be a whole number/);
         // An SGLang stack: SGLang's unit and follower.
         assert.match(
             nodeLogsScript({ lines: 50, follow: false }, engineStrategy(sglangConfig.engine).ops),
-            /exec journalctl --no-pager -o short-iso -u spark-cluster-sglang\.service -u spark-cluster-sglang-follow\.service -u spark-cluster-sglang-watchdog\.service -u spark-cluster-ray\.service -u spark-cluster-ray-watchdog\.service -u spark-cluster-open-webui\.service -u spark-cluster-open-webui-watchdog\.service -u spark-cluster-node-exporter\.service -u spark-cluster-prometheus\.service -n 50$/m,
+            /^journalctl --no-pager -o short-iso -u spark-cluster-sglang\.service -u spark-cluster-sglang-follow\.service -u spark-cluster-sglang-watchdog\.service -u spark-cluster-ray\.service -u spark-cluster-ray-watchdog\.service -u spark-cluster-open-webui\.service -u spark-cluster-open-webui-watchdog\.service -u spark-cluster-node-exporter\.service -u spark-cluster-prometheus\.service -n 50 \| python3 -c /m,
         );
     });
 });

@@ -461,7 +461,7 @@ describe("status: a unit the gate stopped", () => {
         const config = configWith({ model: { source: "Qwen/Qwen2.5-7B-Instruct", executor: "ray" } });
         const head = statusExpectations(config).find((e) => e.node === "spark-a")!;
         const script = nodeStatusScript(head);
-        assert.ok(script.includes(`sed 's/^/gate spark-cluster-vllm /' ${gateDir(UNITS.vllm)}/stopped`), "the script reads the gate's cause");
+        assert.ok(script.includes(`< ${gateDir(UNITS.vllm)}/stopped | sed 's/^/gate spark-cluster-vllm /'`), "the script reads the gate's cause, scrubbed");
         const report = parseNodeReport(
             [
                 "unit spark-cluster-vllm LoadState=loaded",

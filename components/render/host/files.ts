@@ -3,6 +3,7 @@
 import { unitPath } from "../../../config/hostPaths";
 import { HOST_LIB } from "./lib";
 import { bashScript, heredoc, shellQuote } from "./shell";
+import { journalTailLine } from "./journal";
 
 export interface ManagedFile {
     path: string;
@@ -72,7 +73,7 @@ export function unitInstallLines(name: string, content: string, beforeStart: rea
         `fi`,
         `if ! sc_wait 60 "${name} to be active" systemctl is-active --quiet ${name}.service; then`,
         `  sc_log "${name} is not running; last log lines:"`,
-        `  journalctl -u ${name}.service -n 40 --no-pager || true`,
+        `  ${journalTailLine(name, 40)}`,
         `  exit 1`,
         `fi`,
         `sc_log "${name} active (pid $(systemctl show -p MainPID --value ${name}.service))"`,

@@ -5,6 +5,7 @@
 import type { DockerRuntime, Runtime, VenvRuntime } from "../../../config";
 import { HF_HOME_DIR } from "../../../config/hostPaths";
 import { shellJoin, shellQuote } from "./shell";
+import { journalTailLine } from "./journal";
 
 /** Who reads an environment file (host/envFile.ts renders one for each): systemd's EnvironmentFile= or docker's --env-file. */
 export type EnvFileReader = "systemd" | "docker";
@@ -156,7 +157,7 @@ function dockerStrategy(runtime: DockerRuntime): RuntimeStrategy {
         awaitContainer: (container, unit, seconds) => [
             `container_runs() { [ "$(docker inspect --format '{{.State.Running}}' "$1" 2>/dev/null)" = true ]; }`,
             `if ! sc_wait ${seconds} ${shellQuote(`${unit}.service to run its container ${container}`)} container_runs ${shellQuote(container)}; then`,
-            `  journalctl -u ${shellQuote(`${unit}.service`)} -n 40 --no-pager || true`,
+            `  ${journalTailLine(unit, 40)}`,
             "  exit 1",
             "fi",
         ],
