@@ -71,7 +71,11 @@ export function operationsOnConvergedPair(pair: ConvergedPair): void {
         assert.equal(text.status, 0, `status exits 0:\n${text.stdout}\n${text.stderr}`);
         const rows = text.stdout.split("\n");
         assert.match(rows[0], /^NODE +ROLE +UNITS/);
-        assert.match(text.stdout, /^spark-a +head +vllm=active ray=active .*health 200, models 200 tiny-chat +2 node\(s\), 2 GPU\(s\) .* ok$/m);
+        // The engine's load from its /metrics (vLLM's are always on): idle here.
+        assert.match(
+            text.stdout,
+            /^spark-a +head +vllm=active ray=active .*health 200, models 200 tiny-chat; 0 running, 0 waiting, KV cache 0% +2 node\(s\), 2 GPU\(s\) .* ok$/m,
+        );
         assert.match(text.stdout, /^spark-b +ray worker +ray=active .*enp1s0f1np1 up mtu 9000.* ok$/m);
         assert.ok(!text.stdout.includes(pair.apiKey()) && !text.stderr.includes(pair.apiKey()), "no API key in the output");
         const json = npmRun(pair.session(), "status", "--json");
