@@ -238,7 +238,6 @@ export class SparkCluster extends pulumi.ComponentResource {
                         watchdog: config.watchdog,
                     }),
                     apiKey: pulumi.secret(config.apiKey.reveal()),
-                    hfToken: config.hfToken ? pulumi.secret(config.hfToken.reveal()) : undefined,
                     envHash: n.nccl.envHash,
                     imageId: n.imageId,
                     publicHost: config.head.ssh.host,

@@ -14,8 +14,6 @@ export interface VllmServerArgs {
     plan: EnginePlan;
     /** API key clients must send. */
     apiKey: pulumi.Input<string>;
-    /** Hugging Face token for gated models. Defaults to none. */
-    hfToken?: pulumi.Input<string>;
     /** Hash of the runtime environment file: a change restarts vLLM. */
     envHash: pulumi.Input<string>;
     /** The image's ID the node's engine probe found (docker): the unit starts it by that ID. Defaults to the tag. */
@@ -60,7 +58,7 @@ export class VllmServer extends pulumi.ComponentResource {
         this.baseUrl = apiBaseUrl(args.publicHost, plan.api.port);
         this.servedModel = plan.api.servedModel;
 
-        const secretsFile = pulumi.all([args.apiKey, args.hfToken ?? ""]).apply(([key, token]) => plan.secretsFile(key, token));
+        const secretsFile = pulumi.output(args.apiKey).apply((key) => plan.secretsFile(key));
         // Another engine than vLLM: first the other engine's leftovers go (see EnginePlan.switchCleanup).
         const cleanup = plan.switchCleanup !== undefined ? args.host.command(`${name}-engine-switch`, plan.switchCleanup, { parent: this }) : undefined;
         const secrets = args.host.command(

@@ -55,8 +55,8 @@ export const RUNTIME_ENV_NAMES = [
     "VLLM_HOST_IP",
 ] as const;
 export type RuntimeEnvName = (typeof RUNTIME_ENV_NAMES)[number];
-/** The variables of the vLLM secrets file. */
-export const VLLM_SECRET_NAMES = ["VLLM_API_KEY", "HF_TOKEN"] as const;
+/** The variables of the vLLM secrets file (the HF token is only the model download's: vLLM serves offline). */
+export const VLLM_SECRET_NAMES = ["VLLM_API_KEY"] as const;
 export type VllmSecretName = (typeof VLLM_SECRET_NAMES)[number];
 /** The variables of Ray's token file. */
 export const RAY_ENV_NAMES = ["RAY_AUTH_MODE", "RAY_AUTH_TOKEN"] as const;
@@ -114,6 +114,7 @@ export const PROJECT_ENV: ReadonlyMap<string, string> = new Map<string, string>(
     ...VLLM_SECRET_NAMES.map((name) => [name, VLLM_SECRETS_PATH] as const),
     ...RAY_ENV_NAMES.map((name) => [name, RAY_ENV_PATH] as const),
     ...VLLM_UNIT_ENV_NAMES.map((name) => [name, `the unit ${UNITS.vllm}.service`] as const),
+    ["HF_TOKEN", "hfToken, for the model download only: vLLM serves offline"],
 ]);
 /** The variables of Open WebUI's env file that hold a secret (the API key, its session key, its admin's password). */
 export const OPEN_WEBUI_SECRET_NAMES = ["OPENAI_API_KEYS", "WEBUI_SECRET_KEY", "WEBUI_ADMIN_PASSWORD"] as const;
@@ -123,7 +124,8 @@ export const OPEN_WEBUI_SECRET_NAMES = ["OPENAI_API_KEYS", "WEBUI_SECRET_KEY", "
  * scrubbed of (components/render/host/journal.ts).
  */
 export const SECRET_FILES: readonly { path: string; keys: readonly string[] }[] = [
-    { path: VLLM_SECRETS_PATH, keys: VLLM_SECRET_NAMES },
+    // HF_TOKEN too: a file written before the token left it is scrubbed until it is rewritten.
+    { path: VLLM_SECRETS_PATH, keys: [...VLLM_SECRET_NAMES, "HF_TOKEN"] },
     { path: RAY_ENV_PATH, keys: ["RAY_AUTH_TOKEN"] },
     { path: OPEN_WEBUI_ENV_PATH, keys: OPEN_WEBUI_SECRET_NAMES },
     { path: SGLANG_SECRETS_PATH, keys: ["api-key"] },

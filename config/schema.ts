@@ -368,9 +368,10 @@ export const ModelSchema = z.strictObject({
     /**
      * Extra environment for the vLLM server, name to string value, e.g. `VLLM_USE_FLASHINFER_MOE_FP4:
      * "1"` or an NCCL tuning variable only vLLM should see. Names the project sets itself (the
-     * runtime env file's NCCL, Gloo and VLLM_HOST_IP variables, VLLM_API_KEY, HF_TOKEN, Ray's token
-     * and address, HF_HUB_OFFLINE) are rejected with the key to set instead, and so are HF_HOME and
-     * HF_HUB_CACHE (vLLM reads the model offline from the cache the model sync fills). Values are
+     * runtime env file's NCCL, Gloo and VLLM_HOST_IP variables, VLLM_API_KEY, Ray's token and
+     * address, HF_HUB_OFFLINE) are rejected with the key to set instead, and so are HF_TOKEN (the
+     * model download's, from hfToken), HF_HOME and HF_HUB_CACHE (vLLM reads the model offline from
+     * the cache the model sync fills). Values are
      * single lines of at most 4096 bytes; they reach vLLM byte for byte. A change restarts only
      * vLLM. Defaults to {}.
      */

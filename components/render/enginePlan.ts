@@ -16,7 +16,7 @@ export interface EnginePlan {
     /** The OpenAI-compatible API rank 0 serves: its port and the model name clients ask for. */
     api: { port: number; servedModel: string };
     /** Rendered secrets file (API key, HF token), read by the runtime's env-file reader. */
-    secretsFile(apiKey: string, hfToken: string): string;
+    secretsFile(apiKey: string): string;
     /** The secrets step: the file from stdin, root-only. */
     secrets: StepScripts;
     /**

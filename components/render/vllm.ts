@@ -296,7 +296,7 @@ export function vllmPlan(spec: VllmServeSpec, runtime: Runtime, rayAddress?: str
     return {
         rank,
         api: { port: spec.apiPort, servedModel: spec.servedName },
-        secretsFile: (apiKey, hfToken) => renderVllmSecrets(reader, apiKey, hfToken),
+        secretsFile: (apiKey) => renderVllmSecrets(reader, apiKey),
         secrets: {
             create: installFileFromStdinScript(VLLM_SECRETS_PATH, "600", UNITS.vllm),
             delete: removeFilesScript([VLLM_SECRETS_PATH], [CONFIG_DIR]),
@@ -343,13 +343,12 @@ export function readinessTimeout(seconds: number): string {
     return `${Math.ceil((seconds + 600) / 60)}m`;
 }
 
-/** The root-only env file vLLM reads its API key (and the HF token) from. */
-export function renderVllmSecrets(reader: EnvFileReader, apiKey: string, hfToken?: string): string {
-    return renderEnvFile(
-        MANAGED_MARKER,
-        [["VLLM_API_KEY" satisfies VllmSecretName, apiKey], ...(hfToken ? [["HF_TOKEN" satisfies VllmSecretName, hfToken] as const] : [])],
-        reader,
-    );
+/**
+ * The root-only env file vLLM reads its API key from. Not the HF token: vLLM serves offline
+ * (HF_HUB_OFFLINE=1) from the cache the model sync filled, and only that download needs it.
+ */
+export function renderVllmSecrets(reader: EnvFileReader, apiKey: string): string {
+    return renderEnvFile(MANAGED_MARKER, [["VLLM_API_KEY" satisfies VllmSecretName, apiKey]], reader);
 }
 
 /**

@@ -1058,14 +1058,14 @@ describe("secrets", () => {
     });
 
     for (const name of ["base", "mp", "sparkThor"] as const) {
-        it(`${name}: the API key and HF token reach only the secrets step's stdin, as a secret`, async () => {
+        it(`${name}: the API key reaches only the secrets step's stdin, and the HF token only the download's, as secrets`, async () => {
             const result = await scenario(name);
             const secretsSteps = result.resources.filter((r) => r.name.endsWith("-vllm-secrets")).map((r) => r.name);
             assert.ok(secretsSteps.length > 0);
             for (const needle of name === "sparkThor" ? [API_KEY] : [API_KEY, HF_TOKEN]) {
                 const found = result.resources.flatMap((r) => occurrences(r.inputs, needle).map((o) => ({ resource: r.name, ...o })));
-                // The HF token also goes to the one download (on the head), as its stdin.
-                const steps = needle === HF_TOKEN ? ["dev-model-download", ...secretsSteps] : secretsSteps;
+                // The HF token goes to the one download (on the head), as its stdin, and nowhere else: vLLM serves offline.
+                const steps = needle === HF_TOKEN ? ["dev-model-download"] : secretsSteps;
                 assert.deepEqual(
                     found.sort((a, b) => a.resource.localeCompare(b.resource)),
                     [...steps].sort().map((resource) => ({ resource, path: "stdin", secret: true })),
@@ -1077,7 +1077,7 @@ describe("secrets", () => {
                 const inputs = get(result, step).inputs;
                 assert.ok(isSecret(inputs.stdin), `${step}.stdin is a secret`);
                 assert.equal(inputs.logging, "none");
-                assert.match(String(plain(inputs.stdin)), /^# Managed by spark-cluster[^\n]*\nVLLM_API_KEY=/);
+                assert.match(String(plain(inputs.stdin)), /^# Managed by spark-cluster[^\n]*\nVLLM_API_KEY=[^\n]*\n$/, "the API key alone");
             }
         });
     }

@@ -1340,16 +1340,17 @@ describe("model.env and model.readyTimeoutSeconds", () => {
             .filter((line) => line.startsWith('Environment="'))
             .map((line) => line.slice('Environment="'.length, line.indexOf("=", 'Environment="'.length)));
 
-    it("PROJECT_ENV (what model.env refuses) is exactly what the renderers write", () => {
+    it("PROJECT_ENV (what model.env refuses) is exactly what the renderers write, and HF_TOKEN (the download's only)", () => {
         const written = new Set([
             ...envNames(renderRuntimeEnv({ nccl: NCCL_ROCE, reader: "systemd", nodeIp: "192.168.100.11" })),
             ...envNames(renderRuntimeEnv({ nccl: { ...NCCL_ROCE, routed: true }, reader: "systemd", nodeIp: "192.168.100.11" })),
             ...envNames(renderRuntimeEnv({ nccl: { ...NCCL_SOCKET_THOR, overrides: {} }, reader: "systemd", nodeIp: "192.168.100.11" })),
-            ...envNames(renderVllmSecrets("systemd", "k".repeat(20), "hf_x")),
+            ...envNames(renderVllmSecrets("systemd", "k".repeat(20))),
             ...envNames(renderRayEnv("systemd", "0123456789abcdef0123456789abcdef")),
             ...unitEnvNames(renderVllmUnit({ ...VLLM_MP_BASE, executor: "ray" }, VENV, "h", "192.168.100.11:6379")),
         ]);
-        assert.deepEqual([...written].sort(), [...PROJECT_ENV.keys()].sort());
+        assert.ok(!written.has("HF_TOKEN"), "vLLM never gets the HF token: it serves offline");
+        assert.deepEqual([...written, "HF_TOKEN"].sort(), [...PROJECT_ENV.keys()].sort());
     });
 
     const spec: VllmServeSpec = { ...VLLM_MP_BASE, env: { VLLM_USE_FLASHINFER_MOE_FP4: "1", NCCL_NVLS_ENABLE: 'a "b" $c %d \\e' } };

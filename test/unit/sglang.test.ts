@@ -172,7 +172,7 @@ describe("the SGLang argv per rank", () => {
         assert.ok(line);
         assert.equal(JSON.parse(line.slice("api-key: ".length)), key);
         const plan = sglangPlan(rank(0), VENV);
-        assert.equal(plan.secretsFile(KEY, "hf_token_not_used"), renderSglangSecrets(KEY));
+        assert.equal(plan.secretsFile(KEY), renderSglangSecrets(KEY));
         assert.match(plan.ready ?? "", /sglang\.yaml/);
         assert.equal(sglangPlan(rank(1), VENV).ready, undefined, "only rank 0 is probed");
         assert.ok(sglangPlan(rank(1), VENV).follow, "a rank 1+ has a follower");

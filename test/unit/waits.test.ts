@@ -184,7 +184,7 @@ function renderedScripts(config: Config): Map<string, string> {
             watchdog: config.watchdog,
         });
         const unit = plan.unit("0123456789abcdef", ["peer unit"]);
-        add(`${node.name}-vllm-secrets`, plan.secrets.create, plan.secrets.delete, plan.secrets.read, plan.secretsFile("key", "token"));
+        add(`${node.name}-vllm-secrets`, plan.secrets.create, plan.secrets.delete, plan.secrets.read, plan.secretsFile("key"));
         add(`${node.name}-vllm-unit`, plan.unitStep.create(unit), plan.unitStep.delete, plan.unitStep.read(unit));
         add(`${node.name}-vllm-ready`, plan.ready);
         add(`${node.name}-vllm-follow`, plan.follow?.create, plan.follow?.delete, plan.follow?.read);
