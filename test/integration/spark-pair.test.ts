@@ -584,14 +584,24 @@ for (const executor of ["ray", "mp"] as const) {
                     "spark-b",
                     `cp -a ${keys} /root/saved_host_key && cp -a ${keys}.pub /root/saved_host_key.pub && rm -f ${keys} ${keys}.pub && ssh-keygen -q -t ed25519 -N '' -f ${keys} && systemctl restart ssh`,
                 );
-                setConfig(session, "spark-cluster:nccl.debug", "INFO"); // work for both nodes
-                assert.throws(
-                    () => pulumiWithConfig(session, "up", "--yes", "--skip-preview"),
-                    /the SSH host key of 10\.77\.0\.12:22 has changed: expected SHA256:\S+, the host presented SHA256:\S+\. Nothing was run there/,
-                );
-                assert.match(ssh("spark-a", `cat ${NCCL_CONF_PATH}`), /^NCCL_DEBUG=INFO$/m, "the other node converged");
-                assert.match(ssh("spark-b", `cat ${NCCL_CONF_PATH}`), /^NCCL_DEBUG=WARN$/m, "nothing ran on the node with the changed key");
-                ssh("spark-b", `mv /root/saved_host_key ${keys} && mv /root/saved_host_key.pub ${keys}.pub && systemctl restart ssh`);
+                const restore = () =>
+                    ssh(
+                        "spark-b",
+                        `if [ -e /root/saved_host_key ]; then mv /root/saved_host_key ${keys} && mv /root/saved_host_key.pub ${keys}.pub && systemctl restart ssh; fi`,
+                    );
+                try {
+                    setConfig(session, "spark-cluster:nccl.debug", "INFO"); // work for both nodes
+                    // --continue-on-error: the engine runs spark-a's step even when spark-b's fails first
+                    // (without it, a step not yet started when the first one fails is never started).
+                    assert.throws(
+                        () => pulumiWithConfig(session, "up", "--yes", "--skip-preview", "--continue-on-error"),
+                        /the SSH host key of 10\.77\.0\.12:22 has changed: expected SHA256:\S+, the host presented SHA256:\S+\. Nothing was run there/,
+                    );
+                    assert.match(ssh("spark-a", `cat ${NCCL_CONF_PATH}`), /^NCCL_DEBUG=INFO$/m, "the other node converged");
+                    assert.match(ssh("spark-b", `cat ${NCCL_CONF_PATH}`), /^NCCL_DEBUG=WARN$/m, "nothing ran on the node with the changed key");
+                } finally {
+                    restore();
+                }
                 pulumiWithConfig(session, "up", "--yes", "--skip-preview");
                 assert.match(ssh("spark-b", `cat ${NCCL_CONF_PATH}`), /^NCCL_DEBUG=INFO$/m);
                 setConfig(session, "spark-cluster:nccl.debug", "WARN");
@@ -603,8 +613,9 @@ for (const executor of ["ray", "mp"] as const) {
 
         for (const fault of FAULTS[executor]) {
             it(`heals without pulumi up: ${fault.what}`, async (t) => {
-                // The head's reboot: the outsider tries the head's internal ports all through it (issue 40, item 7).
-                const probe = fault.what === "head rebooted" ? probeThroughReboot("spark-a") : undefined;
+                // The head's reboot: the outsider tries the head's internal ports all through it (issue 40,
+                // item 7). The mp suite's: the Ray suite turned the firewall off before its faults.
+                const probe = executor === "mp" && fault.what === "head rebooted" ? probeThroughReboot("spark-a") : undefined;
                 await healsAfter(t, fault, endpoint, apiKey, "tiny-chat");
                 if (probe !== undefined) {
                     const { open, roundsDown, roundsUp } = await probe;
