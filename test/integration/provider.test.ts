@@ -7,11 +7,14 @@
 //     leaves no file, unit, rule, container or address of ours on either node;
 //   - a step whose create fails after it started on the node (a unit step whose unit never
 //     becomes active) is recorded by the engine with its inputs, so destroy runs its delete and
-//     leaves nothing of ours, and the next up runs its create again.
+//     leaves nothing of ours, and the next up runs its create again;
+//   - so are the host layers failing midway (issue 36, part 4): the netplan step (after writing its
+//     file, `netplan apply` fails), the firewall's (after its rules, unit and drop-ins, `nft`
+//     fails) and PFC's (after recording what it found, `mlnx_qos` fails): destroy leaves nothing.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as path from "node:path";
-import { UNITS, unitPath } from "../../config/hostPaths";
+import { FIREWALL_RULES_PATH, NETPLAN_PATH, PFC_STATE_DIR, UNITS, firewallDropInPath, unitPath } from "../../config/hostPaths";
 import { labReusableFor, withLabUp } from "../lab/lab-harness";
 import { Session, newSession, pulumi, pulumiWithConfig, removeSession, root, run, ssh } from "./stackSession";
 
@@ -134,5 +137,85 @@ describe("a step that fails after it started is recorded: destroy removes what i
             mendUnit();
             removeSession(session);
         }
+    });
+});
+
+describe("the host layers failing midway are recorded too: destroy leaves nothing of ours", { timeout: 1_800_000 }, () => {
+    /**
+     * A tool of the node's that fails (`subcommand`: only that one; the rest runs the real tool): the
+     * tool moved aside (a symlink stays one, so netplan's script still finds its modules) and a
+     * script in its place, undone by {@link mendTools}.
+     */
+    const breakTool = (node: "spark-a" | "spark-b", tool: string, subcommand?: string) =>
+        ssh(
+            node,
+            [
+                `p=$(command -v ${tool})`,
+                `mv "$p" "$p.lab-real"`,
+                `printf '#!/bin/sh\n%s\necho "lab: ${tool} broken by the test" >&2\nexit 1\n' ` +
+                    `'${subcommand ? `[ "$1" = ${subcommand} ] || exec "$0.lab-real" "$@"` : ""}' > "$p"`,
+                `chmod 755 "$p"`,
+            ].join(" && "),
+        );
+    const mendTools = () => {
+        for (const node of ["spark-a", "spark-b"] as const) {
+            ssh(
+                node,
+                `for p in /usr/sbin/netplan /usr/sbin/nft "$(command -v mlnx_qos)"; do if [ -e "$p.lab-real" ] || [ -L "$p.lab-real" ]; then mv -f "$p.lab-real" "$p"; fi; done; true`,
+            );
+        }
+    };
+
+    /** One up with these tools broken fails in exactly `steps`, which left `leftOn`; destroy then leaves nothing of ours. */
+    const failsThenCleans = (
+        t: { diagnostic(message: string): void },
+        broken: [node: "spark-a" | "spark-b", tool: string, subcommand?: string][],
+        steps: string[],
+        leftOn: [node: "spark-a" | "spark-b", paths: string[]],
+    ) => {
+        const session: Session = newSession();
+        try {
+            for (const [node, tool, subcommand] of broken) breakTool(node, tool, subcommand);
+            // --continue-on-error: every layer that can run does, so each breaks in one up.
+            assert.throws(
+                () => pulumiWithConfig(session, "up", "--yes", "--skip-preview", "--continue-on-error"),
+                /lab: (netplan|nft|mlnx_qos) broken by the test/,
+            );
+            const state = JSON.parse(pulumi(session, "stack", "export")) as { deployment: { resources: { urn: string; initErrors?: string[] }[] } };
+            const failed = state.deployment.resources
+                .filter((r) => (r.initErrors ?? []).length > 0)
+                .map((r) => r.urn.split("::").pop())
+                .sort();
+            t.diagnostic(`recorded with initialization errors: ${failed.join(", ")}`);
+            assert.deepEqual(failed, steps);
+            const [node, paths] = leftOn;
+            const left = ssh(node, `for p in ${paths.join(" ")}; do [ -e "$p" ] && echo "$p"; done; true`)
+                .trim()
+                .split("\n");
+            assert.deepEqual(left, paths, "what the failed steps wrote before they failed is there");
+            mendTools();
+            pulumiWithConfig(session, "destroy", "--yes", "--skip-preview");
+            assert.equal(labReusableFor("spark-pair"), "", "nothing of ours is left on the nodes");
+        } finally {
+            mendTools();
+            removeSession(session);
+        }
+    };
+
+    it("the firewall (nft) and PFC (mlnx_qos) fail after they started on spark-a: each is recorded, and destroy removes what it did", (t) => {
+        failsThenCleans(
+            t,
+            [
+                ["spark-a", "nft"],
+                ["spark-a", "mlnx_qos"],
+            ],
+            ["spark-a-firewall-apply", "spark-a-roce-apply"],
+            ["spark-a", [FIREWALL_RULES_PATH, unitPath(UNITS.firewall), firewallDropInPath(UNITS.ray), PFC_STATE_DIR]],
+        );
+    });
+
+    it("netplan apply fails on spark-b after its file is written (and spark-a's link check fails without its peer): both recorded, destroy removes them", (t) => {
+        // Only `netplan apply`: first contact reads the node with `netplan get`.
+        failsThenCleans(t, [["spark-b", "netplan", "apply"]], ["spark-a-interconnect-apply", "spark-b-interconnect-apply"], ["spark-b", [NETPLAN_PATH]]);
     });
 });

@@ -8,7 +8,18 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { after, before } from "node:test";
-import { CONFIG_DIR, HF_HOME_DIR, NCCL_CONF_PATH, NETPLAN_PATH, PEERMEM_CONF, STATE_DIR, UNITS, unitPath } from "../../config/hostPaths";
+import {
+    CONFIG_DIR,
+    FIREWALLED_UNITS,
+    HF_HOME_DIR,
+    NCCL_CONF_PATH,
+    NETPLAN_PATH,
+    PEERMEM_CONF,
+    STATE_DIR,
+    UNITS,
+    firewallDropInPath,
+    unitPath,
+} from "../../config/hostPaths";
 import { findRepoRoot } from "../support/repoRoot";
 
 export const repoRoot = findRepoRoot(__dirname);
@@ -358,7 +369,16 @@ function labStateFile(name: string): string {
  * Paths a node of a freshly booted lab does not have, and each file that deploys to the lab
  * removes or restores: every file and unit of ours, and nccl.conf (config/hostPaths.ts).
  */
-const NOT_ON_A_FRESH_NODE = [NETPLAN_PATH, CONFIG_DIR, STATE_DIR, ...Object.values(UNITS).map(unitPath), PEERMEM_CONF, NCCL_CONF_PATH];
+const NOT_ON_A_FRESH_NODE = [
+    NETPLAN_PATH,
+    CONFIG_DIR,
+    STATE_DIR,
+    ...Object.values(UNITS).map(unitPath),
+    // The firewall's drop-ins' directories (ours alone on a lab node).
+    ...FIREWALLED_UNITS.map((unit) => path.dirname(firewallDropInPath(unit))),
+    PEERMEM_CONF,
+    NCCL_CONF_PATH,
+];
 
 /**
  * Why the running lab cannot be handed to a file wanting TOPOLOGY as if freshly booted, or "" when
