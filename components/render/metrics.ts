@@ -10,10 +10,10 @@
 //     default; SGLang's with --enable-metrics), keeping `retentionDays` days or `retentionGiB`.
 import * as yaml from "js-yaml";
 import type { MetricsConfig } from "../../config";
-import { CONFIG_DIR, MANAGED_MARKER, PROMETHEUS_CONFIG_PATH, PROMETHEUS_DATA_DIR, UNITS } from "../../config/hostPaths";
+import { CONFIG_DIR, MANAGED_MARKER, PROMETHEUS_CONFIG_PATH, PROMETHEUS_DATA_DIR, UNITS, unitPath } from "../../config/hostPaths";
 import { removeDirLines, removeUnitScript, unitInstallLines, unitRemoveLines } from "./host/files";
 import { HOST_LIB } from "./host/lib";
-import { fileDriftLine, readScript, unitReadScript } from "./host/read";
+import { fileDriftLine, readScript, unitDriftLine, unitReadScript } from "./host/read";
 import { bashScript, contentHash, heredoc } from "./host/shell";
 import { systemdJoin, systemdText } from "./host/systemd";
 import type { StepScripts } from "./step";
@@ -167,6 +167,10 @@ export function prometheusStep(spec: PrometheusSpec): StepScripts {
             `rmdir ${CONFIG_DIR} 2>/dev/null || true`,
             "sc_cleanup_state",
         ]),
-        read: readScript([fileDriftLine(PROMETHEUS_CONFIG_PATH, "644", config), unitReadScript(UNITS.prometheus, unit)]),
+        read: readScript([
+            fileDriftLine(PROMETHEUS_CONFIG_PATH, "644", config),
+            fileDriftLine(unitPath(UNITS.prometheus), "644", unit),
+            unitDriftLine(UNITS.prometheus),
+        ]),
     };
 }

@@ -283,14 +283,17 @@ function runtimeImage(config: Config, node: string | undefined, where: string): 
 
 /**
  * The variables a file must hold as its reader reads them, from the config: the secrets (vllm.env,
- * ray.env) and the NCCL settings and address (runtime.env, nccl.conf).
+ * ray.env) and the NCCL settings and address (runtime.env, nccl.conf); and vllm.env must not hold
+ * the HF token.
  */
 function expectedVars(config: Config, nodeName: string | undefined, file: string, vars: EnvVars, reader: string): string[] {
     const node = config.nodes.find((n) => n.name === nodeName);
     const want: Record<string, string> = {};
+    const extra: string[] = [];
     if (file.endsWith("/vllm.env")) {
+        // The API key alone: the HF token is the model download's (vLLM serves offline).
         want.VLLM_API_KEY = config.apiKey.reveal();
-        if (config.hfToken) want.HF_TOKEN = config.hfToken.reveal();
+        if (vars.has("HF_TOKEN")) extra.push(`${nodeName}:${file}: ${reader} reads HF_TOKEN, which only the model download may have`);
     } else if (file.endsWith("/ray.env")) {
         want.RAY_AUTH_TOKEN = config.rayAuthToken.reveal();
     } else if (file === OPEN_WEBUI_ENV && config.openWebui) {
@@ -311,9 +314,15 @@ function expectedVars(config: Config, nodeName: string | undefined, file: string
         if (config.transport === "roce" && config.nccl.ibHca !== undefined) want.NCCL_IB_HCA = config.nccl.ibHca.join(",");
         if (file.endsWith("/runtime.env") && node) want.VLLM_HOST_IP = node.ip;
     }
-    return Object.entries(want)
-        .filter(([k, v]) => vars.get(k) !== v)
-        .map(([k, v]) => `${nodeName}:${file}: ${reader} reads ${k} as ${JSON.stringify(vars.get(k))?.slice(0, 200)}, not ${JSON.stringify(v).slice(0, 200)}`);
+    return [
+        ...extra,
+        ...Object.entries(want)
+            .filter(([k, v]) => vars.get(k) !== v)
+            .map(
+                ([k, v]) =>
+                    `${nodeName}:${file}: ${reader} reads ${k} as ${JSON.stringify(vars.get(k))?.slice(0, 200)}, not ${JSON.stringify(v).slice(0, 200)}`,
+            ),
+    ];
 }
 
 /**
@@ -555,6 +564,17 @@ export async function readJob(result: RenderResult, config: Config, readers: Rea
 
     const fileView = async (filePath: string, body: string, node: string | undefined, where: string, reads: string[]): Promise<View> => {
         if (/^\/etc\/systemd\/system\/.*\.service$/.test(filePath)) return unitView(body, node, where, reads);
+        // The firewall's drop-ins on our units: constant text, no value of the config in it.
+        if (/^\/etc\/systemd\/system\/[^/]+\.service\.d\/[^/]+\.conf$/.test(filePath)) return code(body);
+        if (filePath.endsWith("/prometheus.yml")) {
+            // Prometheus reads it as YAML (gopkg.in/yaml): js-yaml's core schema reads the same scalars.
+            try {
+                return sink("prometheus-yaml", yaml.load(body) as View);
+            } catch (err) {
+                problems.push(`${where}: not YAML: ${(err as Error).message}`);
+                return null;
+            }
+        }
         if (filePath.startsWith("/etc/netplan/")) {
             try {
                 return sink("netplan-yaml", yaml.load(body, { schema: yaml.FAILSAFE_SCHEMA }) as View);

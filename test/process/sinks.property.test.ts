@@ -275,6 +275,8 @@ function variantBase(variant: VariantName): Values {
                 sshPrivateKeyPath: "/home/you/.ssh/id_ed25519",
                 frontend: { openWebui: { ...openWebui, runtime: { kind: "venv", path: "/opt/spark-cluster-open-webui" } } },
                 openWebuiAdminPassword: "base-webui-password",
+                // Metrics on (Prometheus's configuration and the exporters' units carry node names and addresses).
+                metrics: { enabled: true },
             };
         case "local":
             return {
