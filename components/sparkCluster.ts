@@ -14,7 +14,7 @@ import { VllmServer, apiBaseUrl } from "./vllmServer";
 import { engineStrategy } from "./render/engine";
 import { openWebuiPlan } from "./render/openWebui";
 import { prometheusStep } from "./render/metrics";
-import { addressOnNode } from "../config/ipv4";
+import { addressOnNode, isLoopback } from "../config/ipv4";
 import type { FirstContactFacts } from "./render/firstContact";
 import { nodeCheckScript } from "./render/firstContactFindings";
 import { clusterFindings } from "./render/nodeCheck";
@@ -93,6 +93,16 @@ export class SparkCluster extends pulumi.ComponentResource {
                 "firewall.enabled is false: no firewall of ours guards the nodes, so Ray's ports, the engine's internal ports and NCCL's " +
                     'listen to anyone who reaches a node (docs/operations.md, "Ports"). Set it to true (the default) unless another firewall ' +
                     "keeps them to the cluster's nodes.",
+                this,
+            );
+        }
+        // The API beyond loopback with no source ranges: anyone who reaches the head, in plain HTTP.
+        if (!isLoopback(config.model.apiHost) && (!config.firewall.enabled || config.firewall.apiAllowFrom.length === 0)) {
+            pulumi.log.warn(
+                `the API (${apiBaseUrl(config.head.ssh.host, config.model.apiPort)}) answers anyone who reaches ${config.head.name} on port ` +
+                    `${config.model.apiPort}, in plain HTTP: the API key crosses the network in clear, and it guards only /v1 and a few other ` +
+                    'prefixes (docs/operations.md, "Ports"). Set firewall.apiAllowFrom to the ranges that may use it (e.g. [192.168.1.0/24]), ' +
+                    "or model.apiHost: 127.0.0.1 and reach it through an SSH tunnel.",
                 this,
             );
         }

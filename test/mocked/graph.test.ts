@@ -253,6 +253,7 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
     ring4: { clusterName: "dev", values: ringValues(), secretKeys: SECRET_KEYS },
     metrics: { clusterName: "dev", values: withChange((v) => (v.metrics = { enabled: true })), secretKeys: SECRET_KEYS },
     firewallOff: { clusterName: "dev", values: withChange((v) => (v.firewall = { enabled: false })), secretKeys: SECRET_KEYS },
+    apiAllowed: { clusterName: "dev", values: withChange((v) => (v.firewall = { apiAllowFrom: ["192.168.1.0/24"] })), secretKeys: SECRET_KEYS },
 };
 
 type ScenarioName = keyof typeof SCENARIOS;
@@ -1491,5 +1492,20 @@ describe("firewall.enabled", () => {
             [],
         );
         assert.ok(!off.resources.some((r) => /-firewall/.test(r.name)), "no firewall step when it is off");
+    });
+});
+
+describe("the API's exposure", () => {
+    it("beyond loopback with no firewall.apiAllowFrom (the default), up and preview warn, naming the endpoint and the fix; with ranges, no warning", async () => {
+        const [base, allowed] = [await scenario("base"), await scenario("apiAllowed")];
+        assert.deepEqual(allowed.errors, []);
+        const open = (r: ScenarioResult) => r.warnings.filter((w) => /^the API \(/.test(w));
+        assert.equal(open(base).length, 1);
+        assert.match(
+            open(base)[0],
+            /^the API \(http:\/\/10\.0\.0\.11:8000\/v1\) answers anyone who reaches spark-a on port 8000, in plain HTTP: .* Set firewall\.apiAllowFrom /,
+        );
+        assert.deepEqual(open(allowed), []);
+        assert.equal((await scenario("firewallOff")).warnings.filter((w) => /^the API \(/.test(w)).length, 1, "no firewall: open too");
     });
 });
