@@ -172,7 +172,7 @@ describe("SGLang on the pair (venv): serves across both nodes, isolated, idempot
         assert.equal(logs.status, 0, logs.stderr);
         assert.match(
             logs.stdout,
-            /-- journal of spark-cluster-sglang, spark-cluster-sglang-follow, spark-cluster-sglang-watchdog, spark-cluster-ray, spark-cluster-ray-watchdog:/,
+            /-- journal of spark-cluster-sglang, spark-cluster-sglang-follow, spark-cluster-sglang-watchdog, spark-cluster-ray, spark-cluster-ray-watchdog, spark-cluster-open-webui, spark-cluster-open-webui-watchdog, spark-cluster-node-exporter, spark-cluster-prometheus:/,
         );
         assert.doesNotMatch(logs.stdout, /-- No entries --/, "SGLang's unit has journal lines");
     });
