@@ -149,9 +149,14 @@ export function unitPath(name: string): string {
  */
 export const FIREWALLED_UNITS = [UNITS.ray, UNITS.vllm, UNITS.sglang, UNITS.openWebui, UNITS.nodeExporter, UNITS.prometheus] as const;
 
+/** The drop-in directory of a unit. */
+export function dropInDir(unit: string): string {
+    return `${UNIT_DIR}/${unit}.service.d`;
+}
+
 /** The firewall layer's drop-in for one of {@link FIREWALLED_UNITS}. */
 export function firewallDropInPath(unit: string): string {
-    return `${UNIT_DIR}/${unit}.service.d/50-spark-cluster-firewall.conf`;
+    return `${dropInDir(unit)}/50-spark-cluster-firewall.conf`;
 }
 
 /** What the take-over (interconnect.takeOver) moved aside: other tools' netplan files, NetworkManager's active profiles. */

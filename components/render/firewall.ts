@@ -10,7 +10,7 @@ import { HOST_LIB } from "./host/lib";
 import { fileDriftLine, readScript, unitDriftLine } from "./host/read";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
 import { systemdJoin } from "./host/systemd";
-import { CONFIG_DIR, FIREWALLED_UNITS, FIREWALL_RULES_PATH, MANAGED_MARKER, UNITS, UNIT_DIR, firewallDropInPath, unitPath } from "../../config/hostPaths";
+import { CONFIG_DIR, FIREWALLED_UNITS, FIREWALL_RULES_PATH, MANAGED_MARKER, UNITS, dropInDir, firewallDropInPath, unitPath } from "../../config/hostPaths";
 import type { StepScripts } from "./step";
 import { journalTailLine } from "./host/journal";
 
@@ -167,7 +167,7 @@ export function firewallReadScript(spec: FirewallSpec): string {
 export function firewallRemoveScript(): string {
     return bashScript([
         HOST_LIB,
-        ...FIREWALLED_UNITS.flatMap((unit) => [`sc_remove_file ${firewallDropInPath(unit)}`, `rmdir ${UNIT_DIR}/${unit}.service.d 2>/dev/null || true`]),
+        ...FIREWALLED_UNITS.flatMap((unit) => [`sc_remove_file ${firewallDropInPath(unit)}`, `rmdir ${dropInDir(unit)} 2>/dev/null || true`]),
         `systemctl daemon-reload`,
         `systemctl disable --now ${UNITS.firewall}.service 2>/dev/null || true`,
         `if command -v nft >/dev/null; then ${NFT} delete table inet ${NFT_TABLE} 2>/dev/null || true; fi`,

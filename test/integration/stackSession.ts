@@ -9,17 +9,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { sleep, ssh as labSsh } from "../lab/lab-harness";
-import {
-    CONFIG_DIR,
-    FIREWALLED_UNITS,
-    GATE_STATE_DIR,
-    NETPLAN_PATH,
-    PEERMEM_CONF,
-    STATE_DIR,
-    UNITS,
-    firewallDropInPath,
-    unitPath,
-} from "../../config/hostPaths";
+import { CONFIG_DIR, FIREWALLED_UNITS, GATE_STATE_DIR, NETPLAN_PATH, PEERMEM_CONF, STATE_DIR, UNITS, dropInDir, unitPath } from "../../config/hostPaths";
 
 /** Everything of ours on a node: what a destroy must remove (spark-pair, hostState). */
 export const OUR_PATHS = [
@@ -34,8 +24,8 @@ export const OUR_PATHS = [
     GATE_STATE_DIR,
     unitPath(UNITS.pfc),
     unitPath(UNITS.firewall),
-    // The firewall's drop-ins, and their directories (ours alone in the lab).
-    ...FIREWALLED_UNITS.flatMap((unit) => [firewallDropInPath(unit), path.dirname(firewallDropInPath(unit))]),
+    // The firewall's drop-ins' directories (ours alone in the lab).
+    ...FIREWALLED_UNITS.map(dropInDir),
     PEERMEM_CONF,
 ];
 export const root = path.resolve(__dirname, "..", "..", "..");

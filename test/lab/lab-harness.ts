@@ -17,7 +17,7 @@ import {
     PEERMEM_CONF,
     STATE_DIR,
     UNITS,
-    firewallDropInPath,
+    dropInDir,
     unitPath,
 } from "../../config/hostPaths";
 import { findRepoRoot } from "../support/repoRoot";
@@ -375,7 +375,7 @@ const NOT_ON_A_FRESH_NODE = [
     STATE_DIR,
     ...Object.values(UNITS).map(unitPath),
     // The firewall's drop-ins' directories (ours alone on a lab node).
-    ...FIREWALLED_UNITS.map((unit) => path.dirname(firewallDropInPath(unit))),
+    ...FIREWALLED_UNITS.map(dropInDir),
     PEERMEM_CONF,
     NCCL_CONF_PATH,
 ];
