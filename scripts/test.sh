@@ -88,7 +88,7 @@ stop_beside() { # the job beside the lab's files, if it still runs (by its PID a
   kill "$beside_pid" 2>/dev/null || true
 }
 trap 'stop_beside; lab/lab.sh down >/dev/null 2>&1 || true' EXIT
-results=$(mktemp)
+results=$(mktemp) digest=$(mktemp)
 failed=()
 run_node_tests() { # label concurrency files...: one `node --test`; its closing counts are kept for the total
   local label=$1 concurrency=$2 out rc=0 began
@@ -97,9 +97,28 @@ run_node_tests() { # label concurrency files...: one `node --test`; its closing 
   began=$(date +%s)
   SPARK_LAB_KEEP_UP=1 node --test --test-concurrency="$concurrency" "$@" 2>&1 | tee "$out" || rc=$?
   grep -E '^# (tests|pass|fail|cancelled|skipped|todo) [0-9]+$' "$out" >> "$results" || true
-  rm -f "$out"
   echo "== $label: $(( $(date +%s) - began )) s"
-  if (( rc != 0 )); then failed+=("$label"); fi
+  if (( rc != 0 )); then failed+=("$label"); failure_digest "$label" < "$out" >> "$digest"; fi
+  rm -f "$out"
+}
+# The failed tests of one run, for the end of the output (CI keeps only its tail): each "not ok"
+# line with its YAML block (no stack), its first 10 and last 30 lines when it is longer (an error
+# from the Pulumi CLI has its progress first and its diagnostics last).
+failure_digest() { # label < TAP
+  echo "-- $1"
+  awk '
+    function flush(  i) {
+      if (n <= 40) { for (i = 1; i <= n; i++) print line[i] }
+      else { for (i = 1; i <= 10; i++) print line[i]; print pre "(" n - 40 " lines cut)"; for (i = n - 29; i <= n; i++) print line[i] }
+      blk = 0; n = 0
+    }
+    /^ *not ok / { if (blk) flush(); ind = match($0, /[^ ]/) - 1; pre = sprintf("%*s", ind + 2, ""); blk = 1; skip = 0; print; next }
+    blk && $0 == pre "..." { flush(); next }
+    blk {
+      if (substr($0, 1, ind + 2) == pre && substr($0, ind + 3, 1) ~ /[A-Za-z_]/) skip = ($0 ~ /^ *stack:/)
+      if (!skip) line[++n] = $0
+    }
+    END { if (blk) flush() }'
 }
 started=$(date +%s)
 # Everything that needs no lab (lint, format, the Go tests, the tiers without the lab) runs beside
@@ -130,12 +149,17 @@ wait "$beside_pid" || true
 echo "== beside the lab's files (lint, format, Go tests, the tiers without the lab):"
 cat "$beside"
 cat "$beside_results" >> "$results"
-[[ "$(cat "$beside_rc")" == 0 ]] || failed+=("lint, format, Go tests or the tiers without the lab (printed just above)")
+if [[ "$(cat "$beside_rc")" != 0 ]]; then
+  failed+=("lint, format, Go tests or the tiers without the lab (printed just above)")
+  failure_digest "the tiers without the lab" < "$beside" >> "$digest"
+fi
 rm -f "$beside" "$beside_results" "$beside_rc"
 echo "== the suite: ${#found[@]} test files in $(( ${#lab[@]} + 1 )) runs, $(( $(date +%s) - started )) s"
 awk '{ n[$2] += $3 } END { for (k in n) printf "# total %s %d\n", k, n[k] }' "$results" | sort
 rm -f "$results"
 if (( ${#failed[@]} > 0 )); then
+  echo "== the failed tests, again (each run's \"not ok\" lines and their errors):"
+  cat "$digest"; rm -f "$digest"
   printf '== FAILED: %s (its failing tests: "not ok" above)\n' "${failed[@]}"
   exit 1
 fi
