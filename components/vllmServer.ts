@@ -21,9 +21,11 @@ export interface VllmServerArgs {
     /** Host clients use to reach the API (the head's SSH address). */
     publicHost: string;
     /**
-     * The other ranks' servers (mp executor, on the head; give them in `dependsOn` too): when one
-     * of them restarts, the engine ends on every rank, so the head's unit (which names their
-     * units' hash) restarts after them and its readiness probe runs again.
+     * The other ranks' servers (mp executor, on the head; give them in `dependsOn` too): the head's
+     * unit names their units' hash, so a change to any rank's unit restarts the head, after their
+     * steps installed the new files, and its readiness probe runs again. A running rank whose unit
+     * changed is not restarted by its own step: its follower restarts it, from the new file, when
+     * the head's engine ends (render/host/files.ts, UnitRestart).
      */
     peers?: VllmServer[];
 }

@@ -202,7 +202,7 @@ export function sglangPlan(spec: SglangServeSpec, runtime: Runtime): EnginePlan 
         unit: (envHash, peerUnits, imageId) =>
             renderSglangUnit(spec, runtimeStrategy(runtime).pinned(imageId), envHash, peerUnits.length > 0 ? contentHash(peerUnits.join("\n")) : undefined),
         unitStep: {
-            create: (unit) => installUnitScript(UNITS.sglang, unit, guard.companions, guard.clearDirs),
+            create: (unit) => installUnitScript(UNITS.sglang, unit, guard.companions, guard.clearDirs, followUnit === undefined ? "now" : "with-head"),
             read: (unit) => unitReadScript(UNITS.sglang, unit, guard.companions),
             delete: removeUnitScript(UNITS.sglang, guard.removeUnits, guard.removeDirs),
         },

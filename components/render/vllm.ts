@@ -311,7 +311,7 @@ export function vllmPlan(spec: VllmServeSpec, runtime: Runtime, rayAddress?: str
                 peerUnits.length > 0 ? contentHash(peerUnits.join("\n")) : undefined,
             ),
         unitStep: {
-            create: (unit) => installUnitScript(UNITS.vllm, unit, guard.companions, guard.clearDirs),
+            create: (unit) => installUnitScript(UNITS.vllm, unit, guard.companions, guard.clearDirs, followUnit === undefined ? "now" : "with-head"),
             read: (unit) => unitReadScript(UNITS.vllm, unit, guard.companions),
             delete: removeUnitScript(UNITS.vllm, guard.removeUnits, guard.removeDirs),
         },

@@ -16,6 +16,7 @@ import { renderVllmUnit, vllmPlan, renderVllmFollowUnit } from "../../components
 import { sglangPlan } from "../../components/render/sglang";
 import { rayPlan, rayGcsHealthUrl } from "../../components/render/ray";
 import { gateArgv, gateDir, renderWatchdogUnit, watchdogArgv } from "../../components/render/watchdog";
+import { HOST_LIB } from "../../components/render/host/lib";
 import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE, sparkPair } from "../support/fixtures";
 import { matchSnapshot } from "../support/snapshot";
 import { bashCheck, systemdSplit } from "../support/unitText";
@@ -453,6 +454,67 @@ describe("a headless rank's follower as its watchdog, run: fake systemctl, ss an
         const r = follow(process.pid, 5, 6, false);
         assert.equal(r.restarts, "restart --no-block spark-cluster-vllm.service at 5", "after the grace (4 s) and three checks");
         assert.equal(r.answered, "head-gone");
+    });
+});
+
+describe("a headless rank's unit step, run: its head restarts it, not the step (stubbed host functions, a fake systemctl)", () => {
+    /**
+     * Runs PLAN's unit step with the host library's file and wait functions stubbed (the file
+     * "changed" or "unchanged") and a fake systemctl whose unit is active or not; returns the
+     * systemctl calls that (re)start it and the step's output.
+     */
+    function unitStep(plan: ReturnType<typeof vllmPlan>, installed: "changed" | "unchanged", active: boolean) {
+        const s = scratch("unit-step-");
+        try {
+            if (active) fs.writeFileSync(path.join(s.dir, "active"), "");
+            s.stub(
+                "systemctl",
+                [
+                    `case "$1" in`,
+                    `  is-active) [ -e ${s.dir}/active ] ;;`,
+                    `  restart) echo "$*" >> ${s.dir}/calls; touch ${s.dir}/active ;;`,
+                    `  show) echo 4242 ;;`,
+                    `esac`,
+                ].join("\n"),
+            );
+            const script = plan.unitStep
+                .create(plan.unit("h", []))
+                .replace(
+                    HOST_LIB,
+                    [
+                        `sc_install_file() { cat > /dev/null; echo "${installed} $1"; }`,
+                        `sc_log() { echo "log: $*"; }`,
+                        `sc_wait() { shift 2; "$@"; }`,
+                        `sc_remove_file() { :; }`,
+                        `sc_cleanup_state() { :; }`,
+                    ].join("\n"),
+                );
+            assert.ok(!script.includes("sc_install_file() {\n"), "the host library is replaced by the stubs");
+            const run = spawnSync("bash", ["-c", script], { encoding: "utf8", timeout: 20_000, env: { ...process.env, PATH: `${s.dir}:${process.env.PATH}` } });
+            assert.equal(run.status, 0, run.stderr);
+            const calls = fs.existsSync(path.join(s.dir, "calls")) ? fs.readFileSync(path.join(s.dir, "calls"), "utf8").trim().split("\n") : [];
+            return { restarts: calls.filter((c) => c.startsWith(`restart ${UNITS.vllm}.service`)).length, output: run.stdout };
+        } finally {
+            s.done();
+        }
+    }
+
+    it("a running rank 1 whose unit changed is left running for its follower; a stopped one is started; rank 0 restarts at once", () => {
+        const rank1 = vllmPlan(RANK1, VENV);
+        const changed = unitStep(rank1, "changed", true);
+        assert.equal(changed.restarts, 0, "the step leaves the running rank to its follower");
+        assert.match(changed.output, /spark-cluster-vllm changed: it restarts, from the new file, when its head's engine restarts next/);
+        assert.equal(unitStep(rank1, "changed", false).restarts, 1, "a rank that is not running starts from its new file");
+        assert.equal(unitStep(rank1, "unchanged", false).restarts, 1, "nor one that stopped");
+        assert.equal(unitStep(rank1, "unchanged", true).restarts, 0);
+        const head = vllmPlan({ ...RANK1, multiNode: { ...RANK1.multiNode, rank: 0 } }, VENV);
+        assert.equal(unitStep(head, "changed", true).restarts, 1, "the head restarts at once: its ranks follow it");
+        assert.equal(unitStep(head, "unchanged", true).restarts, 0);
+        const sglangRank1 = sglangPlan(RANK1, VENV);
+        assert.match(
+            sglangRank1.unitStep.create(sglangRank1.unit("h", [])),
+            /spark-cluster-sglang changed: it restarts, from the new file, when its head's engine restarts next/,
+        );
     });
 });
 

@@ -58,16 +58,33 @@ export interface CompanionUnit {
     content?: string;
 }
 
-/** Lines that install `name`, enable it, (re)start it when it changed or is not running, and check it stays active. */
-export function unitInstallLines(name: string, content: string, beforeStart: readonly string[] = []): string[] {
+/**
+ * When a running unit whose file changed restarts: `now`, or `with-head` (a headless rank of a
+ * multi-node engine): not here. Its head's unit changes too (it carries a hash of its ranks'
+ * units) and restarts after this step; the rank's follower then restarts the rank, from its new
+ * file, into the head's new engine. Restarting it here as well ended the engine the head was
+ * forming and started a round of refused joins, each a failed start for the rank's gate.
+ */
+export type UnitRestart = "now" | "with-head";
+
+/** Lines that install `name`, enable it, (re)start it when it changed (see {@link UnitRestart}) or is not running, and check it stays active. */
+export function unitInstallLines(name: string, content: string, beforeStart: readonly string[] = [], restart: UnitRestart = "now"): string[] {
     const path = unitPath(name);
+    const whenChanged =
+        restart === "now"
+            ? [`if [ "\${result%% *}" = changed ] || ! systemctl is-active --quiet ${name}.service; then`]
+            : [
+                  `if [ "\${result%% *}" = changed ] && systemctl is-active --quiet ${name}.service; then`,
+                  `  sc_log "${name} changed: it restarts, from the new file, when its head's engine restarts next (its follower restarts it)"`,
+                  `elif ! systemctl is-active --quiet ${name}.service; then`,
+              ];
     return [
         heredoc(`result=$(sc_install_file ${path} 644`, content) + "\n)",
         `echo "$result"`,
         `systemctl daemon-reload`,
         `systemctl enable --quiet ${name}.service`,
         ...beforeStart,
-        `if [ "\${result%% *}" = changed ] || ! systemctl is-active --quiet ${name}.service; then`,
+        ...whenChanged,
         `  sc_log "restarting ${name}"`,
         `  systemctl restart ${name}.service`,
         `fi`,
@@ -91,18 +108,25 @@ export function unitRemoveLines(name: string): string[] {
 }
 
 /**
- * Installs a unit, enables it, and (re)starts it when the unit changed or it
+ * Installs a unit, enables it, and (re)starts it when the unit changed (see `restart`) or it
  * is not running; then verifies it stays active. `companions` (a watchdog) follow it, each
  * installed the same way or removed; `clearDirs` (the restart gate's state) are emptied before
  * the unit is (re)started, so an apply starts a new series of starts.
  */
-export function installUnitScript(name: string, content: string, companions: readonly CompanionUnit[] = [], clearDirs: readonly string[] = []): string {
+export function installUnitScript(
+    name: string,
+    content: string,
+    companions: readonly CompanionUnit[] = [],
+    clearDirs: readonly string[] = [],
+    restart: UnitRestart = "now",
+): string {
     return bashScript([
         HOST_LIB,
         ...unitInstallLines(
             name,
             content,
             clearDirs.map((dir) => `rm -rf ${shellQuote(dir)}`),
+            restart,
         ),
         ...companions.flatMap((c) => (c.content === undefined ? unitRemoveLines(c.name) : unitInstallLines(c.name, c.content))),
     ]);
