@@ -197,6 +197,32 @@ const LINK_LOCAL_LIB = [
     `}`,
 ];
 
+/**
+ * `netplan apply`, again (for at most 10 s, through sc_wait) when it lost a race with a
+ * daemon-reload. netplan apply (netplan.io 0.106, cli/commands/apply.py) lists NetworkManager's
+ * runtime profiles (`/run/NetworkManager/system-connections/netplan-*`), then opens each
+ * (cli/utils.py nm_interfaces); systemd's netplan generator, which every `systemctl daemon-reload`
+ * runs (our other steps' unit files on the same node, at the same time), writes those files anew
+ * in between, and apply fails with FileNotFoundError naming one. Seen on the lab's DGX OS-like
+ * nodes (netplan with NetworkManager). Any other failure is the apply's own: its output, at once.
+ */
+export const NETPLAN_APPLY_LIB = [
+    `sc_netplan_try() {`,
+    `  if netplan_out=$(netplan apply 2>&1); then netplan_rc=0; return 0; fi`,
+    `  netplan_rc=1`,
+    `  case "$netplan_out" in`,
+    `    *FileNotFoundError*/run/NetworkManager/system-connections/netplan-*) sc_log "netplan apply: a NetworkManager runtime profile went away while it read it (a daemon-reload at the same time); again"; return 1 ;;`,
+    `  esac`,
+    `}`,
+    `sc_netplan_apply() {`,
+    `  netplan_out="" netplan_rc=1`,
+    `  sc_wait 10 "netplan apply without a daemon-reload beside it" sc_netplan_try || true`,
+    `  if [ "$netplan_rc" = 0 ]; then [ -z "$netplan_out" ] || printf '%s\\n' "$netplan_out"; return 0; fi`,
+    `  printf '%s\\n' "$netplan_out" >&2`,
+    `  return 1`,
+    `}`,
+];
+
 /** True (exit 0) when the host route is in the main table as netplan puts it: to TO via VIA, out of IFACE. */
 function routePresent(iface: string, route: { to: string; via: string }): string {
     return `ip -4 route show to exact ${shellQuote(route.to)} via ${shellQuote(route.via)} dev ${shellQuote(iface)} | grep -q .`;
@@ -231,6 +257,7 @@ export function netplanApplyScript(spec: NetplanSpec, peerWaitSeconds = 120): st
         ...originalMtu,
         ...LINK_LOCAL_LIB,
         ...originalLinkLocal,
+        ...NETPLAN_APPLY_LIB,
         `rollback=$(mktemp); had_previous=0`,
         `if [ -e ${NETPLAN_PATH} ]; then cp -a ${NETPLAN_PATH} "$rollback"; had_previous=1; fi`,
         heredoc(`result=$(sc_install_file ${NETPLAN_PATH} 600`, renderNetplan(spec)) + "\n)",
@@ -238,7 +265,7 @@ export function netplanApplyScript(spec: NetplanSpec, peerWaitSeconds = 120): st
         `addresses_ok() { ${checks.join(" && ") || "true"}; }`,
         `if [ "\${result%% *}" = changed ] || ! addresses_ok; then`,
         `  sc_log "netplan apply"`,
-        `  netplan apply`,
+        `  sc_netplan_apply`,
         `fi`,
         `verify() {`,
         `  sc_wait 30 "interconnect addresses and MTU" addresses_ok || return 1`,
@@ -247,7 +274,7 @@ export function netplanApplyScript(spec: NetplanSpec, peerWaitSeconds = 120): st
         `if ! verify; then`,
         `  sc_log "verification failed: restoring the previous netplan file"`,
         `  if [ "$had_previous" = 1 ]; then cp -a "$rollback" ${NETPLAN_PATH}; else rm -f ${NETPLAN_PATH}; fi`,
-        `  netplan apply || true`,
+        `  sc_netplan_apply || true`,
         `  rm -f "$rollback"`,
         `  exit 1`,
         `fi`,
@@ -283,8 +310,9 @@ export function netplanDeleteScript(spec: Pick<NetplanSpec, "interfaces">): stri
     return bashScript([
         HOST_LIB,
         ...LINK_LOCAL_LIB,
+        ...NETPLAN_APPLY_LIB,
         `sc_remove_file ${NETPLAN_PATH}`,
-        `netplan apply`,
+        `sc_netplan_apply`,
         ...spec.interfaces.flatMap((iface) => [
             `if [ -e /sys/class/net/${shellQuote(iface.name)} ]; then`,
             `  ip addr del ${shellQuote(iface.address)} dev ${shellQuote(iface.name)} 2>/dev/null || true`,

@@ -15,6 +15,7 @@
 import { HOST_LIB } from "./host/lib";
 import { fileDriftLine, readScript } from "./host/read";
 import { bashScript, heredoc, shellQuote } from "./host/shell";
+import { NETPLAN_APPLY_LIB } from "./netplan";
 import { MANAGED_MARKER, NETPLAN_PATH, NM_UNMANAGED_CONF, TAKEOVER_STATE_DIR } from "../../config/hostPaths";
 import type { StepScripts } from "./step";
 
@@ -144,6 +145,7 @@ export function takeOverApplyScript(spec: TakeOverSpec): string {
     const state = TAKEOVER_STATE_DIR;
     return bashScript([
         HOST_LIB,
+        ...NETPLAN_APPLY_LIB,
         `mkdir -p ${state}`,
         // NetworkManager first, so that it does not take the ports back while netplan changes.
         `if [ -d /etc/NetworkManager ] || command -v nmcli >/dev/null; then`,
@@ -166,7 +168,7 @@ export function takeOverApplyScript(spec: TakeOverSpec): string {
         heredoc(`if ! out=$(python3 - apply ${shellQuote(NETPLAN_PATH)} ${state} ${portsArgs(spec)}`, TAKE_OVER_PY) + '\n); then sc_log "$out"; exit 1; fi',
         `if [ -n "$out" ]; then`,
         `  printf '%s\\n' "$out" | while IFS= read -r line; do sc_log "take-over: $line (backup in ${state}/netplan, put back by destroy)"; done`,
-        `  netplan apply`,
+        `  sc_netplan_apply`,
         `fi`,
         // Addresses on our ports that our config does not give them.
         ...spec.interfaces.flatMap((i) => [
@@ -185,6 +187,7 @@ export function takeOverRestoreScript(spec: TakeOverSpec): string {
     const state = TAKEOVER_STATE_DIR;
     return bashScript([
         HOST_LIB,
+        ...NETPLAN_APPLY_LIB,
         `restored=0`,
         `if [ -f ${state}/netplan.list ]; then`,
         `  while read -r n path; do`,
@@ -197,7 +200,7 @@ export function takeOverRestoreScript(spec: TakeOverSpec): string {
         `  nmcli general reload conf || true`,
         ...ports.map((p) => `  nmcli device set ${shellQuote(p)} managed yes 2>/dev/null || true`),
         `fi`,
-        `if [ "$restored" = 1 ]; then netplan apply; fi`,
+        `if [ "$restored" = 1 ]; then sc_netplan_apply; fi`,
         `if [ -f ${state}/nm-active ] && systemctl is-active --quiet NetworkManager 2>/dev/null; then`,
         `  while read -r device uuid; do`,
         `    nmcli -w 30 connection up "$uuid" ifname "$device" >/dev/null 2>&1 && sc_log "take-over: NetworkManager connection $uuid is up again on $device" || sc_log "take-over: warning: NetworkManager could not bring $uuid up on $device again (nmcli connection up $uuid)"`,

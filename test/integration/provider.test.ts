@@ -31,15 +31,19 @@ const BEFORE_THE_RENAME = "8a51149";
  * its tag, and the head's Ray and vLLM unit steps install their health watchdogs (the units name
  * them), so each is updated once (restarted onto the same image) and the readiness checks run again;
  * and each firewall step installs its drop-ins on our listening units (issue 40, item 7: no
- * restart of anything, a daemon-reload).
+ * restart of anything, a daemon-reload); each interconnect apply step's script has the netplan
+ * apply that tries again after a daemon-reload's race (its update finds the file and addresses in
+ * place, so it applies nothing).
  */
 const EXPECTED_CHANGES = [
     "spark-a-firewall-apply(update)",
+    "spark-a-interconnect-apply(update)",
     "spark-a-ray-head-ready(update)",
     "spark-a-ray-head-unit(update)",
     "spark-a-vllm-ready(replace)",
     "spark-a-vllm-unit(update)",
     "spark-b-firewall-apply(update)",
+    "spark-b-interconnect-apply(update)",
     "spark-b-ray-worker-unit(update)",
 ];
 

@@ -35,7 +35,7 @@ import {
 } from "../../components/render/host/shell";
 import { systemdJoin } from "../../components/render/host/systemd";
 import { NcclSpec, ncclVariables, renderNcclConf, renderRuntimeEnv } from "../../components/render/nccl";
-import { NetplanSpec, netplanApplyScript, netplanDeleteScript, renderNetplan } from "../../components/render/netplan";
+import { NETPLAN_APPLY_LIB, NetplanSpec, netplanApplyScript, netplanDeleteScript, renderNetplan } from "../../components/render/netplan";
 import {
     CONFIG_DIR,
     CONTAINER_NAMES,
@@ -931,6 +931,64 @@ describe("sc_wait", () => {
         assert.match(r.stdout, /^tries: 3$/m, "polls every second: three tries within the 5 s bound");
         assert.match(r.stdout, /^\[spark-cluster\] waiting for the thing \(1[01] s of at most 11 s\)$/m);
         assert.match(r.stdout, /^\[spark-cluster\] gave up after 11 s waiting for the thing$/m);
+    });
+});
+
+describe("sc_netplan_apply", () => {
+    /** The netplan.io 0.106 traceback of the race (its last lines), as the lab's DGX OS-like node printed it. */
+    const RACE = [
+        `  File "/usr/share/netplan/netplan/cli/utils.py", line 70, in nm_interfaces`,
+        `    with open(path, 'r') as f:`,
+        `FileNotFoundError: [Errno 2] No such file or directory: '/run/NetworkManager/system-connections/netplan-NM-f306d08a-6afe-44c7-8afe-1ffb8f85efe5.nmconnection'`,
+    ].join("\n");
+
+    /** Runs sc_netplan_apply with a fake `netplan` that fails its first `failures` calls with `error`; returns its status, output and the calls. */
+    function apply(failures: number, error: string) {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "netplan-apply-"));
+        try {
+            fs.writeFileSync(path.join(dir, "error"), error);
+            fs.writeFileSync(
+                path.join(dir, "netplan"),
+                `#!/bin/bash\nn=$(( $(cat ${dir}/n 2>/dev/null || echo 0) + 1 )); echo $n > ${dir}/n\nif [ $n -le ${failures} ]; then cat ${dir}/error >&2; exit 1; fi\necho applied\n`,
+                { mode: 0o755 },
+            );
+            // A clock of its own: each `sleep` (sc_wait's, 1 s) moves it on a second.
+            fs.writeFileSync(path.join(dir, "sleep"), `#!/bin/bash\necho $(( $(cat ${dir}/clock 2>/dev/null || echo 0) + 1 )) > ${dir}/clock\n`, {
+                mode: 0o755,
+            });
+            fs.writeFileSync(path.join(dir, "date"), `#!/bin/bash\ncat ${dir}/clock 2>/dev/null || echo 0\n`, { mode: 0o755 });
+            const r = spawnSync("bash", ["-c", bashScript([HOST_LIB, ...NETPLAN_APPLY_LIB, "sc_netplan_apply"])], {
+                encoding: "utf8",
+                env: { ...process.env, PATH: `${dir}:${process.env.PATH}` },
+            });
+            return { status: r.status, stdout: r.stdout, stderr: r.stderr, calls: Number(fs.readFileSync(path.join(dir, "n"), "utf8")) };
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    }
+
+    it("applies again when a NetworkManager runtime profile went away while netplan read it, for at most 10 s", () => {
+        const once = apply(1, RACE);
+        assert.equal(once.status, 0, once.stderr);
+        assert.equal(once.calls, 2);
+        assert.match(
+            once.stdout,
+            /^\[spark-cluster\] netplan apply: a NetworkManager runtime profile went away while it read it \(a daemon-reload at the same time\); again$/m,
+        );
+        assert.match(once.stdout, /^applied$/m);
+        const always = apply(1000, RACE);
+        assert.equal(always.status, 1);
+        assert.ok(always.calls >= 10 && always.calls <= 12, `one try a second for 10 s (${always.calls})`);
+        assert.match(always.stdout, /gave up after 10 s waiting for netplan apply without a daemon-reload beside it/);
+        assert.match(always.stderr, /FileNotFoundError: .*netplan-NM-/, "the last failure's output is shown");
+    });
+
+    it("any other failure of netplan apply fails at once with its output", () => {
+        const other = apply(9, "Error in network definition: /etc/netplan/60-spark-cluster.yaml: invalid boolean value");
+        assert.equal(other.status, 1);
+        assert.equal(other.calls, 1);
+        assert.match(other.stderr, /invalid boolean value/);
+        assert.doesNotMatch(other.stdout, /again/);
     });
 });
 
