@@ -523,7 +523,8 @@ export function resolveOpenWebui(
             ? { kind: "docker", image: DEFAULT_OPEN_WEBUI_IMAGE }
             : { kind: "venv", path: DEFAULT_OPEN_WEBUI_VENV });
     const exposed = !isLoopback(ui.listenAddress);
-    const apiHost = api.host === "0.0.0.0" || isLoopback(api.host) ? "127.0.0.1" : api.host;
+    // The address vLLM binds (a server on 127.0.0.2 accepts nothing on 127.0.0.1); loopback for 0.0.0.0 and localhost.
+    const apiHost = api.host === "0.0.0.0" || api.host === "localhost" ? "127.0.0.1" : api.host;
     const access = exposed
         ? `http://${ui.listenAddress === "0.0.0.0" ? head.ssh.host : ui.listenAddress}:${ui.port}`
         : `ssh -N -L ${ui.port}:${ui.listenAddress}:${ui.port} ${sshTarget(head.ssh)}, then open http://localhost:${ui.port}`;

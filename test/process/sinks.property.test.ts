@@ -33,6 +33,7 @@ import * as path from "node:path";
 import * as yaml from "js-yaml";
 import { z } from "zod";
 import { ClusterConfigSchema, Config, ConfigError, formatPath, parseConfig } from "../../config";
+import { isLoopback } from "../../config/ipv4";
 import { FakeDockerDaemon, pythonBatch, systemdAvailable, vllmStandInDir } from "./sinkParsers";
 import { RenderPool, RenderResult } from "./sinkRender";
 import { SECRET_SIG, SECRET_SIG_KEY } from "../support/mockHarness";
@@ -654,8 +655,10 @@ const KEYS: Key[] = [
         path: "ray.dashboardHost",
         lanes: [{ variant: "ray", at: ["ray", "dashboardHost"], sentinel: "zqdashzq" }],
         examples: ["127.0.0.1", "0.0.0.0", "localhost", "dash.lan"],
-        // 0.0.0.0: the Ray head's watchdog asks 127.0.0.1 (render/ray.ts rayGcsHealthUrl).
-        exact: (v) => v === "127.0.0.1" || v === "localhost" || v === "0.0.0.0",
+        // A loopback address (any of 127.0.0.0/8, config/ipv4.ts isLoopback) keeps the dashboard off
+        // the network (no firewall port, a tunnel for its output); 0.0.0.0: the Ray head's watchdog
+        // asks 127.0.0.1 (render/ray.ts rayGcsHealthUrl).
+        exact: (v) => isLoopback(v) || v === "0.0.0.0",
         generate: () => fc.oneof(IPV4, HOSTNAME),
     },
     {

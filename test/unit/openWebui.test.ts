@@ -100,6 +100,13 @@ describe("frontend.openWebui config", () => {
         const values = base(ENABLED, { openWebuiAdminPassword: PASSWORD });
         values.model = { source: "Qwen/Qwen2.5-7B-Instruct", apiHost: "10.0.0.11", apiPort: 8001 };
         assert.equal(parse(values).openWebui?.endpoint, "http://10.0.0.11:8001/v1");
+        // A loopback address other than 127.0.0.1: vLLM accepts connections to that one only.
+        values.model = { source: "Qwen/Qwen2.5-7B-Instruct", apiHost: "127.0.0.2", apiPort: 8001 };
+        assert.equal(parse(values).openWebui?.endpoint, "http://127.0.0.2:8001/v1");
+        for (const host of ["0.0.0.0", "localhost"]) {
+            values.model = { source: "Qwen/Qwen2.5-7B-Instruct", apiHost: host, apiPort: 8001 };
+            assert.equal(parse(values).openWebui?.endpoint, "http://127.0.0.1:8001/v1", host);
+        }
     });
 
     const refusals: [string, Record<string, unknown>, RegExp][] = [
