@@ -116,8 +116,9 @@ func (l *EngineLogger) Close() error {
 }
 
 // resourceLogger logs for one resource operation, honouring the resource's `logging` input: with "none" nothing at
-// all is logged, otherwise stdout/stderr lines are logged according to the mode, and the provider's own messages
-// (dial retries, warnings) are always logged. Every message goes through the secret scrubber.
+// all is logged but a read's drift (warnAlways), otherwise stdout/stderr lines are logged according to the mode, and
+// the provider's own messages (dial retries, warnings) are always logged. Every message goes through the secret
+// scrubber.
 type resourceLogger struct {
 	ctx     context.Context
 	logger  Logger
@@ -148,6 +149,16 @@ func (r *resourceLogger) debugf(format string, args ...any) {
 
 func (r *resourceLogger) warnf(format string, args ...any) {
 	r.log(pulumirpc.LogSeverity_WARNING, fmt.Sprintf(format, args...))
+}
+
+// warnAlways logs a warning even with logging "none": what a read found differs, which the state records in plain
+// text anyway (the `drift` property), so that a refresh says why it will update a step that logs nothing else (a
+// secrets file's step). Scrubbed like every message.
+func (r *resourceLogger) warnAlways(format string, args ...any) {
+	if r == nil || r.logger == nil {
+		return
+	}
+	r.logger.Log(r.ctx, pulumirpc.LogSeverity_WARNING, r.urn, r.scrub.scrub(fmt.Sprintf(format, args...)), false)
 }
 
 func (r *resourceLogger) logsStdout() bool {

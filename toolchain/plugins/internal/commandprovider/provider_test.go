@@ -1395,6 +1395,31 @@ func TestReadReportsDrift(t *testing.T) {
 	}
 }
 
+// A step with logging "none" (a secrets file's) still says what its read found: the state holds it in plain text anyway.
+func TestReadOfAStepThatLogsNothingStillWarnsOfDrift(t *testing.T) {
+	s := newTestSSHServer(t)
+	p, logs := newTestProvider(t)
+	inputs := check(t, p, resource.PropertyMap{
+		"connection": connectionTo(s, nil),
+		"create":     str("echo made"),
+		"read":       str("echo '/etc/spark-cluster/vllm.env: mode 644, want 600'"),
+		"logging":    str("none"),
+	})
+	_, state := mustCreate(t, p, inputs)
+	logs.reset()
+	gotIn, _ := read(t, p, inputs, state)
+	if plain(t, gotIn["drift"]) != "/etc/spark-cluster/vllm.env: mode 644, want 600" {
+		t.Errorf("drift = %v", gotIn["drift"])
+	}
+	warns := logs.messages(pulumirpc.LogSeverity_WARNING)
+	if len(warns) != 1 || !strings.Contains(warns[0], "vllm.env: mode 644, want 600") {
+		t.Errorf("warnings = %q", warns)
+	}
+	if got := logs.all(); len(got) != 1 {
+		t.Errorf("logging none logged more than the drift: %+v", got)
+	}
+}
+
 func TestReadOfAnUnreachableHostIsDrift(t *testing.T) {
 	s := newTestSSHServer(t)
 	p, logs := newTestProvider(t)

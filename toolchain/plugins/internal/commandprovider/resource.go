@@ -466,9 +466,9 @@ func (p *Provider) Read(ctx context.Context, req *pulumirpc.ReadRequest) (*pulum
 		delete(state, keyDrift)
 	} else {
 		if err != nil {
-			spec.log.warnf("%s on %s was not read back: %v", resourceName("", req.GetUrn()), in.Connection.target(), err)
+			spec.log.warnAlways("%s on %s was not read back: %v", resourceName("", req.GetUrn()), in.Connection.target(), err)
 		} else {
-			spec.log.warnf("%s on %s differs from what pulumi up made:\n%s", resourceName("", req.GetUrn()),
+			spec.log.warnAlways("%s on %s differs from what pulumi up made:\n%s", resourceName("", req.GetUrn()),
 				in.Connection.target(), drift)
 		}
 		inputs[keyDrift] = resource.NewStringProperty(drift)
