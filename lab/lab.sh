@@ -106,6 +106,8 @@ cmd_up() {
       ;;
   esac
   # shellcheck disable=SC2086
+  save_docker_seed ${nodes}
+  # shellcheck disable=SC2086
   sync_node_images ${nodes}
   log "lab '${topology}' is up in $(( $(date +%s) - t0 ))s: ${nodes}"
   cmd_status_inner
