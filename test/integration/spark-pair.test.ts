@@ -604,8 +604,8 @@ for (const executor of ["ray", "mp"] as const) {
                 }
                 pulumiWithConfig(session, "up", "--yes", "--skip-preview");
                 assert.match(ssh("spark-b", `cat ${NCCL_CONF_PATH}`), /^NCCL_DEBUG=INFO$/m);
-                setConfig(session, "spark-cluster:nccl.debug", "WARN");
-                pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+                // nccl.debug stays INFO for the tests after this one (a third up to set it back
+                // cost ~50 s of restarts and checked nothing new).
                 const fingerprints = JSON.parse(pulumi(session, "stack", "output", "hostKeys", "--json")) as Record<string, string>;
                 assert.match(fingerprints["spark-b"], /^SHA256:\S+ \(ssh-ed25519\)$/);
             });
