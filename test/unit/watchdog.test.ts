@@ -464,6 +464,15 @@ describe("a headless rank's unit step, run: its head restarts it, not the step (
      * systemctl calls that (re)start it and the step's output.
      */
     function unitStep(plan: ReturnType<typeof vllmPlan>, installed: "changed" | "unchanged", active: boolean) {
+        return runStep(plan.unitStep.create(plan.unit("h", [])), installed, active);
+    }
+
+    /** The same for PLAN's secrets step (the file comes on stdin). */
+    function secretsStep(plan: ReturnType<typeof vllmPlan>, installed: "changed" | "unchanged", active: boolean) {
+        return runStep(plan.secrets.create, installed, active);
+    }
+
+    function runStep(stepScript: string, installed: "changed" | "unchanged", active: boolean) {
         const s = scratch("unit-step-");
         try {
             if (active) fs.writeFileSync(path.join(s.dir, "active"), "");
@@ -477,9 +486,7 @@ describe("a headless rank's unit step, run: its head restarts it, not the step (
                     `esac`,
                 ].join("\n"),
             );
-            const script = plan.unitStep
-                .create(plan.unit("h", []))
-                .replace(
+            const script = stepScript.replace(
                     HOST_LIB,
                     [
                         `sc_install_file() { cat > /dev/null; echo "${installed} $1"; }`,
@@ -490,7 +497,7 @@ describe("a headless rank's unit step, run: its head restarts it, not the step (
                     ].join("\n"),
                 );
             assert.ok(!script.includes("sc_install_file() {\n"), "the host library is replaced by the stubs");
-            const run = spawnSync("bash", ["-c", script], { encoding: "utf8", timeout: 20_000, env: { ...process.env, PATH: `${s.dir}:${process.env.PATH}` } });
+            const run = spawnSync("bash", ["-c", script], { encoding: "utf8", input: "", timeout: 20_000, env: { ...process.env, PATH: `${s.dir}:${process.env.PATH}` } });
             assert.equal(run.status, 0, run.stderr);
             const calls = fs.existsSync(path.join(s.dir, "calls")) ? fs.readFileSync(path.join(s.dir, "calls"), "utf8").trim().split("\n") : [];
             return { restarts: calls.filter((c) => c.startsWith(`restart ${UNITS.vllm}.service`)).length, output: run.stdout };
@@ -515,6 +522,22 @@ describe("a headless rank's unit step, run: its head restarts it, not the step (
             sglangRank1.unitStep.create(sglangRank1.unit("h", [])),
             /spark-cluster-sglang changed: it restarts, from the new file, when its head's engine restarts next/,
         );
+    });
+
+    it("a running rank 1 whose secrets file changed is left running too (its head's secrets restart the head); rank 0 restarts at once", () => {
+        const rank1 = vllmPlan(RANK1, VENV);
+        const changed = secretsStep(rank1, "changed", true);
+        assert.equal(changed.restarts, 0, "the step leaves the running rank to its follower");
+        assert.match(changed.output, /spark-cluster-vllm reads the new \/etc\/spark-cluster\/vllm\.env when its head's engine restarts next/);
+        assert.equal(secretsStep(rank1, "unchanged", true).restarts, 0);
+        const head = vllmPlan({ ...RANK1, multiNode: { ...RANK1.multiNode, rank: 0 } }, VENV);
+        assert.equal(secretsStep(head, "changed", true).restarts, 1, "the head restarts at once for its new key");
+        assert.equal(secretsStep(head, "changed", false).restarts, 0, "a head that is not running is left to its unit step");
+        assert.equal(secretsStep(head, "unchanged", true).restarts, 0);
+        const single = vllmPlan({ ...RANK1, multiNode: undefined }, VENV);
+        assert.equal(secretsStep(single, "changed", true).restarts, 1, "a single-node server restarts for its new key");
+        const sglangRank1 = sglangPlan(RANK1, VENV);
+        assert.match(sglangRank1.secrets.create, /spark-cluster-sglang reads the new \S+ when its head's engine restarts next/);
     });
 });
 

@@ -23,20 +23,28 @@ export function installFilesScript(files: readonly ManagedFile[]): string {
 /**
  * Writes one file from the command's stdin (used for secrets: they stay out of
  * the script and out of its output). When it changed and `restartUnit` is
- * running, restarts it so the process reads the new values.
+ * running, restarts it so the process reads the new values; a headless rank's (`with-head`) is
+ * left running: its head's secrets change with it and restart the head, whose follower then
+ * restarts the rank (see {@link UnitRestart}).
  */
-export function installFileFromStdinScript(path: string, mode: "600" | "644", restartUnit?: string): string {
+export function installFileFromStdinScript(path: string, mode: "600" | "644", restartUnit?: string, restart: UnitRestart = "now"): string {
     return bashScript([
         HOST_LIB,
         `result=$(sc_install_file ${shellQuote(path)} ${mode})`,
-        ...(restartUnit
-            ? [
-                  `if [ "\${result%% *}" = changed ] && systemctl is-active --quiet ${restartUnit}.service; then`,
-                  `  systemctl restart ${restartUnit}.service`,
-                  `  echo "restarted ${restartUnit} for the new ${path}"`,
-                  `fi`,
-              ]
-            : []),
+        ...(restartUnit === undefined
+            ? []
+            : restart === "now"
+              ? [
+                    `if [ "\${result%% *}" = changed ] && systemctl is-active --quiet ${restartUnit}.service; then`,
+                    `  systemctl restart ${restartUnit}.service`,
+                    `  echo "restarted ${restartUnit} for the new ${path}"`,
+                    `fi`,
+                ]
+              : [
+                    `if [ "\${result%% *}" = changed ] && systemctl is-active --quiet ${restartUnit}.service; then`,
+                    `  sc_log "${restartUnit} reads the new ${path} when its head's engine restarts next (its follower restarts it)"`,
+                    `fi`,
+                ]),
         `echo "installed ${path}"`,
     ]);
 }
