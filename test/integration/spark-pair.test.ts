@@ -78,29 +78,47 @@ const HOSTILE_API_KEY = `sk-lab only'"\\$HOME%n%%\`id\`$(id)#;&|<>{}=~!`;
 const HOSTILE_HF_TOKEN = `hf_lab'"\\$USER%i%%\`x\` $(true)#token`;
 
 /**
- * Every place a secret must not be in plaintext on a node: the process list, the journal, our
- * unit files, and any file a non-root user could read (mode with group or other read).
+ * Every place the secrets must not be in plaintext on a node: the process list, the journal, our
+ * unit files, and any file a non-root user could read (mode with group or other read). One pass of
+ * each over the node for all of them (the file search reads /var/lib/docker's images too: once, not
+ * once a secret); a failure names the secret.
  */
-function assertSecretConfinedOn(node: NodeName, name: string, secret: string): void {
+function assertSecretsConfinedOn(node: NodeName, secrets: Record<string, string>): void {
     // As written, and as JSON writers escape it (JavaScript's, and Go's, which also escapes < > &:
     // containerd and docker keep a container's environment in JSON files).
-    const json = JSON.stringify(secret).slice(1, -1);
-    const goJson = json.replace(/</g, "\\u003c").replace(/>/g, "\\u003e").replace(/&/g, "\\u0026");
-    const needles = [...new Set([secret, json, goJson])];
-    assert.ok(!ssh(node, "ps -eo args").includes(secret), `${name} in ps on ${node}`);
+    const needlesOf = (secret: string): string[] => {
+        const json = JSON.stringify(secret).slice(1, -1);
+        const goJson = json.replace(/</g, "\\u003c").replace(/>/g, "\\u003e").replace(/&/g, "\\u0026");
+        return [...new Set([secret, json, goJson])];
+    };
+    const ps = ssh(node, "ps -eo args");
     const journal = ssh(node, "journalctl --no-pager -q 2>/dev/null || true");
     const units = ssh(node, `cat ${unitPath(UNITS.ray)} ${unitPath(UNITS.vllm)} 2>/dev/null || true`);
-    for (const needle of needles) {
-        assert.ok(!journal.includes(needle), `${name} in the journal on ${node}`);
-        assert.ok(!units.includes(needle), `${name} in a unit file on ${node}`);
+    for (const [name, secret] of Object.entries(secrets)) {
+        assert.ok(!ps.includes(secret), `${name} in ps on ${node}`);
+        for (const needle of needlesOf(secret)) {
+            assert.ok(!journal.includes(needle), `${name} in the journal on ${node}`);
+            assert.ok(!units.includes(needle), `${name} in a unit file on ${node}`);
+        }
     }
-    // Files holding it that the user `nobody` can open (path traversable and file readable).
-    const patterns = needles.map((n) => `-e ${shellQuote(n)}`).join(" ");
-    const readable = ssh(
-        node,
-        `grep -rlF --no-messages ${patterns} /etc /var /run /opt /root /home /tmp /srv 2>/dev/null | while read -r f; do setpriv --reuid=nobody --regid=nogroup --clear-groups -- head -c 1 "$f" >/dev/null 2>&1 && echo "$f"; done || true`,
-    ).trim();
-    assert.equal(readable, "", `${name} in files readable by non-root users on ${node}: ${readable}`);
+    // Files holding any of them that the user `nobody` can open (path traversable and file readable).
+    const grep = (needles: string[], where: string): string =>
+        `grep -rlF --no-messages ${needles.map((n) => `-e ${shellQuote(n)}`).join(" ")} ${where} 2>/dev/null | while read -r f; do setpriv --reuid=nobody --regid=nogroup --clear-groups -- head -c 1 "$f" >/dev/null 2>&1 && echo "$f"; done || true`;
+    const readable = ssh(node, grep(Object.values(secrets).flatMap(needlesOf), "/etc /var /run /opt /root /home /tmp /srv")).trim();
+    if (readable !== "") {
+        const files = readable.split("\n").map(shellQuote).join(" ");
+        const which = Object.entries(secrets)
+            .map(
+                ([name, secret]) =>
+                    `${name}: ${
+                        ssh(node, grep(needlesOf(secret), files))
+                            .trim()
+                            .replace(/\n/g, " ") || "-"
+                    }`,
+            )
+            .join("; ");
+        assert.fail(`secrets in files readable by non-root users on ${node}: ${which}`);
+    }
 }
 
 for (const [runtime, adaptConfig] of Object.entries(RUNTIMES)) {
@@ -237,11 +255,7 @@ for (const [runtime, adaptConfig] of Object.entries(RUNTIMES)) {
             const token = ssh("spark-a", `sed -n 's/^RAY_AUTH_TOKEN=//p' ${RAY_ENV_PATH}`).trim().replace(/^"|"$/g, "");
             assert.ok(token.length >= 32, "the head has a Ray token");
             assert.ok(!state.includes(token), "Ray token in stack export");
-            for (const node of members) {
-                assertSecretConfinedOn(node, "API key", apiKey);
-                assertSecretConfinedOn(node, "HF token", HOSTILE_HF_TOKEN);
-                assertSecretConfinedOn(node, "Ray token", token);
-            }
+            for (const node of members) assertSecretsConfinedOn(node, { "API key": apiKey, "HF token": HOSTILE_HF_TOKEN, "Ray token": token });
         });
 
         it("pulumi destroy leaves nothing of ours and restores the file we replaced", () => {

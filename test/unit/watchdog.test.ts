@@ -487,17 +487,22 @@ describe("a headless rank's unit step, run: its head restarts it, not the step (
                 ].join("\n"),
             );
             const script = stepScript.replace(
-                    HOST_LIB,
-                    [
-                        `sc_install_file() { cat > /dev/null; echo "${installed} $1"; }`,
-                        `sc_log() { echo "log: $*"; }`,
-                        `sc_wait() { shift 2; "$@"; }`,
-                        `sc_remove_file() { :; }`,
-                        `sc_cleanup_state() { :; }`,
-                    ].join("\n"),
-                );
+                HOST_LIB,
+                [
+                    `sc_install_file() { cat > /dev/null; echo "${installed} $1"; }`,
+                    `sc_log() { echo "log: $*"; }`,
+                    `sc_wait() { shift 2; "$@"; }`,
+                    `sc_remove_file() { :; }`,
+                    `sc_cleanup_state() { :; }`,
+                ].join("\n"),
+            );
             assert.ok(!script.includes("sc_install_file() {\n"), "the host library is replaced by the stubs");
-            const run = spawnSync("bash", ["-c", script], { encoding: "utf8", input: "", timeout: 20_000, env: { ...process.env, PATH: `${s.dir}:${process.env.PATH}` } });
+            const run = spawnSync("bash", ["-c", script], {
+                encoding: "utf8",
+                input: "",
+                timeout: 20_000,
+                env: { ...process.env, PATH: `${s.dir}:${process.env.PATH}` },
+            });
             assert.equal(run.status, 0, run.stderr);
             const calls = fs.existsSync(path.join(s.dir, "calls")) ? fs.readFileSync(path.join(s.dir, "calls"), "utf8").trim().split("\n") : [];
             return { restarts: calls.filter((c) => c.startsWith(`restart ${UNITS.vllm}.service`)).length, output: run.stdout };
