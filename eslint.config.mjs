@@ -1,7 +1,8 @@
 // ESLint flat config: typescript-eslint's recommended rules plus Pulumi's own
 // rules (no Outputs inside template literals), on the TypeScript, and on the JavaScript that runs
-// beside it: the toolchain Node.js loads before the program (toolchain/*.js, CommonJS) and the
-// bench (bench/*.mjs, bench/*.js). The JavaScript is type-checked by tsconfig.js.json.
+// beside it: the toolchain Node.js loads before the program (toolchain/*.js, CommonJS), the
+// bench (bench/*.mjs, bench/*.js) and the CI's pull-request comments (scripts/preview-comment.js,
+// CommonJS). The JavaScript is type-checked by tsconfig.js.json.
 import tseslint from "typescript-eslint";
 import pulumi from "@pulumi/eslint-plugin";
 

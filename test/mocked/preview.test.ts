@@ -8,7 +8,10 @@
  *   process-global), run as `node build/test/mocked/preview.test.js` with SPARK_PREVIEW_HARNESS_OUT set;
  * - scripts/preview-diff.sh previews every stack in stacks/ in a network namespace with only
  *   loopback, with no key file, and prints neither a placeholder nor a real secret;
- * - actionlint accepts the workflow that posts those diffs on pull requests.
+ * - actionlint accepts the workflow that posts those diffs on pull requests; its every action is
+ *   pinned by a commit, the job that runs for forks' pull requests has no secret, and the one with
+ *   secrets runs in a protected environment for this repository's branches only;
+ * - scripts/preview-comment.js keeps one comment per stack (the workflow's two jobs both run it).
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -25,6 +28,8 @@ const root = path.resolve(__dirname, "..", "..", "..");
 const tools = path.join(root, ".tools", "bin");
 const stacksDir = path.join(root, "stacks");
 const workflow = path.join(root, ".github", "workflows", "preview.yml");
+const ciDoc = path.join(root, "docs", "ci-previews.md");
+const commentScript = path.join(root, "scripts", "preview-comment.js");
 
 const API_KEY = "preview-test-api-key-0123456789abcdef";
 
@@ -143,6 +148,58 @@ function stackName(file: string): string {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The workflow (.github/workflows/preview.yml) as js-yaml reads it
+// ---------------------------------------------------------------------------------------------
+
+interface WorkflowStep {
+    name?: string;
+    id?: string;
+    uses?: string;
+    run?: string;
+    env?: Record<string, unknown>;
+    with?: Record<string, unknown>;
+}
+
+interface WorkflowJob {
+    if?: string;
+    environment?: string | { name?: string };
+    needs?: string | string[];
+    permissions?: unknown;
+    uses?: string;
+    secrets?: unknown;
+    steps?: WorkflowStep[];
+}
+
+interface Workflow {
+    on: unknown;
+    permissions?: unknown;
+    jobs: Record<string, WorkflowJob>;
+}
+
+/** The condition that keeps a job to pull requests from this repository's own branches. */
+const SAME_REPOSITORY = "github.event.pull_request.head.repo.full_name == github.repository";
+
+function readWorkflow(): Workflow {
+    return yaml.load(fs.readFileSync(workflow, "utf8")) as Workflow;
+}
+
+/** Whether the job runs only for a same-repository pull request: its `if:` requires SAME_REPOSITORY, with no `||` beside it. */
+function sameRepositoryOnly(job: WorkflowJob): boolean {
+    const condition = typeof job.if === "string" ? job.if : "";
+    return condition.includes(SAME_REPOSITORY) && !condition.includes("||");
+}
+
+/** Whether a part of the workflow reads the `secrets` context (`${{ secrets.X }}`, `toJSON(secrets)`) or passes them on (`secrets: inherit`). */
+function readsSecrets(part: unknown): boolean {
+    const text = JSON.stringify(part ?? null);
+    return /\$\{\{[^}]*\bsecrets\b/.test(text) || (typeof part === "object" && part !== null && "secrets" in part);
+}
+
+function environmentName(job: WorkflowJob): string | undefined {
+    return typeof job.environment === "string" ? job.environment : job.environment?.name;
+}
+
+// ---------------------------------------------------------------------------------------------
 // The tests
 // ---------------------------------------------------------------------------------------------
 
@@ -212,6 +269,181 @@ function tests(): void {
             fs.accessSync(actionlint, fs.constants.X_OK);
             execFileSync(actionlint, ["-no-color", workflow], { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
             assert.match(fs.readFileSync(workflow, "utf8"), /\.\/scripts\/preview-diff\.sh/);
+        });
+
+        it("workflow: every action is pinned by a commit SHA, its version in a comment", () => {
+            const text = fs.readFileSync(workflow, "utf8");
+            const parsed = readWorkflow();
+            const lines = text.split("\n").filter((line) => /^\s*(?:-\s+)?uses:/.test(line));
+            // Every `uses:` of the parse is one of these lines (none in a form the lines miss).
+            const used = Object.values(parsed.jobs).flatMap((job) => [job.uses, ...(job.steps ?? []).map((step) => step.uses)].filter((u) => u !== undefined));
+            assert.equal(lines.length, used.length, `uses: lines ${JSON.stringify(lines)} against ${JSON.stringify(used)}`);
+            assert.ok(lines.length > 0);
+            for (const line of lines) {
+                const m = /^\s*(?:-\s+)?uses:\s*(["']?)([^\s"'#]+)\1\s*(#.*)?$/.exec(line);
+                assert.ok(m, `cannot read ${line}`);
+                const [, , ref, comment = ""] = m;
+                if (ref.startsWith("./") || /^#\s*not pinned:\s*\S/.test(comment)) {
+                    continue; // this repository's own action, or one that says why it is not pinned
+                }
+                assert.match(ref, /^[\w.-]+\/[\w./-]+@[0-9a-f]{40}$/, `${line.trim()}: not pinned by a 40-hex commit SHA`);
+                assert.match(comment, /^#\s*v\d+(?:\.\d+)*\b/, `${line.trim()}: no "# v1.2.3" comment`);
+            }
+        });
+
+        it("workflow: a job that can run for a fork's pull request reads no secret, and one such job previews every stack", () => {
+            const parsed = readWorkflow();
+            const on = typeof parsed.on === "string" ? { [parsed.on]: null } : (parsed.on as Record<string, unknown>);
+            // These run a fork's code with the base repository's secrets and a write token.
+            assert.deepEqual(Object.keys(on), ["pull_request"], "pull_request only (never pull_request_target or workflow_run)");
+            const forFork = Object.entries(parsed.jobs).filter(([, job]) => !sameRepositoryOnly(job));
+            assert.ok(
+                forFork.some(([, job]) => (job.steps ?? []).some((step) => step.run?.includes("./scripts/preview-diff.sh"))),
+                "a job that runs for every pull request runs scripts/preview-diff.sh",
+            );
+            for (const [name, job] of forFork) {
+                assert.ok(!readsSecrets(job), `job ${name} can run for a fork's pull request and reads a secret`);
+                for (const step of job.steps ?? []) {
+                    assert.ok(!readsSecrets(step), `job ${name}, step ${step.name ?? step.uses ?? step.run}: reads a secret`);
+                }
+            }
+        });
+
+        it("workflow: the job with secrets runs in a protected environment, for same-repository pull requests only, after the one without", () => {
+            const parsed = readWorkflow();
+            const withSecrets = Object.entries(parsed.jobs).filter(([, job]) => readsSecrets(job));
+            assert.ok(withSecrets.length > 0, "a job gets the secrets (for the exact diff)");
+            const doc = fs.readFileSync(ciDoc, "utf8");
+            for (const [name, job] of withSecrets) {
+                const environment = environmentName(job);
+                assert.ok(environment, `job ${name} reads secrets outside an environment`);
+                assert.ok(doc.includes(`\`${environment}\``), `docs/ci-previews.md says how to create the environment ${environment}`);
+                assert.ok(sameRepositoryOnly(job), `job ${name}: its if: (${job.if}) must require ${SAME_REPOSITORY}`);
+                // Only the preview itself gets them, through its step's env.
+                const { steps = [], ...rest } = job;
+                assert.ok(!readsSecrets(rest), `job ${name}: secrets outside its steps`);
+                for (const step of steps.filter((s) => readsSecrets(s))) {
+                    assert.equal(step.run, "./scripts/preview-diff.sh", `job ${name}, step ${step.name}: only the preview gets secrets`);
+                    const { env, ...other } = step;
+                    assert.ok(readsSecrets(env) && !readsSecrets(other), `job ${name}, step ${step.name}: secrets in its env only`);
+                }
+                // One comment per stack: this job's replaces the secret-less one's, never at the same time.
+                const needs = typeof job.needs === "string" ? [job.needs] : (job.needs ?? []);
+                for (const [other, otherJob] of Object.entries(parsed.jobs).filter(([, j]) => !readsSecrets(j))) {
+                    if ((otherJob.steps ?? []).some((s) => String(s.with?.script ?? "").includes("preview-comment.js"))) {
+                        assert.ok(needs.includes(other), `job ${name} must need ${other}, which comments too`);
+                    }
+                }
+            }
+        });
+
+        it("workflow: no permission by default; each job asks for contents: read and pull-requests: write at most", () => {
+            const parsed = readWorkflow();
+            assert.deepEqual(parsed.permissions, {}, "top-level permissions: {}");
+            for (const [name, job] of Object.entries(parsed.jobs)) {
+                assert.ok(typeof job.permissions === "object" && job.permissions !== null, `job ${name} says its permissions`);
+                for (const [scope, level] of Object.entries(job.permissions)) {
+                    assert.ok(
+                        level === "read" || level === "none" || (scope === "pull-requests" && level === "write"),
+                        `job ${name}: ${scope}: ${String(level)}`,
+                    );
+                }
+            }
+        });
+
+        it("scripts/preview-comment.js: one comment per stack, edited in place; a fork's pull request gets the job summary only", async () => {
+            // eslint-disable-next-line @typescript-eslint/no-require-imports
+            const previewComment = require(commentScript) as (args: { github: unknown; context: unknown; core: unknown }) => Promise<unknown>;
+            const dir = fs.mkdtempSync(path.join(os.tmpdir(), "spark-preview-comment-"));
+            const saved = { dir: process.env.PREVIEW_DIFF_DIR, artifact: process.env.PREVIEW_ARTIFACT, note: process.env.PREVIEW_NOTE };
+            try {
+                for (const [stack, ok] of [
+                    ["spark-pair", true],
+                    ["new-stack", false],
+                ] as const) {
+                    const meta = { stack, ok, exitCode: ok ? 0 : 1, secrets: "placeholders", backend: "throwaway", counts: ok ? { "to create": 27 } : {} };
+                    fs.writeFileSync(path.join(dir, `${stack}.json`), JSON.stringify(meta));
+                    fs.writeFileSync(path.join(dir, `${stack}.diff`), `+ diff of ${stack}\n`);
+                }
+                process.env.PREVIEW_DIFF_DIR = dir;
+                process.env.PREVIEW_ARTIFACT = "preview-diff";
+                process.env.PREVIEW_NOTE = "a note under the heading";
+                const marker = (stack: string) => `<!-- spark-cluster preview-diff stack=${stack} -->`;
+                const existing = [
+                    { id: 1, user: { type: "Bot" }, body: `${marker("spark-pair")}\nthe last push's diff` },
+                    { id: 2, user: { type: "Bot" }, body: `${marker("removed")}\nold` },
+                    { id: 3, user: { type: "User" }, body: `quoting ${marker("new-stack")}` },
+                ];
+                const run = async (headRepo: string) => {
+                    const calls: { call: string; id?: unknown; body: string }[] = [];
+                    const summary: string[] = [];
+                    const summaryApi = {
+                        addRaw: (text: string) => (summary.push(text), summaryApi),
+                        addEOL: () => summaryApi,
+                        write: async () => undefined,
+                    };
+                    const github = {
+                        paginate: async () => (calls.push({ call: "list", body: "" }), existing),
+                        rest: {
+                            issues: {
+                                listComments: {},
+                                updateComment: async (p: { comment_id: number; body: string }) =>
+                                    calls.push({ call: "update", id: p.comment_id, body: p.body }),
+                                createComment: async (p: { issue_number: number; body: string }) =>
+                                    calls.push({ call: "create", id: p.issue_number, body: p.body }),
+                            },
+                        },
+                    };
+                    const context = {
+                        payload: { pull_request: { number: 7, head: { sha: "0123456789abcdef", repo: { full_name: headRepo } } } },
+                        repo: { owner: "owner", repo: "spark-cluster" },
+                        serverUrl: "https://github.com",
+                        runId: 42,
+                    };
+                    await previewComment({ github, context, core: { summary: summaryApi } });
+                    return { calls, summary };
+                };
+
+                const same = await run("owner/spark-cluster");
+                assert.deepEqual(
+                    same.calls.map((c) => [c.call, c.id]),
+                    [
+                        ["list", undefined],
+                        ["create", 7], // new-stack: the user's comment that quotes the marker is not ours
+                        ["update", 1], // spark-pair: its comment, edited in place
+                        ["update", 2], // removed: no longer in stacks/
+                    ],
+                );
+                assert.match(same.calls[1].body, /^<!-- spark-cluster preview-diff stack=new-stack -->\n### ❌ .*stack `new-stack`: failed \(exit 1\)/);
+                assert.match(same.calls[2].body, /^<!-- spark-cluster preview-diff stack=spark-pair -->\n### ✅ .*stack `spark-pair`: 27 to create\n/);
+                assert.match(
+                    same.calls[2].body,
+                    /Commit 0123456, diffed against nothing .*secrets: placeholders.*\(https:\/\/github\.com\/owner\/spark-cluster\/actions\/runs\/42\)/,
+                );
+                assert.match(same.calls[2].body, /\n\na note under the heading\n/);
+                assert.match(same.calls[2].body, /````diff\n\+ diff of spark-pair\n/);
+                assert.match(same.calls[3].body, /stack=removed -->\n### Stack `removed` is no longer in stacks\/ \(commit 0123456\)/);
+                assert.equal(same.summary.length, 2);
+
+                const fork = await run("someone/spark-cluster");
+                assert.deepEqual(fork.calls, [], "a fork's read-only token: no API call");
+                assert.equal(fork.summary.length, 2);
+                assert.ok(!fork.summary.some((s) => s.includes("<!-- spark-cluster")), "the summary has no marker");
+                assert.match(fork.summary.join("\n"), /stack `spark-pair`: 27 to create/);
+            } finally {
+                for (const [name, value] of [
+                    ["PREVIEW_DIFF_DIR", saved.dir],
+                    ["PREVIEW_ARTIFACT", saved.artifact],
+                    ["PREVIEW_NOTE", saved.note],
+                ] as const) {
+                    if (value === undefined) {
+                        delete process.env[name];
+                    } else {
+                        process.env[name] = value;
+                    }
+                }
+                fs.rmSync(dir, { recursive: true, force: true });
+            }
         });
 
         it("previews every stack with only loopback, no key file and no secret, and prints a diff for each", () => {
