@@ -200,6 +200,12 @@ EOF2
       # The real lldpd (fetch_debs lldpd), started at boot by its own unit: the product's cabling
       # check reads its neighbours. Installed once per node disk (a reboot keeps it).
       if [[ ! -x "${root}/usr/sbin/lldpd" ]]; then install_node_debs lldpd "${node}" "${root}"; fi
+      # A lab deviation: lldpd sends every 5 s here, not every 30 s (its default). It sends once at
+      # start, before the neighbour that boots after it listens, so with 30 s a node heard its
+      # later-booted neighbours up to 30 s after the last boot; a Spark's lldpd has been running
+      # for long when the product reads it. lldpd applies /etc/lldpd.d/*.conf at start (lldpcli).
+      mkdir -p "${root}/etc/lldpd.d"
+      printf '# LAB: see lab/lib/nodes.sh (populate_node)\nconfigure lldp tx-interval 5\n' >"${root}/etc/lldpd.d/lab-tx-interval.conf"
       ;;
     spark-pair)
       # Prometheus and node_exporter (fetch_debs metrics), as an owner who installed both packages
