@@ -4,8 +4,9 @@ import { ClusterCheck } from "./clusterCheck";
 import { Firewall } from "./firewall";
 import { NcclConfig } from "./ncclConfig";
 import { NetplanInterconnect } from "./netplanInterconnect";
-import { SSH_LOGIN_SCRIPT, SSH_READY_SCRIPT, recordedHostKey } from "./hostKey";
+import { SSH_LOGIN_SCRIPT, SSH_READY_SCRIPT, hostKeyToPin, noHostKeyMessage } from "./hostKey";
 import { Connection, NodeHost, nodeConnection } from "./nodeConnection";
+import type { Step } from "./sparkRemote";
 import { hcasFor, parseIbdev2netdev, parseRayVersion, resolveInterfaceNames } from "./nodeFacts";
 import { typeToken } from "./package";
 import { fabricNcclSelection, fabricNetplanSpec, forwardingPlan } from "./render/fabric";
@@ -56,7 +57,10 @@ export interface ClusterNodeArgs {
  */
 export class ClusterNode extends pulumi.ComponentResource {
     public readonly node: NodeConfig;
-    /** The SSH host key every command of this node checks (configured, or recorded on first contact). */
+    /**
+     * The SSH host key every command of this node checks (configured, or the one the node presented
+     * on first contact: {@link hostKeyToPin}); empty when none is known, and then those commands fail.
+     */
     public readonly hostKey: pulumi.Output<string>;
     /** The node's connection (host key pinned) and SSH user, bound once. */
     public readonly host: NodeHost;
@@ -108,19 +112,31 @@ export class ClusterNode extends pulumi.ComponentResource {
         const { node, cluster } = args;
         this.node = node;
         this.#cluster = opts.parent;
-        // The SSH step checks the configured host key, if any; every later command the configured one,
-        // or the one the SSH step recorded on first contact.
+        // The SSH step checks the configured host key, if any; without one the provider pins the key the
+        // node presents on first contact, and checks it on the step's later runs (a changed host, port or
+        // user included). Every later command checks the configured key, or the one the SSH step recorded.
+        // (The SSH step's connection has no key but a configured one: a stack deployed before sees its
+        // inputs unchanged, so it does not run again.)
         const connection = nodeConnection(node);
         const sudoPassword = node.ssh.sudoPassword !== undefined;
-        const sshStep = new NodeHost(node.ssh.hostKey ? pinHostKey(connection, node.ssh.hostKey) : connection, node.ssh.user, sudoPassword);
+        const sshStep = new NodeHost(
+            node.ssh.hostKey !== undefined ? pinHostKey(connection, node.ssh.hostKey, node.name, this) : connection,
+            node.ssh.user,
+            sudoPassword,
+        );
         // A root login's step is the root check it always was; another user's proves it can become root, and says how.
         const ssh = sshStep.command(
             `${node.name}-ssh`,
             node.ssh.user === "root" ? { create: SSH_READY_SCRIPT } : { create: SSH_LOGIN_SCRIPT, asLoginUser: true },
             this.childOptions(),
         );
-        this.hostKey = node.ssh.hostKey ? pulumi.output(node.ssh.hostKey) : ssh.stdout.apply((out) => recordedHostKey(out) ?? "");
-        this.host = new NodeHost(pinHostKey(connection, this.hostKey), node.ssh.user, sudoPassword);
+        // A configured key is known at once (in a preview too), without waiting for the SSH step's outputs.
+        const configured = hostKeyToPin({ configured: node.ssh.hostKey });
+        this.hostKey =
+            configured !== undefined
+                ? pulumi.output(configured)
+                : pulumi.all([recordedPresentedKey(ssh), ssh.stdout]).apply(([presented, sshOutput]) => hostKeyToPin({ presented, sshOutput }) ?? "");
+        this.host = new NodeHost(pinHostKey(connection, this.hostKey, node.name, this), node.ssh.user, sudoPassword);
         const hardware = this.host.command(`${node.name}-probe`, { create: probeScript() }, this.childOptions({ dependsOn: [ssh] }));
         const rayProbe =
             cluster.executor.ray !== undefined
@@ -393,7 +409,35 @@ function withFabric(deps: pulumi.Resource[], fabricReady: Promise<pulumi.Resourc
     return fabricReady === undefined ? deps : fabricReady.then((steps) => [...deps, ...steps]);
 }
 
-/** The connection with `hostKey` pinned (an empty key: not known, so not checked). */
-function pinHostKey(connection: pulumi.Output<Connection>, hostKey: pulumi.Input<string>): pulumi.Output<Connection> {
-    return pulumi.all([connection, hostKey]).apply(([c, key]) => (key ? { ...c, hostKey: key } : c));
+/**
+ * The SSH step's `presentedHostKey`, known whenever its stdout is: undefined where its state has
+ * none (a step last run before the provider recorded it). In a preview the SDK makes an output that
+ * a state lacks unknown, not undefined; read as it is, a stack deployed before would preview every
+ * later step with an unknown connection, i.e. changed, though `up` pins them as before. Where the
+ * step's stdout is known (it does not run in this preview) and its key is not, the state has no key.
+ */
+function recordedPresentedKey(ssh: Step): pulumi.Output<string | undefined> {
+    return ssh.stdout.apply(() => outputIsKnown(ssh.presentedHostKey)).apply((known) => (known ? ssh.presentedHostKey : pulumi.output(undefined)));
+}
+
+/**
+ * Whether an output's value is known. The SDK keeps this on every Output (`isKnown`, what `apply`
+ * waits on) but has no public accessor; without it, a value is taken as known outside a preview only.
+ */
+function outputIsKnown(output: pulumi.Output<unknown>): Promise<boolean> {
+    const isKnown = (output as unknown as { isKnown?: Promise<boolean> }).isKnown;
+    return isKnown ?? Promise.resolve(!pulumi.runtime.isDryRun());
+}
+
+/**
+ * The connection with `hostKey` pinned. An empty key is not known: the steps on the connection fail,
+ * naming the node and the fix, rather than run on a host they cannot check.
+ */
+function pinHostKey(connection: pulumi.Output<Connection>, hostKey: pulumi.Input<string>, node: string, parent: pulumi.Resource): pulumi.Output<Connection> {
+    return pulumi.all([connection, hostKey]).apply(([c, key]) => {
+        if (key.trim() === "") {
+            throw new pulumi.ResourceError(noHostKeyMessage(node), parent);
+        }
+        return { ...c, hostKey: key };
+    });
 }

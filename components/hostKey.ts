@@ -1,8 +1,10 @@
-// SSH host keys: the node's SSH step prints the keys the node has, and every
-// later command of the node checks the key it is presented against the pinned
-// one (configured, or recorded on first contact). The check itself is the
-// provider's (connection.hostKey): a changed key fails the command
-// before it runs anything, and is not retried.
+// SSH host keys: every later command of a node checks the key it is presented
+// against the node's pin: nodes[].ssh.hostKey when configured, else the key the
+// node presented in the SSH step's handshake on first contact (the provider
+// records it, presentedHostKey, and checks it on the step's own later runs, on a
+// changed host, port or user as well). The SSH step also prints the keys the node
+// has. The check itself is the provider's (connection.hostKey): a changed key
+// fails the command before it runs anything, and is not retried.
 import { createHash } from "node:crypto";
 import { SUDO_STDIN_MARKER, bashScript } from "./render/host/shell";
 
@@ -11,7 +13,8 @@ export const HOST_KEY_PREFIX = "host-key=";
 
 /**
  * Proves SSH works and that we can act as root (directly or by passwordless sudo), and prints the
- * node's host public keys, ed25519 first: what the SSH client negotiated on first contact.
+ * node's host public keys, ed25519 first: the order the provider negotiates them in on first
+ * contact, so the first printed is the one the handshake presented.
  */
 export const SSH_READY_SCRIPT = bashScript([
     `[ "$(id -u)" = 0 ] || { echo "need root (or passwordless sudo)"; exit 1; }`,
@@ -65,10 +68,40 @@ export function parseRootAccess(output: string): string | undefined {
     return line === undefined ? undefined : line.slice(ROOT_ACCESS_PREFIX.length).trim();
 }
 
-/** The host key to pin from the SSH step's output: the first one it printed (ed25519 where the node has one). */
+/** The first host key the SSH step's output printed (ed25519 where the node has one). */
 export function recordedHostKey(output: string): string | undefined {
     const line = output.split("\n").find((l) => l.startsWith(HOST_KEY_PREFIX));
     return line === undefined ? undefined : line.slice(HOST_KEY_PREFIX.length).trim();
+}
+
+/** What is known of a node's host key when its later steps are pinned. */
+export interface KnownHostKeys {
+    /** nodes[].ssh.hostKey. */
+    configured?: string;
+    /** The SSH step's `presentedHostKey`: the key its handshake presented (undefined until it ran with this provider). */
+    presented?: string;
+    /** The SSH step's stdout, with the keys it printed. */
+    sshOutput?: string;
+}
+
+/**
+ * The key a node's later steps are pinned to: the configured one, else the one the SSH step's
+ * handshake presented, else (a stack deployed before the provider recorded it, whose SSH step
+ * has not run since) the first one it printed, which is the key those steps were pinned to then.
+ * Undefined when none is known: the steps must not run unpinned ({@link noHostKeyMessage}).
+ */
+export function hostKeyToPin(known: KnownHostKeys): string | undefined {
+    const given = (key: string | undefined) => (key !== undefined && key.trim() !== "" ? key : undefined);
+    return given(known.configured) ?? given(known.presented) ?? given(recordedHostKey(known.sshOutput ?? ""));
+}
+
+/** Why a node's steps do not run when no host key is known for it, and the fix. */
+export function noHostKeyMessage(node: string): string {
+    return (
+        `spark-cluster: no SSH host key is known for node ${node}: its SSH step neither recorded the key the node presented nor printed one, ` +
+        `and its other steps do not run on a host they cannot check. Fix: set nodes[].ssh.hostKey for ${node} to the node's public key ` +
+        `(on the node's console: cat /etc/ssh/ssh_host_ed25519_key.pub; docs/how-it-works.md, "SSH host keys")`
+    );
 }
 
 /** `SHA256:…`, as `ssh-keygen -lf` and ssh print it, of a public key line. */

@@ -30,7 +30,11 @@ export interface ProxyConnectionArgs {
     privateKeyPassword?: pulumi.Input<string>;
     /** Defaults to the environment's SSH_AUTH_SOCK. */
     agentSocketPath?: pulumi.Input<string>;
-    /** The host's public key; without it, the host's key is not checked. */
+    /**
+     * The host's public key; it always wins over a recorded one. Without it, a step's first run pins
+     * the key the host presents (its `presentedHostKey`), and its later runs check that one, on a
+     * changed host, port or user as well. An empty key is refused.
+     */
     hostKey?: pulumi.Input<string>;
     /** Connection attempts before the step fails; -1 for no limit. Defaults to 10. No diff when it changes. */
     dialErrorLimit?: pulumi.Input<number>;
@@ -109,7 +113,7 @@ export const STEP_INPUTS = [
 export const STEP_INPUTS_ARE_THE_INTERFACE: SameKeys<(typeof STEP_INPUTS)[number], keyof StepArgs> = true;
 
 /** The outputs of a Step (its state), as the schema has them. The scripts and the connection are inputs only: the state does not repeat them. */
-export const STEP_OUTPUTS = ["stdout", "stderr", "stdin", "triggers", "logging", "environment", "addPreviousOutputInEnv", "drift"] as const;
+export const STEP_OUTPUTS = ["stdout", "stderr", "stdin", "triggers", "logging", "environment", "addPreviousOutputInEnv", "drift", "presentedHostKey"] as const;
 
 /** A step run on a node over SSH (`spark-remote:index:Step`). */
 export class Step extends pulumi.CustomResource {
@@ -124,6 +128,12 @@ export class Step extends pulumi.CustomResource {
     declare readonly addPreviousOutputInEnv: pulumi.Output<boolean>;
     /** What the last refresh found (the `read` script's lines, or why the host was not read); undefined when none. */
     declare readonly drift: pulumi.Output<string | undefined>;
+    /**
+     * The public key (`<type> <base64>`) the host presented in the SSH handshake of the connection
+     * the step last ran a script on (through a proxy, the target's); undefined until the step ran on
+     * a host with this provider.
+     */
+    declare readonly presentedHostKey: pulumi.Output<string | undefined>;
 
     constructor(name: string, args: StepArgs, opts?: pulumi.CustomResourceOptions) {
         const inputs: pulumi.Inputs = {};

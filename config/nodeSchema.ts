@@ -35,10 +35,15 @@ export const SshSchema = z.strictObject({
      */
     privateKeyPath: keyFilePath().optional().meta({ example: "/home/you/.ssh/id_ed25519" }),
     /**
-     * The node's SSH host public key (a line of /etc/ssh/ssh_host_ed25519_key.pub, or what
-     * `ssh-keyscan -t ed25519 HOST` prints after the host name). Every command checks it; a
-     * changed key stops `up` for the node before anything runs there. Defaults to the key the node
-     * presented on first contact, recorded by its SSH step and enforced by every later command.
+     * The node's SSH host public key, the safe path: read it over a channel you trust (on the
+     * node's console, `cat /etc/ssh/ssh_host_ed25519_key.pub`; or `ssh-keyscan -t ed25519 HOST`
+     * over a network you trust, its fingerprint compared with `ssh-keygen -lf` of that file on the
+     * console). Every command, the SSH step included, checks it from the first `up` on, and it wins
+     * over a recorded key; a changed key stops `up` for the node before anything runs there.
+     * Defaults to the key the node presented in the SSH step's handshake on first contact (trusted
+     * as ssh trusts a new host), recorded by the provider and checked by every later command; a
+     * changed `ssh.host`, `port` or `user` must then present that same key, or be pinned here
+     * (docs/how-it-works.md, "SSH host keys").
      */
     hostKey: z
         .string()

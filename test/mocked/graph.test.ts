@@ -153,6 +153,9 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
         }),
         secretKeys: SECRET_KEYS,
     },
+    // spark-a's SSH step last ran before the provider recorded the key it presented (it printed it);
+    // spark-b's neither recorded nor printed one.
+    hostKeyUnknown: { clusterName: "dev", values: withChange(() => undefined), secretKeys: SECRET_KEYS, hostKeys: { "spark-a": "printed", "spark-b": "none" } },
     rayToken: {
         clusterName: "dev",
         values: withChange((v) => (v.rayAuthToken = RAY_TOKEN)),
@@ -480,7 +483,7 @@ const RAY_PAIR: Readonly<Record<string, string>> = {
 };
 
 describe("every scenario builds with the expected resource types only", () => {
-    for (const name of Object.keys(SCENARIOS).filter((n) => n !== "thorUnnamed")) {
+    for (const name of Object.keys(SCENARIOS).filter((n) => n !== "thorUnnamed" && n !== "hostKeyUnknown")) {
         it(name, async () => {
             const result = await scenario(name);
             assert.deepEqual(result.unexpectedTypes, []);
@@ -1129,6 +1132,23 @@ describe("secrets", () => {
             const connection = plain(r.inputs.connection) as { hostKey?: string };
             assert.equal(connection.hostKey, r.name.endsWith("-ssh") ? undefined : MOCK_HOST_KEY, r.name);
         }
+    });
+
+    it("a stack deployed before keys were recorded keeps the printed key; a node with no known key runs nothing after its SSH step, naming the fix", async () => {
+        const result = await scenario("hostKeyUnknown");
+        assert.ok(
+            result.errors.some((e) => e.includes("no SSH host key is known for node spark-b") && e.includes("nodes[].ssh.hostKey")),
+            `errors: ${JSON.stringify(result.errors)}`,
+        );
+        const commands = result.resources.filter((r) => r.type === COMMAND);
+        const onA = commands.filter((r) => r.name.startsWith("spark-a-") && !r.name.endsWith("-ssh"));
+        assert.ok(onA.length > 0, "spark-a's later steps register");
+        for (const r of onA) assert.equal((plain(r.inputs.connection) as { hostKey?: string }).hostKey, MOCK_HOST_KEY, r.name);
+        assert.deepEqual(
+            commands.filter((r) => (plain(r.inputs.connection) as { host: string }).host === "10.0.0.12").map((r) => r.name),
+            ["spark-b-ssh"],
+            "no step but the SSH step reaches spark-b",
+        );
     });
 
     it("every command's connection says what to do when its node cannot be reached: which node, retired, --continue-on-error", async () => {

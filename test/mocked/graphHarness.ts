@@ -26,6 +26,13 @@ export interface Scenario {
     values: Record<string, unknown>;
     /** Keys set with --secret. */
     secretKeys: string[];
+    /**
+     * What each node's mocked SSH step reports of its host key, by node name: "presented" (the
+     * default) the key its handshake presented (`presentedHostKey`) and printed, as this provider
+     * records it; "printed" only the printed one (a step last run before the provider recorded
+     * keys); "none" neither.
+     */
+    hostKeys?: Record<string, "presented" | "printed" | "none">;
 }
 
 /** One registered resource. */
@@ -67,10 +74,16 @@ export const MOCK_IMAGE_ID = `sha256:${"5c".repeat(32)}`;
 
 const EXPECTED_TYPE = /^(spark-cluster:index:[A-Za-z]+|spark-remote:index:Step)$/;
 
+/** How the node of an SSH step `name` reports its host key in `scenario`. */
+function sshHostKey(scenario: Scenario, name: string): "presented" | "printed" | "none" {
+    return scenario.hostKeys?.[name.replace(/-ssh$/, "")] ?? "presented";
+}
+
 /** The `stdout` a mocked step reports. */
-function mockStdout(name: string): string {
+function mockStdout(scenario: Scenario, name: string): string {
     if (name.endsWith("-ssh")) {
-        return `ssh ok: ${name.replace(/-ssh$/, "")}\nhost-key=${MOCK_HOST_KEY}\n`;
+        const printed = sshHostKey(scenario, name) === "none" ? "" : `host-key=${MOCK_HOST_KEY}\n`;
+        return `ssh ok: ${name.replace(/-ssh$/, "")}\n${printed}`;
     }
     if (name.endsWith("-vllm-probe")) {
         // What the default image (and a venv of the same vLLM) reports: every node agrees.
@@ -120,7 +133,8 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     };
 
     await setCommandMocks({
-        stdout: mockStdout,
+        stdout: (name) => mockStdout(scenario, name),
+        outputs: (name) => (name.endsWith("-ssh") && sshHostKey(scenario, name) === "presented" ? { presentedHostKey: MOCK_HOST_KEY } : {}),
         onResource: (args) => {
             if (!EXPECTED_TYPE.test(args.type)) {
                 unexpectedTypes.push(args.type);

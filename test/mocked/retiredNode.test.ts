@@ -24,7 +24,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import * as yaml from "js-yaml";
-import { LAB_IBDEV2NETDEV, SECRET_SIG_KEY, allRegistered, message, runProgramInStack, setCommandMocks } from "../support/mockHarness";
+import { LAB_IBDEV2NETDEV, MOCK_HOST_KEY, SECRET_SIG_KEY, allRegistered, message, runProgramInStack, setCommandMocks } from "../support/mockHarness";
 
 const root = path.resolve(__dirname, "..", "..", "..");
 const HARNESS_OUT = "SPARK_RETIRED_HARNESS_OUT";
@@ -65,6 +65,10 @@ function unsecret(value: unknown): Record<string, unknown> {
  * gave before it was retired.
  */
 function mockStdout(name: string): string {
+    if (name.endsWith("-ssh")) {
+        // The host key the node's later steps are pinned to.
+        return `host-key=${MOCK_HOST_KEY}\n`;
+    }
     if (name.endsWith("-vllm-probe")) {
         return "vllm-version=0.10.1.1+lab.standin\nimage-id=sha256:mock\n";
     }

@@ -21,6 +21,8 @@ export const MOCK_HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGraphTestHost
 export interface CommandMocks {
     /** The `stdout` the mocked step `name` reports (its state is its inputs, this stdout and an empty stderr). */
     stdout: (name: string) => string;
+    /** Other outputs the mocked step `name` reports, such as `presentedHostKey`. Defaults to none. */
+    outputs?: (name: string) => Record<string, unknown>;
     /** Sees every registration before it is answered; throwing fails that registration. */
     onResource?: (args: pulumi.runtime.MockResourceArgs) => void;
     /** Sees every provider function call before it is refused (every call fails: the program makes none). */
@@ -33,15 +35,18 @@ export interface CommandMocks {
 
 /**
  * Installs the mock monitor: a custom resource gets the ID `<name>-id`, a component none; a
- * step's state is its inputs plus `stdout` from {@link CommandMocks.stdout}; every
- * other resource's state is empty.
+ * step's state is its inputs plus `stdout` from {@link CommandMocks.stdout} (and any
+ * {@link CommandMocks.outputs}); every other resource's state is empty.
  */
 export async function setCommandMocks(mocks: CommandMocks): Promise<void> {
     await pulumi.runtime.setMocks(
         {
             newResource(args: pulumi.runtime.MockResourceArgs): pulumi.runtime.MockResourceResult {
                 mocks.onResource?.(args);
-                const state = args.type === "spark-remote:index:Step" ? { ...args.inputs, stdout: mocks.stdout(args.name), stderr: "" } : {};
+                const state =
+                    args.type === "spark-remote:index:Step"
+                        ? { ...args.inputs, ...mocks.outputs?.(args.name), stdout: mocks.stdout(args.name), stderr: "" }
+                        : {};
                 return { id: args.custom ? `${args.name}-id` : undefined, state };
             },
             call(args: pulumi.runtime.MockCallArgs): pulumi.runtime.MockCallResult {

@@ -18,7 +18,7 @@ import * as yaml from "js-yaml";
 import { ConfigError, DockerRuntime, RaySchema, Runtime, parseConfig } from "../../config";
 import { compareVersions, hcasFor, parseIbdev2netdev, parseRayVersion, rayAuthStatus, resolveInterfaceNames } from "../../components/nodeFacts";
 import { probeScript, rayProbeScript } from "../../components/render/probe";
-import { HOST_KEY_PREFIX, SSH_READY_SCRIPT, hostKeyFingerprint, recordedHostKey } from "../../components/hostKey";
+import { HOST_KEY_PREFIX, SSH_READY_SCRIPT, hostKeyFingerprint, hostKeyToPin, noHostKeyMessage, recordedHostKey } from "../../components/hostKey";
 import { installFileFromStdinScript, installFilesScript, installUnitScript, removeFilesScript, removeUnitScript } from "../../components/render/host/files";
 import { HOST_LIB } from "../../components/render/host/lib";
 import { execBeside, runtimeStrategy } from "../../components/render/host/runtime";
@@ -1382,6 +1382,26 @@ describe("SSH host keys", () => {
         } finally {
             fs.rmSync(dir, { recursive: true, force: true });
         }
+    });
+
+    it("a node's later steps are pinned to the configured key, else the presented one, else the printed one; never to an empty one", () => {
+        const configured = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIConfigured root@spark-a";
+        const presented = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPresented";
+        const printed = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPrinted";
+        const sshOutput = `ssh ok: spark-a\n${HOST_KEY_PREFIX}${printed}\n${HOST_KEY_PREFIX}ssh-rsa AAAAB3\n`;
+        const cases: [string, Parameters<typeof hostKeyToPin>[0], string | undefined][] = [
+            ["configured wins over what the node presented", { configured, presented, sshOutput }, configured],
+            ["the key the SSH step's handshake presented", { presented, sshOutput }, presented],
+            // A stack deployed before the provider recorded keys, whose SSH step has not run since: the pin it had.
+            ["no presented key: the first one the SSH step printed", { sshOutput }, printed],
+            ["an empty presented key is not a key", { presented: " ", sshOutput }, printed],
+            ["an empty configured key is not a key", { configured: "", presented }, presented],
+            ["nothing known", { sshOutput: "ssh ok: spark-a\n" }, undefined],
+            ["nothing at all", {}, undefined],
+        ];
+        for (const [what, known, want] of cases) assert.equal(hostKeyToPin(known), want, what);
+        const message = noHostKeyMessage("spark-b");
+        for (const part of ["node spark-b", "nodes[].ssh.hostKey", "cat /etc/ssh/ssh_host_ed25519_key.pub"]) assert.ok(message.includes(part), part);
     });
 });
 

@@ -76,6 +76,10 @@ func TestFailedCreateIsRecorded(t *testing.T) {
 	if !state["stdout"].IsSecret() {
 		t.Errorf("stdout of a step with a secret stdin should be secret: %v", state["stdout"])
 	}
+	// The script ran on a host: its key is recorded, so the next run (the update that retries it) checks it.
+	if got := presented(t, state); got != s.authorizedHostKey() {
+		t.Errorf("presentedHostKey = %q, want %q", got, s.authorizedHostKey())
+	}
 	for _, k := range notEchoedKeys {
 		if _, ok := state[k]; ok {
 			t.Errorf("the partial state echoes %s", k)

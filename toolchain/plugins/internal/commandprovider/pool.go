@@ -52,9 +52,9 @@ type connPool struct {
 }
 
 // connKey identifies the connections a step may share: the same host, port, user, credentials,
-// expected host key and proxy (hashed, so that the map holds no credential). The dial settings
-// (dialErrorLimit, perDialTimeout, the unreachable hint) only say how to open a connection, so
-// steps that differ in them share one.
+// expected host key (the connection's, or the one the step recorded; none: first contact) and proxy
+// (hashed, so that the map holds no credential). The dial settings (dialErrorLimit, perDialTimeout,
+// the unreachable hint) only say how to open a connection, so steps that differ in them share one.
 func connKey(c *connection) string {
 	type keyed struct {
 		Host, User                                               string
@@ -88,6 +88,10 @@ type lease struct {
 }
 
 func (l *lease) client() *ssh.Client { return l.conn.client.Client }
+
+// hostKey is the key the host presented in the handshake that opened the connection: every step on it reports
+// that one.
+func (l *lease) hostKey() ssh.PublicKey { return l.conn.client.hostKey }
 
 // release gives the connection back to the pool.
 func (l *lease) release() {

@@ -42,6 +42,11 @@ const (
 	keyUnreachableHint resource.PropertyKey = "unreachableHint"
 	// keySudoPassword is a connection's sudo password (see connection.SudoPassword).
 	keySudoPassword resource.PropertyKey = "sudoPassword"
+	// keyPresentedHostKey is an output: the public key the host presented in the SSH handshake of the connection the
+	// step last ran a script on ("<type> <base64>"; through a proxy, the target's). A later run of the step whose
+	// connection has no hostKey is pinned to it (pinRecordedHostKey, resource.go), so a step checks the host it runs on
+	// from its second run on, and the program can pin its other steps to it.
+	keyPresentedHostKey resource.PropertyKey = "presentedHostKey"
 )
 
 // Values of the Logging enum (types/enums/remote: Logging).
@@ -250,6 +255,9 @@ type connection struct {
 	// keeps a script's own stdin intact whether sudo read the password or asked for none. A run setting: no diff.
 	SudoPassword *string
 	Proxy        *connection
+	// hostKeyRecorded: HostKey is not the program's but the key the step recorded when it last ran (its state's
+	// presentedHostKey, see pinRecordedHostKey); only a mismatch's error says so.
+	hostKeyRecorded bool
 }
 
 // SudoStdinMarker is the line after the sudo password in a script's stdin (see connection.SudoPassword).

@@ -1429,7 +1429,7 @@ func TestReadOfAnUnreachableHostIsDrift(t *testing.T) {
 		"create":     str("true"),
 		"read":       str("true"),
 	})
-	state := buildOutputs(inputs, str(""), str(""))
+	state := buildOutputs(inputs, str(""), str(""), resource.NewNullProperty())
 	start := time.Now()
 	gotIn, gotState := read(t, p, inputs, state)
 	if time.Since(start) > 5*time.Second {

@@ -159,6 +159,10 @@ func checkConnection(v resource.PropertyValue, path string, allowProxy bool,
 			}
 		}
 	}
+	// An empty pin is refused here, where the program learns of it at preview, and again at dial (newHostKeyCheck).
+	if hostKey, _ := unwrapSecret(obj["hostKey"]); hostKey.IsString() && strings.TrimSpace(hostKey.StringValue()) == "" {
+		fail(path+".hostKey", emptyHostKeyReason(path+".hostKey"))
+	}
 	if proxy, _ := unwrapSecret(obj["proxy"]); !proxy.IsNull() {
 		if allowProxy {
 			obj["proxy"] = checkConnection(obj["proxy"], path+".proxy", false, fail)
@@ -186,6 +190,7 @@ func oldInputsOf(req *pulumirpc.DiffRequest) (resource.PropertyMap, error) {
 	olds = olds.Copy()
 	delete(olds, keyStdout)
 	delete(olds, keyStderr)
+	delete(olds, keyPresentedHostKey)
 	return olds, nil
 }
 
@@ -243,6 +248,7 @@ func (p *Provider) Diff(_ context.Context, req *pulumirpc.DiffRequest) (*pulumir
 	}
 	delete(keys, keyStdout)
 	delete(keys, keyStderr)
+	delete(keys, keyPresentedHostKey)
 	delete(keys, keyAddPreviousOutputInEnv)
 	delete(keys, keyRead)
 	sorted := make([]string, 0, len(keys))
@@ -307,11 +313,13 @@ func outputsTainted(inputs resource.PropertyMap) bool {
 }
 
 // buildOutputs is the state of a command: its inputs but the ones kept in the inputs only (notEchoedKeys), keeping
-// their secretness, plus stdout and stderr.
-func buildOutputs(inputs resource.PropertyMap, stdout, stderr resource.PropertyValue) resource.PropertyMap {
+// their secretness, plus stdout, stderr and the host's key (presentedHostKey; left out when null: the step never
+// ran on a host). The key is public, and not secret even when the outputs are.
+func buildOutputs(inputs resource.PropertyMap, stdout, stderr, hostKey resource.PropertyValue) resource.PropertyMap {
 	outs := inputs.Copy()
 	delete(outs, keyStdout)
 	delete(outs, keyStderr)
+	delete(outs, keyPresentedHostKey)
 	for _, k := range notEchoedKeys {
 		delete(outs, k)
 	}
@@ -320,7 +328,33 @@ func buildOutputs(inputs resource.PropertyMap, stdout, stderr resource.PropertyV
 	}
 	outs[keyStdout] = stdout
 	outs[keyStderr] = stderr
+	if !hostKey.IsNull() {
+		outs[keyPresentedHostKey] = hostKey
+	}
 	return outs
+}
+
+// presentedHostKeyOf is the host key a run reported, as the presentedHostKey output: null when it reported none.
+func presentedHostKeyOf(r runResult) resource.PropertyValue {
+	if r.hostKey == "" {
+		return resource.NewNullProperty()
+	}
+	return resource.NewStringProperty(r.hostKey)
+}
+
+// pinRecordedHostKey pins a connection without a hostKey to the key its step recorded when it last ran on a host
+// (the state's presentedHostKey): the step checks its host from its second run on, and a changed host, port or user
+// must present the same key (the same machine at a new address); a host replaced on purpose is pinned explicitly in
+// the connection's hostKey, which always wins. A state without one (a step that never ran, or one recorded by an
+// earlier build) leaves the connection on first contact.
+func pinRecordedHostKey(c *connection, state resource.PropertyMap) {
+	if c == nil || c.HostKey != nil {
+		return
+	}
+	if v, _ := unwrapSecret(state[keyPresentedHostKey]); v.IsString() && strings.TrimSpace(v.StringValue()) != "" {
+		key := v.StringValue()
+		c.HostKey, c.hostKeyRecorded = &key, true
+	}
 }
 
 func computedString() resource.PropertyValue {
@@ -364,7 +398,11 @@ func (p *Provider) Create(ctx context.Context, req *pulumirpc.CreateRequest) (*p
 		return nil, err
 	}
 	if req.GetPreview() {
-		props, err := marshal("properties", buildOutputs(news, computedString(), computedString()))
+		hostKey := resource.NewNullProperty()
+		if v, _ := unwrapSecret(news[keyCreate]); v.IsComputed() || (v.IsString() && v.StringValue() != "") {
+			hostKey = computedString()
+		}
+		props, err := marshal("properties", buildOutputs(news, computedString(), computedString(), hostKey))
 		if err != nil {
 			return nil, err
 		}
@@ -375,11 +413,11 @@ func (p *Provider) Create(ctx context.Context, req *pulumirpc.CreateRequest) (*p
 	if err != nil {
 		return nil, inputError("inputs", err)
 	}
-	var stdout, stderr string
+	var ran runResult
 	if in.Create != nil && *in.Create != "" {
 		ctx, cancel := p.operationContext(ctx, req.GetTimeout())
 		defer cancel()
-		stdout, stderr, err = p.run(ctx, runSpec{
+		ran, err = p.run(ctx, runSpec{
 			conn:    in.Connection,
 			command: *in.Create,
 			env:     in.Environment,
@@ -390,8 +428,8 @@ func (p *Provider) Create(ctx context.Context, req *pulumirpc.CreateRequest) (*p
 			return nil, err
 		}
 	}
-	props, perr := marshal("properties",
-		buildOutputs(news, resource.NewStringProperty(stdout), resource.NewStringProperty(stderr)))
+	props, perr := marshal("properties", buildOutputs(news, resource.NewStringProperty(ran.stdout),
+		resource.NewStringProperty(ran.stderr), presentedHostKeyOf(ran)))
 	if perr != nil {
 		return nil, perr
 	}
@@ -442,6 +480,7 @@ func (p *Provider) Read(ctx context.Context, req *pulumirpc.ReadRequest) (*pulum
 	if err != nil {
 		return nil, inputError("inputs", err)
 	}
+	pinRecordedHostKey(in.Connection, state)
 	spec := runSpec{conn: in.Connection, command: *in.Read, stdin: previousOutput(state, keyStdout)}
 	if spec.stdin == nil {
 		empty := ""
@@ -452,14 +491,22 @@ func (p *Provider) Read(ctx context.Context, req *pulumirpc.ReadRequest) (*pulum
 	// The read's own output is not streamed: what it found comes back as `drift`, and as one warning.
 	spec.quiet = true
 	spec.log = p.resourceLogger(ctx, req.GetUrn(), in, inputs)
-	out, _, err := p.run(ctx, spec)
-	drift := strings.TrimSpace(out)
+	ran, err := p.run(ctx, spec)
+	drift := strings.TrimSpace(ran.stdout)
 	if err != nil {
 		drift = fmt.Sprintf("not read: %v", err)
 	}
+	// The key of the host the read ran on: another than the recorded one only where the connection's hostKey
+	// pins a new one. A state without one (recorded by an earlier build) is left without: a refresh of a stack
+	// deployed before changes nothing, and the step's next create or update records it.
+	recorded, _ := unwrapSecret(state[keyPresentedHostKey])
+	newKey := ran.hostKey != "" && recorded.IsString() && recorded.StringValue() != ran.hostKey
+	if newKey {
+		state[keyPresentedHostKey] = resource.NewStringProperty(ran.hostKey)
+	}
 	if drift == "" {
 		_, hadDrift := inputs[keyDrift]
-		if !hadDrift {
+		if !hadDrift && !newKey {
 			return unchanged, nil
 		}
 		delete(inputs, keyDrift)
@@ -525,12 +572,14 @@ func (p *Provider) Update(ctx context.Context, req *pulumirpc.UpdateRequest) (*p
 		oldStderr = resource.NewStringProperty("")
 	}
 
+	oldHostKey := olds[keyPresentedHostKey]
+
 	if req.GetPreview() {
-		stdout, stderr := oldStdout, oldStderr
+		stdout, stderr, hostKey := oldStdout, oldStderr, oldHostKey
 		if willRun {
-			stdout, stderr = computedString(), computedString()
+			stdout, stderr, hostKey = computedString(), computedString(), computedString()
 		}
-		props, err := marshal("properties", buildOutputs(news, stdout, stderr))
+		props, err := marshal("properties", buildOutputs(news, stdout, stderr, hostKey))
 		if err != nil {
 			return nil, err
 		}
@@ -541,7 +590,8 @@ func (p *Provider) Update(ctx context.Context, req *pulumirpc.UpdateRequest) (*p
 	if err != nil {
 		return nil, inputError("inputs", err)
 	}
-	stdout, stderr := oldStdout, oldStderr
+	pinRecordedHostKey(in.Connection, olds)
+	stdout, stderr, hostKey := oldStdout, oldStderr, oldHostKey
 	if willRun {
 		command := in.Update
 		if command == nil || *command == "" {
@@ -559,13 +609,14 @@ func (p *Provider) Update(ctx context.Context, req *pulumirpc.UpdateRequest) (*p
 		ctx, cancel := p.operationContext(ctx, req.GetTimeout())
 		defer cancel()
 		spec.log = p.resourceLogger(ctx, req.GetUrn(), in, news)
-		out, errOut, err := p.run(ctx, spec)
+		ran, err := p.run(ctx, spec)
 		if err != nil {
 			return nil, err
 		}
-		stdout, stderr = resource.NewStringProperty(out), resource.NewStringProperty(errOut)
+		stdout, stderr = resource.NewStringProperty(ran.stdout), resource.NewStringProperty(ran.stderr)
+		hostKey = presentedHostKeyOf(ran)
 	}
-	props, err := marshal("properties", buildOutputs(news, stdout, stderr))
+	props, err := marshal("properties", buildOutputs(news, stdout, stderr, hostKey))
 	if err != nil {
 		return nil, err
 	}
@@ -598,6 +649,7 @@ func (p *Provider) Delete(ctx context.Context, req *pulumirpc.DeleteRequest) (*e
 	if oldInputs != nil {
 		deleteSettings(in, oldInputs)
 	}
+	pinRecordedHostKey(in.Connection, state)
 	spec := runSpec{
 		conn:    in.Connection,
 		command: *in.Delete,
@@ -610,7 +662,7 @@ func (p *Provider) Delete(ctx context.Context, req *pulumirpc.DeleteRequest) (*e
 	ctx, cancel := p.operationContext(ctx, req.GetTimeout())
 	defer cancel()
 	spec.log = p.resourceLogger(ctx, req.GetUrn(), in, state)
-	if _, _, err := p.run(ctx, spec); err != nil {
+	if _, err := p.run(ctx, spec); err != nil {
 		return nil, err
 	}
 	return &emptypb.Empty{}, nil

@@ -24,8 +24,10 @@ func connectionType(description string, withProxy bool) map[string]any {
 		"host": map[string]any{"type": "string", "description": "The address of the host to connect to."},
 		"hostKey": map[string]any{
 			"type": "string",
-			"description": "The host's expected public key (authorized_keys or known_hosts format). " +
-				"Without it, the host's key is not checked.",
+			"description": "The host's expected public key (authorized_keys or known_hosts format); it always " +
+				"wins over a recorded key. Without it, a step's first run pins the key the host presents, ed25519 " +
+				"first (its presentedHostKey), and its later runs (update, read, delete) check that one, on a " +
+				"changed host, port or user as well. An empty value is refused.",
 		},
 		"password": map[string]any{
 			"type": "string", "secret": true, "description": "The password to log in with.",
@@ -132,6 +134,12 @@ func stepProperties() (inputs, outputs map[string]any) {
 	}
 	outputs["stdout"] = map[string]any{"type": "string", "description": "The standard output of the last run."}
 	outputs["stderr"] = map[string]any{"type": "string", "description": "The standard error of the last run."}
+	outputs["presentedHostKey"] = map[string]any{
+		"type": "string",
+		"description": "The public key (\"<type> <base64>\") the host presented in the SSH handshake of the " +
+			"connection the step last ran a script on; through a proxy, the target's. Absent until the step ran " +
+			"on a host.",
+	}
 	outputs["drift"] = map[string]any{
 		"type": "string",
 		"description": "What the last refresh found (the `read` script's lines, or why the host could not be read); " +

@@ -54,6 +54,9 @@ type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 // sshClient is an SSH client plus whatever has to be closed with it (a proxy client).
 type sshClient struct {
 	*ssh.Client
+	// hostKey is the key the host presented in the handshake that opened the client (a step on a shared
+	// connection reports it as its presentedHostKey).
+	hostKey ssh.PublicKey
 	closers []func() error
 }
 
@@ -114,24 +117,58 @@ func authMethods(c *connection) ([]ssh.AuthMethod, func(), error) {
 	return methods, cleanup, nil
 }
 
-// hostKeyMismatchError is a host presenting another key than the connection's hostKey: retrying cannot
-// help (it is not a network error), and the message says what to check.
+// hostKeyMismatchError is a host presenting another key than the one the step is pinned to: retrying cannot help
+// (it is not a network error), and the message says what to check.
 type hostKeyMismatchError struct {
 	addr, want, got string
+	// recorded: the pin is the key the step's host presented when it last ran (its state's presentedHostKey), not
+	// the connection's hostKey.
+	recorded bool
 }
 
 func (e *hostKeyMismatchError) Error() string {
+	if e.recorded {
+		return fmt.Sprintf("the SSH host key of %s is not the one this step's host presented when the step last "+
+			"ran: expected %s, the host presented %s. Nothing was run there. The connection has no hostKey, so the "+
+			"step is pinned to the key it recorded (its presentedHostKey): a new host, port or user must present the "+
+			"same key. If the host was replaced or reinstalled on purpose, pin its new key explicitly in the "+
+			"connection's hostKey (read it on the host's console, or ssh-keyscan it over a trusted network and "+
+			"compare fingerprints); otherwise someone may be impersonating it", e.addr, e.want, e.got)
+	}
 	return fmt.Sprintf("the SSH host key of %s has changed: expected %s, the host presented %s. "+
 		"Nothing was run there. If the host was reinstalled on purpose, pin its new key "+
 		"(ssh-keyscan it over a trusted network); otherwise someone may be impersonating it", e.addr, e.want, e.got)
 }
 
-// hostKeyCallback checks the server's key against the connection's hostKey, and returns the host key
-// algorithms to negotiate (the pinned key's, so that a host with several keys presents that one).
-func hostKeyCallback(c *connection) (ssh.HostKeyCallback, []string, error) {
-	if c.HostKey == nil || strings.TrimSpace(*c.HostKey) == "" {
-		// Upstream behaviour: without an expected host key, the server's key is not checked.
-		return ssh.InsecureIgnoreHostKey(), nil, nil //nolint:gosec
+// firstContactHostKeyAlgorithms are the host key algorithms a connection without a pinned key negotiates, in the
+// order the program's SSH step prints the host's keys (components/hostKey.ts: ed25519, ecdsa, rsa), so that a host
+// with several keys presents the one the step prints first. (x/crypto's own default puts ed25519 last.) The
+// certificate algorithms and SHA-1 ssh-rsa are left out: a key pinned from a certificate would not verify the next
+// time, and ssh-rsa is for servers older than any this project supports.
+var firstContactHostKeyAlgorithms = []string{
+	ssh.KeyAlgoED25519,
+	ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521,
+	ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256,
+}
+
+// hostKeyCheck is how a connection checks its host's key: against the pinned key (the connection's hostKey, or the
+// one the step recorded), or, on first contact (no pin), not at all but for the connection's own key exchanges,
+// which must all present the key of the first one.
+type hostKeyCheck struct {
+	want       ssh.PublicKey // nil: first contact
+	recorded   bool          // want is the step's recorded key (hostKeyMismatchError.recorded)
+	algorithms []string      // the host key algorithms to negotiate
+}
+
+// newHostKeyCheck reads the connection's hostKey. path names it in errors (connection.hostKey, or the proxy's).
+// A hostKey that is given but empty is refused: it used to mean "no check", which a program could send by accident
+// (a key it had not learned yet) and so run every later command on whatever host answered.
+func newHostKeyCheck(c *connection, path string) (*hostKeyCheck, error) {
+	if c.HostKey == nil {
+		return &hostKeyCheck{algorithms: firstContactHostKeyAlgorithms}, nil
+	}
+	if strings.TrimSpace(*c.HostKey) == "" {
+		return nil, errors.New(emptyHostKeyReason(path))
 	}
 	text := []byte(strings.TrimSpace(*c.HostKey))
 	var want ssh.PublicKey
@@ -141,20 +178,56 @@ func hostKeyCallback(c *connection) (ssh.HostKeyCallback, []string, error) {
 		want = key
 	} else {
 		// The value is not quoted: it is part of the (secret) connection and might be a misplaced private key.
-		return nil, nil, fmt.Errorf("cannot parse the connection's hostKey: expected a public key such as " +
+		return nil, fmt.Errorf("cannot parse the connection's hostKey: expected a public key such as " +
 			"\"ssh-ed25519 AAAA...\" (authorized_keys or known_hosts format)")
 	}
-	check := func(addr string, _ net.Addr, got ssh.PublicKey) error {
-		if bytes.Equal(got.Marshal(), want.Marshal()) {
-			return nil
-		}
-		return &hostKeyMismatchError{addr: addr, want: ssh.FingerprintSHA256(want), got: ssh.FingerprintSHA256(got)}
-	}
+	// The pinned key's algorithms, so that a host with several keys presents that one.
 	algorithms := []string{want.Type()}
 	if want.Type() == ssh.KeyAlgoRSA {
 		algorithms = []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA}
 	}
-	return check, algorithms, nil
+	return &hostKeyCheck{want: want, recorded: c.hostKeyRecorded, algorithms: algorithms}, nil
+}
+
+// emptyHostKeyReason is the error of an empty or blank hostKey at path, with the fix.
+func emptyHostKeyReason(path string) string {
+	return path + " is empty: an empty host key would check nothing, so it is refused. Set it to the host's " +
+		"public key (\"ssh-ed25519 AAAA...\": on the host's console, cat /etc/ssh/ssh_host_ed25519_key.pub), or leave " +
+		"it out to pin the key the host presents on first contact"
+}
+
+// callback is the HostKeyCallback of one connection attempt, and what the host presented once its handshake
+// passed. Every key exchange of the connection (the first, and any re-key) must present the same key.
+func (h *hostKeyCheck) callback() (ssh.HostKeyCallback, func() ssh.PublicKey) {
+	var mu sync.Mutex
+	var presented ssh.PublicKey
+	check := func(addr string, _ net.Addr, got ssh.PublicKey) error {
+		mu.Lock()
+		defer mu.Unlock()
+		want, recorded := h.want, h.recorded
+		if presented != nil {
+			want, recorded = presented, false
+		}
+		if want != nil && !bytes.Equal(got.Marshal(), want.Marshal()) {
+			return &hostKeyMismatchError{addr: addr, want: ssh.FingerprintSHA256(want), got: ssh.FingerprintSHA256(got),
+				recorded: recorded}
+		}
+		presented = got
+		return nil
+	}
+	return check, func() ssh.PublicKey {
+		mu.Lock()
+		defer mu.Unlock()
+		return presented
+	}
+}
+
+// authorizedKey is key in authorized_keys form without a comment ("ssh-ed25519 AAAA..."), the form of a pin.
+func authorizedKey(key ssh.PublicKey) string {
+	if key == nil {
+		return ""
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key)))
 }
 
 // dialOnce makes one connection attempt, bounded by timeout (TCP connect and SSH handshake together).
@@ -198,25 +271,25 @@ func dialOnce(ctx context.Context, dial dialFunc, addr string, config *ssh.Clien
 	return ssh.NewClient(c, chans, reqs), nil
 }
 
-// dialWithRetry connects to c, retrying up to c.DialErrorLimit attempts (-1: until cancelled).
-func (p *Provider) dialWithRetry(ctx context.Context, c *connection, dial dialFunc, what string,
+// dialWithRetry connects to c, retrying up to c.DialErrorLimit attempts (-1: until cancelled). It returns the client
+// and the key the host presented in its handshake. path names c in errors (connection, or connection.proxy).
+func (p *Provider) dialWithRetry(ctx context.Context, c *connection, dial dialFunc, what, path string,
 	log *resourceLogger,
-) (*ssh.Client, error) {
+) (*ssh.Client, ssh.PublicKey, error) {
+	hostKey, err := newHostKeyCheck(c, path+".hostKey")
+	if err != nil {
+		return nil, nil, err
+	}
 	auth, cleanup, err := authMethods(c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer cleanup()
-	hostKey, hostKeyAlgorithms, err := hostKeyCallback(c)
-	if err != nil {
-		return nil, err
-	}
 	timeout := time.Duration(c.PerDialTimeout) * time.Second
-	config := &ssh.ClientConfig{
+	config := ssh.ClientConfig{
 		User:              c.User,
 		Auth:              auth,
-		HostKeyCallback:   hostKey,
-		HostKeyAlgorithms: hostKeyAlgorithms,
+		HostKeyAlgorithms: hostKey.algorithms,
 		Timeout:           timeout,
 	}
 	addr := c.address()
@@ -234,23 +307,27 @@ func (p *Provider) dialWithRetry(ctx context.Context, c *connection, dial dialFu
 	}
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
-		client, err := dialOnce(ctx, dial, addr, config, timeout)
+		// Each attempt has its own callback: the key it records is the one this connection's handshake presented.
+		attemptConfig := config
+		var presented func() ssh.PublicKey
+		attemptConfig.HostKeyCallback, presented = hostKey.callback()
+		client, err := dialOnce(ctx, dial, addr, &attemptConfig, timeout)
 		if err == nil {
-			return client, nil
+			return client, presented(), nil
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("connecting to %s %s: %w", what, c.target(), ctx.Err())
+			return nil, nil, fmt.Errorf("connecting to %s %s: %w", what, c.target(), ctx.Err())
 		}
 		var mismatch *hostKeyMismatchError
 		if errors.As(err, &mismatch) {
-			return nil, mismatch
+			return nil, nil, mismatch
 		}
 		if limit > 0 && attempt >= limit {
 			hint := ""
 			if c.UnreachableHint != nil && *c.UnreachableHint != "" {
 				hint = "\n" + *c.UnreachableHint
 			}
-			return nil, fmt.Errorf("failed to connect to %s %s after %d attempt(s) in %s "+
+			return nil, nil, fmt.Errorf("failed to connect to %s %s after %d attempt(s) in %s "+
 				"(connection.dialErrorLimit %d, perDialTimeout %ds): %w%s",
 				what, c.target(), attempt, time.Since(start).Round(100*time.Millisecond), limit, c.PerDialTimeout, err, hint)
 		}
@@ -263,7 +340,7 @@ func (p *Provider) dialWithRetry(ctx context.Context, c *connection, dial dialFu
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
-			return nil, fmt.Errorf("connecting to %s %s: %w", what, c.target(), ctx.Err())
+			return nil, nil, fmt.Errorf("connecting to %s %s: %w", what, c.target(), ctx.Err())
 		}
 		delay = time.Duration(float64(delay) * retryBackoff)
 		if delay > maxDelay {
@@ -272,26 +349,27 @@ func (p *Provider) dialWithRetry(ctx context.Context, c *connection, dial dialFu
 	}
 }
 
-// connect dials the remote host, through the bastion host when connection.proxy is set.
+// connect dials the remote host, through the bastion host when connection.proxy is set. The client carries the key
+// the remote host presented (the target's, not the proxy's).
 func (p *Provider) connect(ctx context.Context, c *connection, log *resourceLogger) (*sshClient, error) {
 	var d net.Dialer
 	if c.Proxy == nil {
-		client, err := p.dialWithRetry(ctx, c, d.DialContext, "host", log)
+		client, key, err := p.dialWithRetry(ctx, c, d.DialContext, "host", string(keyConnection), log)
 		if err != nil {
 			return nil, err
 		}
-		return &sshClient{Client: client}, nil
+		return &sshClient{Client: client, hostKey: key}, nil
 	}
-	proxy, err := p.dialWithRetry(ctx, c.Proxy, d.DialContext, "proxy host", log)
+	proxy, _, err := p.dialWithRetry(ctx, c.Proxy, d.DialContext, "proxy host", string(keyConnection)+".proxy", log)
 	if err != nil {
 		return nil, err
 	}
-	client, err := p.dialWithRetry(ctx, c, proxy.DialContext, "host", log)
+	client, key, err := p.dialWithRetry(ctx, c, proxy.DialContext, "host", string(keyConnection), log)
 	if err != nil {
 		_ = proxy.Close()
 		return nil, err
 	}
-	return &sshClient{Client: client, closers: []func() error{proxy.Close}}, nil
+	return &sshClient{Client: client, hostKey: key, closers: []func() error{proxy.Close}}, nil
 }
 
 // outputWriter captures one output stream, feeds the combined buffer and logs complete lines.
@@ -330,20 +408,31 @@ func (w *outputWriter) flush() {
 	}
 }
 
-// run executes spec.command on the remote host and returns its stdout and stderr, each without its trailing newline.
-func (p *Provider) run(ctx context.Context, spec runSpec) (string, string, error) {
+// runResult is what a run of a script reports.
+type runResult struct {
+	// stdout and stderr, each without its trailing newline.
+	stdout, stderr string
+	// hostKey is the key the host presented in the handshake of the connection the script ran on, in
+	// authorized_keys form without a comment; empty when no session was opened (then nothing ran).
+	hostKey string
+}
+
+// run executes spec.command on the remote host and returns its output and the host's key. The key is returned with
+// the error of a script that started (startedError) as well.
+func (p *Provider) run(ctx context.Context, spec runSpec) (runResult, error) {
 	log := spec.log
 	dialAt := time.Now()
 	conn, session, err := p.newSession(ctx, spec.conn, log)
 	if err != nil {
-		return "", "", err
+		return runResult{}, err
 	}
 	defer conn.release()
 	defer session.Close()
+	result := runResult{hostKey: authorizedKey(conn.hostKey())}
 
 	for _, k := range sortedKeys(spec.env) {
 		if err := session.Setenv(k, spec.env[k]); err != nil {
-			return "", "", fmt.Errorf("unable to set the environment variable %q on %s: %v. Does the SSH server "+
+			return runResult{}, fmt.Errorf("unable to set the environment variable %q on %s: %v. Does the SSH server "+
 				"permit it? It must be listed in AcceptEnv in the server's sshd_config; alternatively prefix the "+
 				"command with the variable, as in 'VAR=value command'", k, spec.conn.target(), err)
 		}
@@ -379,7 +468,7 @@ func (p *Provider) run(ctx context.Context, spec runSpec) (string, string, error
 
 	startAt := time.Now()
 	if err := session.Start(spec.command); err != nil {
-		return "", "", fmt.Errorf("starting the command on %s: %w", spec.conn.target(), err)
+		return runResult{}, fmt.Errorf("starting the command on %s: %w", spec.conn.target(), err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- session.Wait() }()
@@ -402,12 +491,12 @@ func (p *Provider) run(ctx context.Context, spec runSpec) (string, string, error
 	outW.flush()
 	errW.flush()
 
-	outText := strings.TrimSuffix(stdout.String(), "\n")
-	errText := strings.TrimSuffix(stderr.String(), "\n")
+	result.stdout = strings.TrimSuffix(stdout.String(), "\n")
+	result.stderr = strings.TrimSuffix(stderr.String(), "\n")
 	if err != nil {
-		return outText, errText, &startedError{err: p.commandError(spec, err, combined.String())}
+		return result, &startedError{err: p.commandError(spec, err, combined.String())}
 	}
-	return outText, errText, nil
+	return result, nil
 }
 
 // startedError is the error of a script that started on the host and then failed (or was cancelled): it may have

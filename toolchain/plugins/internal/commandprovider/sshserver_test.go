@@ -26,9 +26,10 @@ import (
 // testSSHServer is an SSH server on 127.0.0.1 that runs `exec` requests with /bin/sh -c, honouring `env` requests
 // and stdin. It authenticates one ed25519 client key (or a password).
 type testSSHServer struct {
-	t        *testing.T
-	addr     string
-	port     int
+	t    *testing.T
+	addr string
+	port int
+	// hostKey is the first of its host keys (its only one, unless made by newTestSSHServerWithHostKeys).
 	hostKey  ssh.PublicKey
 	user     string
 	password string
@@ -71,7 +72,8 @@ func marshalEd25519PEM(t *testing.T, key ed25519.PrivateKey, passphrase string) 
 	return string(pem.EncodeToMemory(block))
 }
 
-func newTestSSHServer(t *testing.T) *testSSHServer {
+// newHostSigner is a new ed25519 host key.
+func newHostSigner(t *testing.T) ssh.Signer {
 	t.Helper()
 	_, hostPriv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -81,6 +83,18 @@ func newTestSSHServer(t *testing.T) *testSSHServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return hostSigner
+}
+
+func newTestSSHServer(t *testing.T) *testSSHServer {
+	t.Helper()
+	return newTestSSHServerWithHostKeys(t, newHostSigner(t))
+}
+
+// newTestSSHServerWithHostKeys is a server with these host keys (several: one of each type, as sshd has; the same
+// one as another server: the same machine at another address).
+func newTestSSHServerWithHostKeys(t *testing.T, hostSigners ...ssh.Signer) *testSSHServer {
+	t.Helper()
 	clientPub, clientPriv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +105,7 @@ func newTestSSHServer(t *testing.T) *testSSHServer {
 	}
 	s := &testSSHServer{
 		t:            t,
-		hostKey:      hostSigner.PublicKey(),
+		hostKey:      hostSigners[0].PublicKey(),
 		user:         "tester",
 		password:     "correct horse battery staple",
 		clientKeyPEM: marshalEd25519PEM(t, clientPriv, ""),
@@ -116,7 +130,9 @@ func newTestSSHServer(t *testing.T) *testSSHServer {
 			return nil, errors.New("wrong password")
 		},
 	}
-	config.AddHostKey(hostSigner)
+	for _, hostSigner := range hostSigners {
+		config.AddHostKey(hostSigner)
+	}
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
