@@ -82,6 +82,8 @@ cmd_up() {
   echo "${topology}" >"${LAB_STATE}/topology"
   echo "${LAB_REAL_VLLM:-0}" >"${LAB_STATE}/real-vllm"
   echo "${flavour}" >"${LAB_STATE}/flavour"
+  # shellcheck disable=SC2086
+  build_node_debs_layers ${nodes}
   ensure_mgmt_bridge
   for n in ${nodes}; do
     ensure_ns "$(ns_of "${n}")"

@@ -51,7 +51,8 @@ venv_layer_dir() {
 # Real Debian 12 packages that some nodes get as their owner would have installed them, each set
 # resolved by this host's apt against the base layer's dpkg status (what they need beyond it, no
 # recommends), downloaded once into the cache, and installed into each node's own upper layer
-# before it boots (install_node_debs, populate_node), so the other topologies' layers stay as they are:
+# before it boots, as a layer of their own over the node's other layers (build_debs_layer,
+# node_deb_sets), so the other topologies' layers stay as they are:
 #   - lldpd (1.0.16, not a stand-in) for the switchless topologies (mesh-3, ring-4, ring-4-miscabled);
 #   - network-manager (1.42) for the dgx-os flavour (LAB_FLAVOUR=dgx-os);
 #   - prometheus (2.42) and prometheus-node-exporter (1.5) on the spark-pair's Sparks (metrics.enabled).
@@ -81,6 +82,49 @@ fetch_debs() {
   (cd "${tmp}" && apt-get download -qq "${pkgs[@]}") >/dev/null 2>&1 || die "apt-get download ${pkgs[*]} failed"
   touch "${tmp}/.lab-debs-complete"
   mv "${tmp}" "${dir}"
+}
+
+# debs_layer_dir LOWER SET...: the layer of the sets installed on top of LOWER (a node's lower
+# layers, colon-separated): its name carries the sets, the lower layers' names and this code.
+debs_layer_dir() {
+  local lower="$1" l names=()
+  shift
+  for l in ${lower//:/ }; do names+=("$(basename "${l}")"); done
+  local sets=("$@") dirs=() set
+  for set in "${sets[@]}"; do dirs+=("$(basename "$(debs_dir "${set}")")"); done
+  local joined="${sets[*]}"
+  echo "${LAB_CACHE}/layers/debs-${joined// /+}-$(layer_hash "${names[*]}" "${dirs[*]}" "$(declare -f build_debs_layer install_node_debs)")"
+}
+
+# build_debs_layer LOWER SET...: the sets' packages installed once, as a layer over LOWER, instead
+# of into each node's own layer at every `up` (5-7 s a node and set at load 5; a ring's four Sparks
+# and every spark-pair `up` paid it). Built like the docker layer: the upper of an overlay on LOWER
+# (dpkg's status, users and unit links included), so it is used only over that same LOWER.
+build_debs_layer() {
+  local lower="$1" dir tmp set
+  shift
+  dir="$(debs_layer_dir "${lower}" "$@")"
+  [[ -f "${dir}/.lab-layer-complete" ]] && return 0
+  tmp="${dir}.tmp.$$"
+  rm -rf --one-file-system "${tmp}"
+  mkdir -p "${tmp}/upper" "${tmp}/work" "${tmp}/merged"
+  log "installing $* as a layer (first run only) -> ${dir}"
+  if ! unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
+      lower="$1"; tmp="$2"; shift 2
+      mount -t overlay overlay -o "lowerdir=${lower},upperdir=${tmp}/upper,workdir=${tmp}/work" "${tmp}/merged"
+      for debs in "$@"; do
+        mkdir -p "${tmp}/merged/var/cache/lab-debs"
+        cp "${debs}"/*.deb "${tmp}/merged/var/cache/lab-debs/"
+        chroot "${tmp}/merged" /bin/sh -c "DEBIAN_FRONTEND=noninteractive dpkg -i /var/cache/lab-debs/*.deb"
+        rm -rf "${tmp}/merged/var/cache/lab-debs"
+      done
+    ' lab-debs-build "${lower}" "${tmp}" $(for set in "$@"; do debs_dir "${set}"; done) >"${LAB_CACHE}/debs-build.log" 2>&1; then
+    tail -n 30 "${LAB_CACHE}/debs-build.log" >&2
+    die "installing $* as a layer failed (log: ${LAB_CACHE}/debs-build.log)"
+  fi
+  touch "${tmp}/upper/.lab-layer-complete"
+  mv "${tmp}/upper" "${dir}"
+  rm -rf --one-file-system "${tmp}"
 }
 
 # install_node_debs SET NODE ROOT: dpkg -i the set into a node's root (its maintainer scripts run

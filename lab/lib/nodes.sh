@@ -198,7 +198,7 @@ EOF2
   case "${topology}" in
     mesh-3 | ring-4 | ring-4-miscabled)
       # The real lldpd (fetch_debs lldpd), started at boot by its own unit: the product's cabling
-      # check reads its neighbours. Installed once per node disk (a reboot keeps it).
+      # check reads its neighbours. From the node's debs layer (node_deb_sets).
       if [[ ! -x "${root}/usr/sbin/lldpd" ]]; then install_node_debs lldpd "${node}" "${root}"; fi
       # A lab deviation: lldpd sends every 5 s here, not every 30 s (its default). It sends once at
       # start, before the neighbour that boots after it listens, so with 30 s a node heard its
@@ -211,9 +211,10 @@ EOF2
       # Prometheus and node_exporter (fetch_debs metrics), as an owner who installed both packages
       # for metrics.enabled. Debian's packages enable their own services (prometheus on :9090,
       # node_exporter on :9100); this owner stopped them (the product's units run the same binaries
-      # on ports of their own, so the lab runs no second pair beside them).
-      if [[ "${kind}" == spark && ! -x "${root}/usr/bin/prometheus" ]]; then
-        install_node_debs metrics "${node}" "${root}"
+      # on ports of their own, so the lab runs no second pair beside them). The packages come from
+      # the node's debs layer (node_deb_sets).
+      if [[ "${kind}" == spark ]]; then
+        [[ -x "${root}/usr/bin/prometheus" ]] || install_node_debs metrics "${node}" "${root}"
         chroot "${root}" systemctl disable --quiet prometheus.service prometheus-node-exporter.service >/dev/null 2>&1 || true
       fi
       ;;
@@ -354,8 +355,9 @@ unmount_node_root() {
   fi
 }
 
-# Overlay lower layers of a node (read-only cache layers), by kind.
-node_lowerdir() {
+# Overlay lower layers of a node (read-only cache layers), by kind; without the debs layer
+# (node_lowerdir adds it).
+node_base_lowerdir() {
   local lower
   lower="$(venv_layer_dir):$(base_layer_dir)"
   # Open WebUI's venv (/opt/lab-open-webui), on every node; only a stack with frontend.openWebui runs it.
@@ -364,6 +366,41 @@ node_lowerdir() {
   # The real vLLM (opt-in, recorded by `up` so a reboot mounts the same layers).
   if [[ "$(cat "${LAB_STATE}/real-vllm" 2>/dev/null)" == 1 ]]; then lower="$(vllm_layer_dir):${lower}"; fi
   echo "${lower}"
+}
+
+# The Debian package sets NODE has as its owner installed them (image.sh, LAB_DEB_SETS_*), by the
+# running lab's topology and flavour: lldpd on every node of the switchless topologies, Prometheus
+# and node_exporter on the spark-pair's Sparks, NetworkManager on the dgx-os flavour's Sparks.
+node_deb_sets() {
+  local node="$1"
+  case "$(cat "${LAB_STATE}/topology" 2>/dev/null)" in
+    mesh-3 | ring-4 | ring-4-miscabled) echo lldpd ;;
+    spark-pair) [[ "$(node_kind "${node}")" == spark ]] && echo metrics ;;
+  esac
+  if node_is_dgx_os "${node}"; then echo network-manager; fi
+  return 0
+}
+
+# Overlay lower layers of a node: node_base_lowerdir, under the layer of its package sets if any.
+node_lowerdir() {
+  local lower sets
+  lower="$(node_base_lowerdir "$1")"
+  mapfile -t sets < <(node_deb_sets "$1")
+  if (( ${#sets[@]} > 0 )); then lower="$(debs_layer_dir "${lower}" "${sets[@]}"):${lower}"; fi
+  echo "${lower}"
+}
+
+# Before the nodes mount their roots: the package sets' layers they need (built once, cached).
+build_node_debs_layers() {
+  local n sets
+  mkdir -p "${LAB_CACHE}/layers"
+  exec 8>"${LAB_CACHE}/build.lock"
+  flock -w 3600 8 || die "could not lock ${LAB_CACHE}/build.lock"
+  for n in "$@"; do
+    mapfile -t sets < <(node_deb_sets "${n}")
+    if (( ${#sets[@]} > 0 )); then build_debs_layer "$(node_base_lowerdir "${n}")" "${sets[@]}"; fi
+  done
+  flock -u 8
 }
 
 mount_node_root() {
