@@ -559,10 +559,11 @@ sync_node_images() {
 # node's lab-docker-image then finds every image made and labelled and changes nothing, and every
 # node holds the same image ID under each tag, as a registry pull gives (sync_node_images copies
 # nothing): about 30 s less per Spark at every `up` (the import and commits, ~27 s a node, both
-# nodes at once on 2 cores), and the ~14 s copy to each other Spark. The seed's files must never be
-# written through a node: only the image layers' files are linked (seed_node_docker). KEY is a hash of everything
-# lab-docker-image makes the images from: the image tarball's layer, the script, the tag lists
-# and what it copies in from the node (the stand-ins, their dist-infos, hf, lab-torch.pth, the hub).
+# nodes at once on 2 cores), and the ~14 s copy to each other Spark. The seed's files must never
+# be written through a node: only the image layers' files are linked (seed_node_docker). KEY is a
+# hash of everything lab-docker-image makes the images from: the image tarball's layer, the
+# script, the tag lists and what it copies in from the node (the stand-ins, their dist-infos, hf,
+# lab-torch.pth, the hub).
 docker_seed_key() {
   local root="$1" site=opt/lab-venv/lib/python3.11/site-packages
   local -a paths=(usr/local/sbin/lab-docker-image var/lib/lab-sim/images/tags var/lib/lab-sim/images/sglang-tags
