@@ -50,9 +50,10 @@ venv_layer_dir() {
 
 # Real Debian 12 packages that some nodes get as their owner would have installed them, each set
 # resolved by this host's apt against the base layer's dpkg status (what they need beyond it, no
-# recommends), downloaded once into the cache, and installed into each node's own upper layer
-# before it boots, as a layer of their own over the node's other layers (build_debs_layer,
-# node_deb_sets), so the other topologies' layers stay as they are:
+# recommends), downloaded once into the cache, and installed before the node boots: as a layer of
+# their own over the node's other layers (build_debs_layer, node_deb_sets), or, NetworkManager,
+# into the node's own upper layer (install_node_debs, populate_dgx_os); the other topologies'
+# layers stay as they are:
 #   - lldpd (1.0.16, not a stand-in) for the switchless topologies (mesh-3, ring-4, ring-4-miscabled);
 #   - network-manager (1.42) for the dgx-os flavour (LAB_FLAVOUR=dgx-os);
 #   - prometheus (2.42) and prometheus-node-exporter (1.5) on the spark-pair's Sparks (metrics.enabled).

@@ -368,16 +368,17 @@ node_base_lowerdir() {
   echo "${lower}"
 }
 
-# The Debian package sets NODE has as its owner installed them (image.sh, LAB_DEB_SETS_*), by the
-# running lab's topology and flavour: lldpd on every node of the switchless topologies, Prometheus
-# and node_exporter on the spark-pair's Sparks, NetworkManager on the dgx-os flavour's Sparks.
+# The Debian package sets NODE gets as a layer (image.sh, LAB_DEB_SETS_*), by the running lab's
+# topology: lldpd on every node of the switchless topologies, Prometheus and node_exporter on the
+# spark-pair's Sparks. Not NetworkManager (the dgx-os flavour): installed from a layer, its
+# Sparks came up with netplan's NetworkManager profiles active where DGX OS has its own, and
+# dgxOs.test's doctor found them (2026-11-29); populate_dgx_os installs it into each node's layer.
 node_deb_sets() {
   local node="$1"
   case "$(cat "${LAB_STATE}/topology" 2>/dev/null)" in
     mesh-3 | ring-4 | ring-4-miscabled) echo lldpd ;;
     spark-pair) [[ "$(node_kind "${node}")" == spark ]] && echo metrics ;;
   esac
-  if node_is_dgx_os "${node}"; then echo network-manager; fi
   return 0
 }
 
