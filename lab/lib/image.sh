@@ -94,7 +94,7 @@ debs_layer_dir() {
   local sets=("$@") dirs=() set
   for set in "${sets[@]}"; do dirs+=("$(basename "$(debs_dir "${set}")")"); done
   local joined="${sets[*]}"
-  echo "${LAB_CACHE}/layers/debs-${joined// /+}-$(layer_hash "${names[*]}" "${dirs[*]}" "$(declare -f build_debs_layer install_node_debs)")"
+  echo "${LAB_CACHE}/layers/debs-${joined// /+}-$(layer_hash "${names[*]}" "${dirs[*]}" "$(declare -f build_debs_layer)")"
 }
 
 # build_debs_layer LOWER SET...: the sets' packages installed once, as a layer over LOWER, instead

@@ -199,7 +199,6 @@ EOF2
     mesh-3 | ring-4 | ring-4-miscabled)
       # The real lldpd (fetch_debs lldpd), started at boot by its own unit: the product's cabling
       # check reads its neighbours. From the node's debs layer (node_deb_sets).
-      if [[ ! -x "${root}/usr/sbin/lldpd" ]]; then install_node_debs lldpd "${node}" "${root}"; fi
       # A lab deviation: lldpd sends every 5 s here, not every 30 s (its default). It sends once at
       # start, before the neighbour that boots after it listens, so with 30 s a node heard its
       # later-booted neighbours up to 30 s after the last boot; a Spark's lldpd has been running
@@ -214,7 +213,6 @@ EOF2
       # on ports of their own, so the lab runs no second pair beside them). The packages come from
       # the node's debs layer (node_deb_sets).
       if [[ "${kind}" == spark ]]; then
-        [[ -x "${root}/usr/bin/prometheus" ]] || install_node_debs metrics "${node}" "${root}"
         chroot "${root}" systemctl disable --quiet prometheus.service prometheus-node-exporter.service >/dev/null 2>&1 || true
       fi
       ;;
