@@ -28,23 +28,16 @@ export function installFilesScript(files: readonly ManagedFile[]): string {
  * restarts the rank (see {@link UnitRestart}).
  */
 export function installFileFromStdinScript(path: string, mode: "600" | "644", restartUnit?: string, restart: UnitRestart = "now"): string {
+    const whenChanged = (unit: string): string[] =>
+        restart === "now"
+            ? [`  systemctl restart ${unit}.service`, `  echo "restarted ${unit} for the new ${path}"`]
+            : [`  sc_log "${unit} reads the new ${path} when its head's engine restarts next (its follower restarts it)"`];
     return bashScript([
         HOST_LIB,
         `result=$(sc_install_file ${shellQuote(path)} ${mode})`,
         ...(restartUnit === undefined
             ? []
-            : restart === "now"
-              ? [
-                    `if [ "\${result%% *}" = changed ] && systemctl is-active --quiet ${restartUnit}.service; then`,
-                    `  systemctl restart ${restartUnit}.service`,
-                    `  echo "restarted ${restartUnit} for the new ${path}"`,
-                    `fi`,
-                ]
-              : [
-                    `if [ "\${result%% *}" = changed ] && systemctl is-active --quiet ${restartUnit}.service; then`,
-                    `  sc_log "${restartUnit} reads the new ${path} when its head's engine restarts next (its follower restarts it)"`,
-                    `fi`,
-                ]),
+            : [`if [ "\${result%% *}" = changed ] && systemctl is-active --quiet ${restartUnit}.service; then`, ...whenChanged(restartUnit), `fi`]),
         `echo "installed ${path}"`,
     ]);
 }
