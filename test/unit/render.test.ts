@@ -912,25 +912,45 @@ describe("shellQuote", () => {
     });
 });
 
+/**
+ * A clock of its own in `dir`, for scripts that wait (sc_wait): `sleep` moves it on a second, `date` prints it.
+ * Real time would make the waits' counts depend on the machine's load (a loaded CI runner skipped the 10 s line).
+ */
+function fakeClock(dir: string): void {
+    fs.writeFileSync(path.join(dir, "sleep"), `#!/bin/bash\necho $(( $(cat ${dir}/clock 2>/dev/null || echo 0) + 1 )) > ${dir}/clock\n`, {
+        mode: 0o755,
+    });
+    fs.writeFileSync(path.join(dir, "date"), `#!/bin/bash\ncat ${dir}/clock 2>/dev/null || echo 0\n`, { mode: 0o755 });
+}
+
 describe("sc_wait", () => {
     it("retries every second, says what it waits for every 10 s, and gives up at its bound", () => {
-        const r = spawnSync(
-            "bash",
-            [
-                "-c",
-                bashScript([
-                    HOST_LIB,
-                    `n=0; ready() { n=$((n + 1)); [ "$n" -ge 3 ]; }`,
-                    `sc_wait 5 "three tries" ready && echo "tries: $n"`,
-                    `sc_wait 11 "the thing" false`,
-                ]),
-            ],
-            { encoding: "utf8" },
-        );
-        assert.equal(r.status, 1);
-        assert.match(r.stdout, /^tries: 3$/m, "polls every second: three tries within the 5 s bound");
-        assert.match(r.stdout, /^\[spark-cluster\] waiting for the thing \(1[01] s of at most 11 s\)$/m);
-        assert.match(r.stdout, /^\[spark-cluster\] gave up after 11 s waiting for the thing$/m);
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "sc-wait-"));
+        try {
+            fakeClock(dir);
+            const r = spawnSync(
+                "bash",
+                [
+                    "-c",
+                    bashScript([
+                        HOST_LIB,
+                        `n=0; ready() { n=$((n + 1)); [ "$n" -ge 3 ]; }`,
+                        `sc_wait 5 "three tries" ready && echo "tries: $n at $(date)"`,
+                        `n=0; never() { n=$((n + 1)); false; }`,
+                        `sc_wait 11 "the thing" never || echo "status $? after $n tries"`,
+                    ]),
+                ],
+                { encoding: "utf8", env: { ...process.env, PATH: `${dir}:${process.env.PATH}` } },
+            );
+            assert.equal(r.status, 0, r.stderr);
+            assert.match(r.stdout, /^tries: 3 at 2$/m, "polls every second: the third try, two sleeps in");
+            assert.match(r.stdout, /^\[spark-cluster\] waiting for the thing \(10 s of at most 11 s\)$/m);
+            assert.match(r.stdout, /^\[spark-cluster\] gave up after 11 s waiting for the thing$/m);
+            assert.match(r.stdout, /^status 1 after 12 tries$/m, "one try a second, 0 s to 11 s");
+            assert.equal((r.stdout.match(/^\[spark-cluster\] waiting for/gm) ?? []).length, 1, "said once in 11 s");
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
     });
 });
 
@@ -952,11 +972,7 @@ describe("sc_netplan_apply", () => {
                 `#!/bin/bash\nn=$(( $(cat ${dir}/n 2>/dev/null || echo 0) + 1 )); echo $n > ${dir}/n\nif [ $n -le ${failures} ]; then cat ${dir}/error >&2; exit 1; fi\necho applied\n`,
                 { mode: 0o755 },
             );
-            // A clock of its own: each `sleep` (sc_wait's, 1 s) moves it on a second.
-            fs.writeFileSync(path.join(dir, "sleep"), `#!/bin/bash\necho $(( $(cat ${dir}/clock 2>/dev/null || echo 0) + 1 )) > ${dir}/clock\n`, {
-                mode: 0o755,
-            });
-            fs.writeFileSync(path.join(dir, "date"), `#!/bin/bash\ncat ${dir}/clock 2>/dev/null || echo 0\n`, { mode: 0o755 });
+            fakeClock(dir);
             const r = spawnSync("bash", ["-c", bashScript([HOST_LIB, ...NETPLAN_APPLY_LIB, "sc_netplan_apply"])], {
                 encoding: "utf8",
                 env: { ...process.env, PATH: `${dir}:${process.env.PATH}` },
