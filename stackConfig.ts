@@ -25,7 +25,7 @@ export function readStackConfig(): RawConfig {
             secretKeys.add(key);
         }
     }
-    return { values, secretKeys, stack: pulumi.getStack(), modelConfigJson: localModelConfig(values["model"]) };
+    return { values, secretKeys, modelConfigJson: localModelConfig(values["model"]) };
 }
 
 /**

@@ -24,8 +24,11 @@ export interface ModelSyncArgs {
     workers: ModelSyncNode[];
     /** model.source is a directory on the nodes: checked there, nothing synced (config/facts.ts). */
     localModel: boolean;
-    /** The secret the workers authenticate to the head's rsync daemon with (config/resolve.ts derives it). */
-    syncSecret: pulumi.Input<string>;
+    /**
+     * The secret the workers authenticate to the head's rsync daemon with (components/clusterSecrets.ts
+     * derives it); called only when a step carries it (workers pulling a model).
+     */
+    syncSecret: () => pulumi.Input<string>;
     /** Hugging Face token for gated models, handed to the download only. Defaults to none. */
     hfToken?: pulumi.Input<string>;
 }
@@ -45,7 +48,7 @@ export interface ModelSyncArgs {
  *   line show in `up` every 10 s (bounded: 24 h).
  * - **serve** (head): an rsync daemon bound to the head's interconnect address, read-only, for
  *   the duration of the sync only: per worker a module open to that worker's interconnect
- *   addresses alone, authenticated by a secret derived from the API key (stdin, a root-only
+ *   addresses alone, authenticated by a secret derived from the stack's root secret (stdin, a root-only
  *   file while serving). The firewall already keeps everyone but members off the port. It stops
  *   once every worker reported (an rsync `done-<node>` module it lists after checking its copy),
  *   when a worker does not connect within 10 min, or after the overall bound.
@@ -90,7 +93,10 @@ export class ModelSync extends pulumi.ComponentResource {
             head: specOf(args.head),
             workers: args.workers.map(specOf),
         });
-        const stdin = { hfToken: args.hfToken === undefined ? undefined : pulumi.secret(args.hfToken), syncSecret: pulumi.secret(args.syncSecret) };
+        const stdin = {
+            hfToken: () => (args.hfToken === undefined ? undefined : pulumi.secret(args.hfToken)),
+            syncSecret: () => pulumi.secret(args.syncSecret()),
+        };
         // A keyed step is replaced (not updated) when the repository changes, the old step's delete
         // first: with model.removeCacheOnDestroy the old repository goes before the new one arrives,
         // and a replaced serve step cannot remove the marks its successor just relied on.
@@ -109,7 +115,7 @@ export class ModelSync extends pulumi.ComponentResource {
                 {
                     create: step.create,
                     ...(step.delete === undefined ? {} : { delete: step.delete }),
-                    ...(step.stdin === undefined ? {} : { stdin: stdin[step.stdin] }),
+                    ...(step.stdin === undefined ? {} : { stdin: stdin[step.stdin]() }),
                     ...(step.keyed ? { triggers: [args.model.source] } : {}),
                 },
                 {

@@ -19,6 +19,7 @@ import type { FirstContactFacts } from "./render/firstContact";
 import { nodeCheckScript } from "./render/firstContactFindings";
 import { clusterFindings } from "./render/nodeCheck";
 import type { RoceChain } from "./render/roceChain";
+import { ClusterSecrets, SECRET_PURPOSES } from "./clusterSecrets";
 
 const TYPE = typeToken("SparkCluster");
 
@@ -68,6 +69,9 @@ export class SparkCluster extends pulumi.ComponentResource {
     constructor(name: string, args: SparkClusterArgs, opts?: pulumi.ComponentResourceOptions) {
         super(TYPE, name, {}, opts);
         const config = args.config;
+        // The root of the internal secrets, drawn on first use: a stack that needs none has none.
+        let secrets: ClusterSecrets | undefined;
+        const derived = (purpose: string) => (secrets ??= new ClusterSecrets(name, config.secretsGeneration, { parent: this })).derived(purpose);
         // Every node's host layers wait for the vLLM check, which needs every node's vLLM probe.
         let vllmCheckCreated!: (check: pulumi.Resource) => void;
         const vllmCheck = new Promise<pulumi.Resource>((resolve) => (vllmCheckCreated = resolve));
@@ -169,11 +173,12 @@ export class SparkCluster extends pulumi.ComponentResource {
         let servingAfter = (n: ClusterNode): pulumi.Resource[] => n.hostReady;
         const rayLayout = executor.ray;
         if (rayLayout) {
+            const rayAuthToken = config.rayAuthToken ? pulumi.secret(config.rayAuthToken.reveal()) : derived(SECRET_PURPOSES.rayAuthToken);
             const rayArgs = (n: ClusterNode): RayNodeArgs => ({
                 host: n.host,
                 runtime: n.node.runtime,
                 envHash: n.nccl.envHash,
-                authToken: pulumi.secret(config.rayAuthToken.reveal()),
+                authToken: rayAuthToken,
                 imageId: n.imageId,
                 watchdog: config.watchdog,
                 ray: {
@@ -223,7 +228,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                 head,
                 workers,
                 localModel: config.localModel,
-                syncSecret: pulumi.secret(config.modelSyncSecret.reveal()),
+                syncSecret: () => derived(SECRET_PURPOSES.modelSync(config.model.source)),
                 hfToken: config.hfToken ? pulumi.secret(config.hfToken.reveal()) : undefined,
             },
             {
@@ -273,7 +278,7 @@ export class SparkCluster extends pulumi.ComponentResource {
         const ui = config.openWebui;
         if (ui !== undefined) {
             const uiNode = nodeNamed(ui.node);
-            const { adminPassword, secretKey, ...spec } = ui;
+            const { adminPassword, ...spec } = ui;
             new OpenWebui(
                 `${uiNode.node.name}-open-webui`,
                 {
@@ -281,7 +286,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                     plan: openWebuiPlan({ ...spec, servedModel: config.model.servedName }, config.watchdog),
                     apiKey: pulumi.secret(config.apiKey.reveal()),
                     adminPassword: pulumi.secret(adminPassword.reveal()),
-                    secretKey: pulumi.secret(secretKey.reveal()),
+                    secretKey: derived(SECRET_PURPOSES.openWebuiSessionKey),
                 },
                 uiNode.childOptions({ dependsOn: headServer ? [headServer] : uiNode.hostReady }),
             );

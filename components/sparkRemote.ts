@@ -1,5 +1,6 @@
 // The SDK of our own provider, package `spark-remote` (toolchain/plugins/cmd/pulumi-resource-spark-remote):
-// its one resource, Step, a step run on a node over SSH, written against the schema the plugin
+// Step, a step run on a node over SSH, and RandomSecret, a secret drawn once and kept in the state
+// (components/clusterSecrets.ts), written against the schema the plugin
 // serves (toolchain/plugins/internal/commandprovider/schema.go; test/process/sparkRemoteSchema.test.ts
 // compares the two). The provider started as a build of Pulumi's `command` provider and keeps its
 // remote.Command's inputs, but it is not that package: its type is ours, so Pulumi's own `command`
@@ -14,6 +15,9 @@ export const VERSION = "0.1.0";
 
 /** The type token of a Step. */
 export const STEP_TYPE = `${PACKAGE}:index:Step`;
+
+/** The type token of a RandomSecret. */
+export const RANDOM_SECRET_TYPE = `${PACKAGE}:index:RandomSecret`;
 
 /** True when the two unions of keys are the same (the SDK's lists below against its interfaces). */
 type SameKeys<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
@@ -148,5 +152,41 @@ export class Step extends pulumi.CustomResource {
             }
         }
         super(STEP_TYPE, name, inputs, pulumi.mergeOptions({ version: VERSION, replaceOnChanges: ["triggers[*]"] }, opts));
+    }
+}
+
+/** The inputs of a RandomSecret. */
+export interface RandomSecretArgs {
+    /** Random bytes to draw, 16 to 64. Defaults to 32. A change replaces the secret. */
+    bytes?: pulumi.Input<number>;
+    /** Any change replaces the secret: a new value. */
+    generation?: pulumi.Input<string>;
+}
+
+/** The inputs of a RandomSecret, as the schema has them. */
+export const RANDOM_SECRET_INPUTS = ["bytes", "generation"] as const;
+export const RANDOM_SECRET_INPUTS_ARE_THE_INTERFACE: SameKeys<(typeof RANDOM_SECRET_INPUTS)[number], keyof RandomSecretArgs> = true;
+
+/** The outputs of a RandomSecret, as the schema has them. */
+export const RANDOM_SECRET_OUTPUTS = ["bytes", "generation", "value"] as const;
+
+/**
+ * A secret drawn once, when it is created, from the random source of the machine that runs
+ * `pulumi up`, and kept encrypted in the state (`spark-remote:index:RandomSecret`). It touches no host.
+ */
+export class RandomSecret extends pulumi.CustomResource {
+    declare readonly bytes: pulumi.Output<number>;
+    declare readonly generation: pulumi.Output<string | undefined>;
+    /** The random bytes in hex; a secret. */
+    declare readonly value: pulumi.Output<string>;
+
+    constructor(name: string, args: RandomSecretArgs, opts?: pulumi.CustomResourceOptions) {
+        const inputs: pulumi.Inputs = { bytes: args.bytes, generation: args.generation, value: undefined };
+        super(
+            RANDOM_SECRET_TYPE,
+            name,
+            inputs,
+            pulumi.mergeOptions({ version: VERSION, additionalSecretOutputs: ["value"], replaceOnChanges: ["bytes", "generation"] }, opts),
+        );
     }
 }

@@ -81,5 +81,5 @@ export function parseConfig(raw: RawConfig): Config {
     if (fitProblems.length > 0) {
         throw new ConfigError(fitProblems);
     }
-    return resolveConfig(result.data, raw.stack ?? "dev", fitReport(fit), facts, inputs);
+    return resolveConfig(result.data, fitReport(fit), facts, inputs);
 }

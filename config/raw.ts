@@ -4,8 +4,6 @@ export interface RawConfig {
     values: Record<string, unknown>;
     /** Keys (without prefix) that Pulumi holds as secrets (set with --secret). */
     secretKeys: ReadonlySet<string>;
-    /** The stack's name (derived secrets differ per stack). Defaults to "dev". */
-    stack?: string;
     /** The model directory's config.json, when model.source is a directory the caller could read. Defaults to none. */
     modelConfigJson?: unknown;
 }

@@ -5,7 +5,6 @@
  * the reason when it is skipped), each node's peers on each link, and the SSH key of each node.
  * Components read these fields; none derives them again.
  */
-import { createHmac } from "node:crypto";
 import type { z } from "zod";
 import { isSwitchless } from "./cablingRules";
 import { type FabricNode, planFabric } from "./fabric";
@@ -363,10 +362,10 @@ export interface Config {
     fit: FitReport;
     /** What the planner was asked, for the node check to ask again with each node's probed memory (config.probedFit). */
     fitInputs: FitInputs;
-    /** The token of Ray's token authentication (ray executor): rayAuthToken, or derived from apiKey. */
-    rayAuthToken: SecretString;
-    /** The secret of the model sync's rsync daemon, derived from apiKey (unused for a local model). */
-    modelSyncSecret: SecretString;
+    /** The configured token of Ray's token authentication (ray executor); absent: derived from the root secret (components/clusterSecrets.ts). */
+    rayAuthToken?: SecretString;
+    /** The generation of the stack's root secret (secretsGeneration): a new one draws a new root. */
+    secretsGeneration: number;
     /** The nodes in rank order: the head (rank 0, whose address every rank dials), then the others in config order. */
     rankOrder: string[];
     /** What runs where for the executor. */
@@ -394,8 +393,6 @@ export interface OpenWebuiConfig {
     adminEmail: string;
     adminName: string;
     adminPassword: SecretString;
-    /** WEBUI_SECRET_KEY (signs its sessions): derived from apiKey and the stack, stable across `up`. */
-    secretKey: SecretString;
     dataDir: string;
     removeDataOnDestroy: boolean;
     /** The cluster's OpenAI-compatible base URL as Open WebUI on the head reaches it. */
@@ -474,34 +471,6 @@ function resolveInterface(iface: ParsedInterface): InterconnectInterface {
 }
 
 /**
- * A secret derived from the API key: HMAC-SHA256 of `purpose` keyed by the API key, so it is
- * stable across runs, differs per stack and purpose, is never stored anywhere but in Pulumi's
- * encrypted state, and changes when the API key is rotated. The one place derived secrets are made.
- */
-function deriveFromApiKey(apiKey: string, purpose: string): string {
-    return createHmac("sha256", apiKey).update(purpose).digest("hex");
-}
-
-/** The Ray token when none is configured. */
-export function deriveRayAuthToken(apiKey: string, stack: string): string {
-    return deriveFromApiKey(apiKey, `spark-cluster ray auth token for stack ${stack}`);
-}
-
-/**
- * The secret the workers authenticate to the head's rsync daemon with, one per model and stack.
- * It reaches the nodes only on stdin, it is accepted only while the head serves, only from the
- * workers' interconnect addresses.
- */
-export function deriveModelSyncSecret(apiKey: string, stack: string, source: string): string {
-    return deriveFromApiKey(apiKey, `spark-cluster model sync for stack ${stack}: ${source}`);
-}
-
-/** Open WebUI's WEBUI_SECRET_KEY when it is on. */
-export function deriveOpenWebuiSecretKey(apiKey: string, stack: string): string {
-    return deriveFromApiKey(apiKey, `spark-cluster open webui secret key for stack ${stack}`);
-}
-
-/**
  * frontend.openWebui resolved (undefined when off): the runtime (docker where the head's runtime
  * is a container, else a venv), the endpoint it talks to (the head's vLLM over loopback unless
  * model.apiHost binds one address) and how a person reaches it.
@@ -510,7 +479,6 @@ export function resolveOpenWebui(
     parsed: Pick<ParsedConfig, "frontend" | "openWebuiAdminPassword" | "apiKey">,
     head: Pick<NodeConfig, "name" | "ssh" | "runtime">,
     api: { host: string; port: number },
-    stack: string,
 ): OpenWebuiConfig | undefined {
     const ui = parsed.frontend.openWebui;
     if (!ui.enabled) return undefined;
@@ -538,7 +506,6 @@ export function resolveOpenWebui(
         adminEmail: ui.adminEmail,
         adminName: ui.adminName,
         adminPassword: new SecretString(parsed.openWebuiAdminPassword),
-        secretKey: new SecretString(deriveOpenWebuiSecretKey(parsed.apiKey, stack)),
         dataDir: ui.dataDir.replace(/\/+$/, ""),
         removeDataOnDestroy: ui.removeDataOnDestroy,
         endpoint: `http://${apiHost}:${api.port}/v1`,
@@ -638,7 +605,6 @@ export function resolveFirewallPolicy(
 /** Resolves a config that passed the schema and every cross-field rule (exactly one head, among others). */
 export function resolveConfig(
     parsed: ParsedConfig,
-    stack: string,
     fit: FitReport,
     facts: Facts = gatherFacts(parsed),
     fitPlanInputs: FitInputs = fitInputs(parsed, facts),
@@ -709,8 +675,7 @@ export function resolveConfig(
     const firewall: FirewallConfig = { ...parsed.firewall, allowPorts: parsed.firewall.allowPorts.map(parseOpenPort) };
     const executor = resolveExecutor(parsed.model, parsed.ray, planned, facts.rankOrder, totalGpus);
     const plannedHead = planned.find((node) => node.head);
-    const openWebui =
-        plannedHead === undefined ? undefined : resolveOpenWebui(parsed, plannedHead, { host: parsed.model.apiHost, port: parsed.model.apiPort }, stack);
+    const openWebui = plannedHead === undefined ? undefined : resolveOpenWebui(parsed, plannedHead, { host: parsed.model.apiHost, port: parsed.model.apiPort });
     const nodes: NodeConfig[] = planned.map((node) => ({
         ...node,
         firewall: resolveFirewallPolicy(
@@ -757,8 +722,8 @@ export function resolveConfig(
         ...(parsed.hfToken !== undefined ? { hfToken: new SecretString(parsed.hfToken) } : {}),
         fit,
         fitInputs: fitPlanInputs,
-        rayAuthToken: new SecretString(parsed.rayAuthToken ?? deriveRayAuthToken(parsed.apiKey, stack)),
-        modelSyncSecret: new SecretString(deriveModelSyncSecret(parsed.apiKey, stack, parsed.model.source)),
+        ...(parsed.rayAuthToken !== undefined ? { rayAuthToken: new SecretString(parsed.rayAuthToken) } : {}),
+        secretsGeneration: parsed.secretsGeneration,
         rankOrder: facts.rankOrder,
         executor,
         engine: resolveEngine(parsed.model),

@@ -599,9 +599,9 @@ export const ClusterConfigSchema = z.strictObject({
         .meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:hfToken hf_...` }),
     /**
      * SECRET. The token every Ray node authenticates with (Ray's token authentication,
-     * `RAY_AUTH_MODE=token`); only with the ray executor. Set it to rotate the token (every Ray
-     * unit restarts with the new one). Defaults to a token derived from apiKey and the stack
-     * name (HMAC-SHA256), stable across `pulumi up` and rotated with the API key.
+     * `RAY_AUTH_MODE=token`); only with the ray executor. Defaults to a token derived from the
+     * stack's root secret (a random secret `up` draws once and keeps encrypted in the state; see
+     * secretsGeneration), which no client of the API can compute. Set it to choose the token yourself.
      */
     rayAuthToken: z
         .string()
@@ -609,6 +609,19 @@ export const ClusterConfigSchema = z.strictObject({
         .regex(/^[A-Za-z0-9_-]{32,256}$/, { error: "must be 32-256 letters, digits, _ or - (e.g. 64 hex digits)" })
         .optional()
         .meta({ example: `pulumi config set --secret ${CONFIG_NAMESPACE}:rayAuthToken "$(openssl rand -hex 32)"` }),
+    /**
+     * The generation of the stack's root secret: a random secret the first `up` draws and keeps
+     * encrypted in the state, from which the cluster's internal secrets are derived (the Ray token
+     * unless rayAuthToken is set, the model sync's rsync secret, Open WebUI's session key). Raise it
+     * to rotate them: the next `up` draws a new root and updates the steps that carry them (Ray and
+     * the engine restart; Open WebUI's sessions end). Defaults to 1.
+     */
+    secretsGeneration: z
+        .int()
+        .min(1)
+        .max(1_000_000)
+        .default(1)
+        .meta({ example: `pulumi config set ${CONFIG_NAMESPACE}:secretsGeneration 2` }),
     /** SECRET. The Open WebUI admin's password (frontend.openWebui), at least 12 characters. Required when Open WebUI is enabled. */
     openWebuiAdminPassword: z
         .string()

@@ -107,7 +107,7 @@ function pulumiCli(args: Args, pulumiArgs: string[]): Promise<string> {
 }
 
 /** `pulumi config --json --show-secrets` as the raw config parseConfig takes (values decoded as stackConfig.ts does). */
-export function rawConfigFromCli(json: string, stack: string): { values: Record<string, unknown>; secretKeys: Set<string>; stack: string } {
+export function rawConfigFromCli(json: string): { values: Record<string, unknown>; secretKeys: Set<string> } {
     const all = JSON.parse(json) as Record<string, { value?: string; secret?: boolean }>;
     const values: Record<string, unknown> = {};
     const secretKeys = new Set<string>();
@@ -118,14 +118,14 @@ export function rawConfigFromCli(json: string, stack: string): { values: Record<
         setRawValue(values, key, decodeConfigValue(entry.value ?? ""));
         if (entry.secret) secretKeys.add(key);
     }
-    return { values, secretKeys, stack };
+    return { values, secretKeys };
 }
 
 async function loadConfig(args: Args): Promise<Config> {
     const configFile = args.configFile ?? stackConfigFile(args.stack, (f) => fs.existsSync(path.join(ROOT, f)));
     const json = await pulumiCli(args, ["config", "--json", "--show-secrets", ...(configFile ? ["--config-file", configFile] : [])]);
     try {
-        return parseConfig(rawConfigFromCli(json, args.stack));
+        return parseConfig(rawConfigFromCli(json));
     } catch (err) {
         if (err instanceof ConfigError) throw new UsageError(`the stack's configuration is not valid:\n${err.message}`);
         throw err;

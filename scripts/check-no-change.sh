@@ -134,7 +134,7 @@ allowed="${SPARK_NEW_COMPONENTS:-}" expected="${SPARK_EXPECTED_CHANGES:-}" node 
   const changed = steps.filter((s) => s.op !== "same" && !isNewComponent(s));
   const bad = changed.filter((s) => !expected.includes(named(s)));
   const missing = expected.filter((e) => !changed.some((s) => named(s) === e));
-  const created = steps.filter((s) => s.op === "create").map((s) => s.urn.split("::").pop());
+  const created = steps.filter(isNewComponent).map((s) => s.urn.split("::").pop());
   for (const s of bad) console.error(`check-no-change: ${s.op} ${s.urn}`);
   for (const e of missing) console.error(`check-no-change: expected ${e}, which the preview does not show`);
   console.log(`check-no-change: ${preview.changeSummary?.same ?? 0} unchanged, new components: ${created.join(", ") || "none"}` +

@@ -39,8 +39,6 @@ export function hubRepoDirName(repoId: string): string {
     return `models--${repoId.replace(/\//g, "--")}`;
 }
 
-export { deriveModelSyncSecret } from "../../config/resolve";
-
 /** Shell lines shared by the sync scripts: paths of one model, the manifest and snapshot checks. */
 function modelLines(repoId: string): string[] {
     const dir = hubRepoDirName(repoId);

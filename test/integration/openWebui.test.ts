@@ -21,10 +21,23 @@ import * as fs from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
 import { OPEN_WEBUI_ENV_PATH, PROMETHEUS_CONFIG_PATH, PROMETHEUS_DATA_DIR, UNITS, unitPath } from "../../config/hostPaths";
-import { deriveOpenWebuiSecretKey } from "../../config";
+import { SECRET_PURPOSES } from "../../components/clusterSecrets";
 import { keyPath, sleep, sshOpts, withLabUp } from "../lab/lab-harness";
 import { chatThroughPage, chromiumPath } from "./openWebuiBrowser";
-import { Session, apiKeyOf, newSession, nodes, pulumi, pulumiWithConfig, removeSession, root, secondsFrozenUntil, setConfig, ssh } from "./stackSession";
+import {
+    Session,
+    apiKeyOf,
+    derivedSecretOf,
+    newSession,
+    nodes,
+    pulumi,
+    pulumiWithConfig,
+    removeSession,
+    root,
+    secondsFrozenUntil,
+    setConfig,
+    ssh,
+} from "./stackSession";
 
 const PASSWORD = "lab-Open-WebUI-admin-password-7";
 const EMAIL = "admin@example.com";
@@ -85,7 +98,7 @@ describe("Open WebUI on the lab's Spark pair, in a real Chromium", { timeout: 30
     const secrets = (): [string, string][] => [
         ["the API key", apiKey],
         ["the admin password", PASSWORD],
-        ["Open WebUI's session key", deriveOpenWebuiSecretKey(apiKey, "dev")],
+        ["Open WebUI's session key", derivedSecretOf(session, SECRET_PURPOSES.openWebuiSessionKey)],
     ];
 
     before(() => {

@@ -33,17 +33,24 @@ const BEFORE_THE_RENAME = "8a51149";
  * and each firewall step installs its drop-ins on our listening units (issue 40, item 7: no
  * restart of anything, a daemon-reload); each interconnect apply step's script has the netplan
  * apply that tries again after a daemon-reload's race (its update finds the file and addresses in
- * place, so it applies nothing).
+ * place, so it applies nothing). And the internal secrets move off the API key (issue 40, item 1):
+ * the stack's root secret is created, and the steps that carry the Ray token and the model sync's
+ * secret are updated with the ones derived from it.
  */
 const EXPECTED_CHANGES = [
+    "dev-model-pull-spark-b(update)",
+    "dev-model-serve(update)",
+    "dev-root-secret(create)",
     "spark-a-firewall-apply(update)",
     "spark-a-interconnect-apply(update)",
+    "spark-a-ray-head-auth(update)",
     "spark-a-ray-head-ready(update)",
     "spark-a-ray-head-unit(update)",
     "spark-a-vllm-ready(replace)",
     "spark-a-vllm-unit(update)",
     "spark-b-firewall-apply(update)",
     "spark-b-interconnect-apply(update)",
+    "spark-b-ray-worker-auth(update)",
     "spark-b-ray-worker-unit(update)",
 ];
 
@@ -67,7 +74,7 @@ describe("a stack deployed before the rename moves to our provider without touch
                 "m",
             ),
         );
-        assert.match(out, /check-no-change: custom resource types in the state after \S+: pulumi:providers:spark-remote spark-remote:index:Step$/m);
+        assert.match(out, /check-no-change: custom resource types in the state after \S+: pulumi:providers:spark-remote spark-remote:index:RandomSecret spark-remote:index:Step$/m);
         assert.match(out, /check-no-change: \S+ changes only what SPARK_EXPECTED_CHANGES lists on a stack deployed with \S+/);
         // check-no-change destroys with HEAD at its end.
         assert.equal(labReusableFor("spark-pair"), "", "nothing of ours is left on the nodes after destroy");

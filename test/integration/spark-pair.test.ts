@@ -13,6 +13,7 @@
 import { before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { createHmac } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { CONTAINER_NAMES, NCCL_CONF_PATH, NETPLAN_PATH, PEERMEM_CONF, RAY_ENV_PATH, UNITS, VLLM_SECRETS_PATH, unitPath } from "../../config/hostPaths";
@@ -437,13 +438,19 @@ for (const executor of ["ray", "mp"] as const) {
                 }
             });
 
-            it("a node outside the cluster cannot join Ray (token authentication, firewall off); members can", () => {
-                const attempt = ssh(
-                    "outsider",
-                    "timeout 60 /opt/lab-venv/bin/ray start --address=10.77.0.11:6379 --num-cpus=1 > /tmp/join.log 2>&1; echo rc=$?; tail -n 5 /tmp/join.log; /opt/lab-venv/bin/ray stop --force >/dev/null 2>&1 || true",
-                    180,
-                );
-                assert.doesNotMatch(attempt, /^rc=0$/m, `the outsider joined:\n${attempt}`);
+            it("a node outside the cluster cannot join Ray (token authentication, firewall off), with no token or the one the API key gave before; members can", () => {
+                // Until 2026-11-29 the Ray token was an HMAC of the API key, which every client holds (issue 40).
+                const fromApiKey = createHmac("sha256", apiKey).update("spark-cluster ray auth token for stack dev").digest("hex");
+                const deployed = ssh("spark-a", `sed -n 's/^RAY_AUTH_TOKEN=//p' ${RAY_ENV_PATH}`).trim().replace(/^"|"$/g, "");
+                assert.notEqual(deployed, fromApiKey, "the Ray token is not the API key's HMAC");
+                for (const env of ["", `RAY_AUTH_MODE=token RAY_AUTH_TOKEN=${fromApiKey} `]) {
+                    const attempt = ssh(
+                        "outsider",
+                        `${env}timeout 60 /opt/lab-venv/bin/ray start --address=10.77.0.11:6379 --num-cpus=1 > /tmp/join.log 2>&1; echo rc=$?; tail -n 5 /tmp/join.log; /opt/lab-venv/bin/ray stop --force >/dev/null 2>&1 || true`,
+                        180,
+                    );
+                    assert.doesNotMatch(attempt, /^rc=0$/m, `the outsider joined (${env === "" ? "no token" : "the API key's HMAC"}):\n${attempt}`);
+                }
                 const status = ssh("spark-a", `set -a; . ${RAY_ENV_PATH}; set +a; docker exec spark-cluster-ray ray status --address=192.168.100.11:6379`);
                 assert.equal((status.match(/^\s*1 node_/gm) ?? []).length, 2, `the cluster has exactly its two members:\n${status}`);
                 assert.match(status, /2\.0 GPU/);

@@ -9,6 +9,8 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { sleep, ssh as labSsh } from "../lab/lab-harness";
+import { deriveSecret } from "../../components/clusterSecrets";
+import { RANDOM_SECRET_TYPE } from "../../components/sparkRemote";
 import { CONFIG_DIR, FIREWALLED_UNITS, GATE_STATE_DIR, NETPLAN_PATH, PEERMEM_CONF, STATE_DIR, UNITS, dropInDir, unitPath } from "../../config/hostPaths";
 
 /** Everything of ours on a node: what a destroy must remove (spark-pair, hostState). */
@@ -121,6 +123,23 @@ export function apiKeyOf(session: Session): string {
     const key = pulumiWithConfig(session, "config", "get", "spark-cluster:apiKey").trim();
     assert.ok(key.length >= 16, "the lab stack has an API key");
     return key;
+}
+
+/**
+ * A secret the program derives from the stack's root secret (components/clusterSecrets.ts), read
+ * from the state (`stack export --show-secrets`): for tests that look for it where it must not be.
+ */
+export function derivedSecretOf(session: Session, purpose: string): string {
+    const state = JSON.parse(pulumi(session, "stack", "export", "--show-secrets")) as {
+        deployment: { resources?: { type: string; outputs?: { value?: unknown } }[] };
+    };
+    const roots = (state.deployment.resources ?? []).filter((r) => r.type === RANDOM_SECRET_TYPE);
+    assert.equal(roots.length, 1, "the stack has one root secret");
+    // A secret output comes decrypted as { <secret signature>, plaintext: <the value as JSON> }.
+    const stored = roots[0].outputs?.value as { plaintext?: string } | string | undefined;
+    const value: unknown = typeof stored === "object" && typeof stored.plaintext === "string" ? JSON.parse(stored.plaintext) : stored;
+    assert.ok(typeof value === "string" && /^[0-9a-f]{64}$/.test(value), "the root secret is 32 bytes in hex");
+    return deriveSecret(value, purpose);
 }
 
 export function removeSession(session: Session): void {

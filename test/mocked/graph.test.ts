@@ -7,13 +7,13 @@
 import { describe, it, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile, spawnSync } from "node:child_process";
+import { createHmac } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { deriveOpenWebuiSecretKey, deriveRayAuthToken } from "../../config";
-import { deriveModelSyncSecret } from "../../components/render/modelSync";
+import { SECRET_PURPOSES } from "../../components/clusterSecrets";
 import { MOCK_IMAGE_ID, RecordedResource, Scenario, ScenarioResult } from "./graphHarness";
-import { MOCK_HOST_KEY, SECRET_SIG, SECRET_SIG_KEY } from "../support/mockHarness";
+import { MOCK_HOST_KEY, SECRET_SIG, SECRET_SIG_KEY, mockDerivedSecret } from "../support/mockHarness";
 import { WAIT_EXCEPTIONS, loopsIn, waitException } from "../support/waitLoops";
 import { sparkPair } from "../support/fixtures";
 
@@ -156,6 +156,7 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
     // spark-a's SSH step last ran before the provider recorded the key it presented (it printed it);
     // spark-b's neither recorded nor printed one.
     hostKeyUnknown: { clusterName: "dev", values: withChange(() => undefined), secretKeys: SECRET_KEYS, hostKeys: { "spark-a": "printed", "spark-b": "none" } },
+    secretsGeneration: { clusterName: "dev", values: withChange((v) => (v.secretsGeneration = 2)), secretKeys: SECRET_KEYS },
     rayToken: {
         clusterName: "dev",
         values: withChange((v) => (v.rayAuthToken = RAY_TOKEN)),
@@ -328,6 +329,7 @@ for (const name of Object.keys(SCENARIOS)) {
 
 const COMPONENT = (name: string) => `spark-cluster:index:${name}`;
 const COMMAND = "spark-remote:index:Step";
+const RANDOM_SECRET = "spark-remote:index:RandomSecret";
 
 function byName(result: ScenarioResult): Map<string, RecordedResource> {
     return new Map(result.resources.map((r) => [r.name, r]));
@@ -480,6 +482,7 @@ const RAY_PAIR: Readonly<Record<string, string>> = {
     "dev-model-download": COMMAND,
     "dev-model-serve": COMMAND,
     "dev-model-pull-spark-b": COMMAND,
+    "dev-root-secret": RANDOM_SECRET,
 };
 
 describe("every scenario builds with the expected resource types only", () => {
@@ -489,8 +492,8 @@ describe("every scenario builds with the expected resource types only", () => {
             assert.deepEqual(result.unexpectedTypes, []);
             assert.deepEqual(result.errors, []);
             for (const r of result.resources) {
-                assert.match(r.type, /^(spark-cluster:index:[A-Za-z]+|spark-remote:index:Step)$/);
-                assert.equal(r.custom, r.type === COMMAND, `${r.name}: only commands are custom resources`);
+                assert.match(r.type, /^(spark-cluster:index:[A-Za-z]+|spark-remote:index:(Step|RandomSecret))$/);
+                assert.equal(r.custom, r.type === COMMAND || r.type === RANDOM_SECRET, `${r.name}: only steps and the root secret are custom resources`);
             }
         });
     }
@@ -510,6 +513,7 @@ describe("a two-Spark Ray cluster", () => {
         const parents = Object.fromEntries(result.resources.map((r) => [r.name, r.parent ?? "(stack)"]));
         assert.deepEqual(parents, {
             dev: "(stack)",
+            "dev-root-secret": "dev",
             "spark-a": "dev",
             "spark-a-ssh": "spark-a",
             "spark-a-probe": "spark-a",
@@ -571,7 +575,7 @@ describe("a two-Spark Ray cluster", () => {
     it("names each node after itself and every other child `${parent}-<step>`", async () => {
         const result = await scenario("base");
         for (const r of result.resources.filter((r) => r.parent !== undefined)) {
-            const prefix = r.parent === "dev" ? /^(spark-[ab]|dev-model|dev-node-check|dev-vllm-check)$/ : new RegExp(`^${r.parent}-[a-z-]+$`);
+            const prefix = r.parent === "dev" ? /^(spark-[ab]|dev-model|dev-node-check|dev-vllm-check|dev-root-secret)$/ : new RegExp(`^${r.parent}-[a-z-]+$`);
             assert.match(r.name, prefix, `${r.name} (parent ${r.parent})`);
         }
     });
@@ -959,40 +963,71 @@ describe("what one config key changes", () => {
         ]);
     });
 
-    it("apiKey: only the secrets steps' stdin: vLLM's, and the Ray token's and the model sync secret's derived from it (each restarts its unit when the file changed); the readiness check runs again", async () => {
+    it("apiKey: only vLLM's secrets step's stdin (it restarts its unit when the file changed); the readiness check runs again; no internal secret changes", async () => {
         const base = await scenario("base");
         const rotated = await scenario("apiKey");
-        assert.deepEqual(changedNames(base, rotated), [
-            "dev-model-pull-spark-b",
-            "dev-model-serve",
-            "spark-a-ray-head-auth",
-            "spark-a-vllm-ready",
-            "spark-a-vllm-secrets",
-            "spark-b-ray-worker-auth",
-        ]);
+        assert.deepEqual(changedNames(base, rotated), ["spark-a-vllm-ready", "spark-a-vllm-secrets"]);
         // The probe re-runs through its (secret) triggers: vLLM restarted for the new key; its script is the same.
         const ready = ["create", "triggers"].filter(
             (key) => JSON.stringify(get(base, "spark-a-vllm-ready").inputs[key]) !== JSON.stringify(get(rotated, "spark-a-vllm-ready").inputs[key]),
         );
         assert.deepEqual(ready, ["triggers"]);
-        for (const name of ["dev-model-pull-spark-b", "dev-model-serve"]) {
-            const changedInputs = Object.keys(get(base, name).inputs).filter(
-                (key) => JSON.stringify(get(base, name).inputs[key]) !== JSON.stringify(get(rotated, name).inputs[key]),
-            );
-            assert.deepEqual(changedInputs, ["stdin"], `${name}: only the sync secret changes`);
-        }
-        for (const name of ["spark-a-ray-head-auth", "spark-b-ray-worker-auth"]) {
-            const changedInputs = Object.keys(get(base, name).inputs).filter(
-                (key) => JSON.stringify(get(base, name).inputs[key]) !== JSON.stringify(get(rotated, name).inputs[key]),
-            );
-            assert.deepEqual(changedInputs, ["stdin"], `${name}: only the token changes`);
-            assert.match(commandText(get(base, name), "create") ?? "", /systemctl restart spark-cluster-ray\.service/);
-        }
         const secretsChanged = Object.keys(get(base, "spark-a-vllm-secrets").inputs).filter(
             (key) => JSON.stringify(get(base, "spark-a-vllm-secrets").inputs[key]) !== JSON.stringify(get(rotated, "spark-a-vllm-secrets").inputs[key]),
         );
         assert.deepEqual(secretsChanged, ["stdin"], "the command line itself does not change");
         assert.match(commandText(get(base, "spark-a-vllm-secrets"), "create") ?? "", /systemctl restart spark-cluster-vllm\.service/);
+    });
+
+    it("secretsGeneration: a new root secret, and only the steps that carry what is derived from it (the Ray token's, the model sync's)", async () => {
+        const base = await scenario("base");
+        const rotated = await scenario("secretsGeneration");
+        assert.deepEqual(changedNames(base, rotated), [
+            "dev-model-pull-spark-b",
+            "dev-model-serve",
+            "dev-root-secret",
+            "spark-a-ray-head-auth",
+            "spark-b-ray-worker-auth",
+        ]);
+        assert.deepEqual(get(base, "dev-root-secret").inputs, { generation: "1" });
+        assert.deepEqual(get(rotated, "dev-root-secret").inputs.generation, "2");
+        for (const name of ["dev-model-pull-spark-b", "dev-model-serve", "spark-a-ray-head-auth", "spark-b-ray-worker-auth"]) {
+            const changedInputs = Object.keys(get(base, name).inputs).filter(
+                (key) => JSON.stringify(get(base, name).inputs[key]) !== JSON.stringify(get(rotated, name).inputs[key]),
+            );
+            assert.deepEqual(changedInputs, ["stdin"], `${name}: only the secret on stdin changes`);
+        }
+        for (const name of ["spark-a-ray-head-auth", "spark-b-ray-worker-auth"]) {
+            assert.match(commandText(get(base, name), "create") ?? "", /systemctl restart spark-cluster-ray\.service/);
+            assert.ok(String(plain(get(rotated, name).inputs.stdin)).includes(mockDerivedSecret(SECRET_PURPOSES.rayAuthToken, "2")), name);
+        }
+    });
+
+    it("the root secret is our provider's RandomSecret, a child of the cluster, its value a secret output; nothing derives from the API key", async () => {
+        const result = await scenario("base");
+        const roots = result.resources.filter((r) => r.type === RANDOM_SECRET);
+        assert.deepEqual(
+            roots.map((r) => [r.name, r.parent]),
+            [["dev-root-secret", "dev"]],
+        );
+        assert.deepEqual(roots[0].replaceOnChanges, ["bytes", "generation"]);
+        // The derivation before 2026-11-29 (issue 40): HMACs of the API key, which every client holds.
+        const fromApiKey = ["ray auth token for stack dev", "open webui secret key for stack dev", "model sync for stack dev: Qwen/Qwen2.5-7B-Instruct"].map(
+            (purpose) => createHmac("sha256", API_KEY).update(`spark-cluster ${purpose}`).digest("hex"),
+        );
+        for (const name of ["base", "openWebui"]) {
+            const text = JSON.stringify((await scenario(name)).resources.map((r) => r.inputs));
+            for (const old of fromApiKey) assert.ok(!text.includes(old), `${name}: a secret derived from the API key reaches a step`);
+        }
+    });
+
+    it("a stack that carries no internal secret (mp, a local model, no Open WebUI) draws no root secret", async () => {
+        const result = await scenario("localModel");
+        assert.deepEqual(result.errors, []);
+        assert.deepEqual(
+            result.resources.filter((r) => r.type === RANDOM_SECRET),
+            [],
+        );
     });
 });
 
@@ -1086,9 +1121,9 @@ describe("secrets", () => {
         });
     }
 
-    it("the Ray token (derived from the API key) reaches only each Ray node's auth step's stdin, as a secret", async () => {
+    it("the Ray token (derived from the root secret) reaches only each Ray node's auth step's stdin, as a secret", async () => {
         const result = await scenario("base");
-        const token = deriveRayAuthToken(API_KEY, "dev");
+        const token = mockDerivedSecret(SECRET_PURPOSES.rayAuthToken);
         const found = result.resources.flatMap((r) => occurrences(r.inputs, token).map((o) => ({ resource: r.name, ...o })));
         assert.deepEqual(found, [
             { resource: "spark-a-ray-head-auth", path: "stdin", secret: true },
@@ -1105,9 +1140,9 @@ describe("secrets", () => {
         assert.ok(!JSON.stringify(result.outputs).includes(token), "not in the cluster's outputs");
     });
 
-    it("the model sync secret (derived from the API key) reaches only the serve and pull steps' stdin, as a secret", async () => {
+    it("the model sync secret (derived from the root secret) reaches only the serve and pull steps' stdin, as a secret", async () => {
         const result = await scenario("base");
-        const secret = deriveModelSyncSecret(API_KEY, "dev", "Qwen/Qwen2.5-7B-Instruct");
+        const secret = mockDerivedSecret(SECRET_PURPOSES.modelSync("Qwen/Qwen2.5-7B-Instruct"));
         const found = result.resources.flatMap((r) => occurrences(r.inputs, secret).map((o) => ({ resource: r.name, ...o })));
         assert.deepEqual(found, [
             { resource: "dev-model-serve", path: "stdin", secret: true },
@@ -1451,7 +1486,7 @@ describe("frontend.openWebui", () => {
         const ui = await scenario("openWebui");
         const needles: [string, string[]][] = [
             [OPEN_WEBUI_PASSWORD, ["spark-a-open-webui-env"]],
-            [deriveOpenWebuiSecretKey(API_KEY, "dev"), ["spark-a-open-webui-env"]],
+            [mockDerivedSecret(SECRET_PURPOSES.openWebuiSessionKey), ["spark-a-open-webui-env"]],
             [API_KEY, ["spark-a-open-webui-env", "spark-a-vllm-secrets"]],
         ];
         for (const [needle, steps] of needles) {

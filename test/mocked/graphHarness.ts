@@ -9,7 +9,7 @@
  *
  * The mocks answer like the lab: a `*-probe` step (ibdev2netdev) reports the Spark's twins Up
  * (nothing on a node named thor-*, which has no RoCE), the PFC step reports `status=enabled`.
- * Any resource type other than `spark-cluster:index:*` or `spark-remote:index:Step` is recorded
+ * Any resource type other than `spark-cluster:index:*` or `spark-remote:index:Step`/`RandomSecret` is recorded
  * as unexpected and fails its registration.
  */
 import type { RoceChain } from "../../components/render/roceChain";
@@ -59,7 +59,7 @@ export interface RecordedResource {
 /** What the harness writes back. */
 export interface ScenarioResult {
     resources: RecordedResource[];
-    /** Type tokens outside spark-cluster:index:* and spark-remote:index:Step. */
+    /** Type tokens outside spark-cluster:index:*, spark-remote:index:Step and spark-remote:index:RandomSecret. */
     unexpectedTypes: string[];
     /** Errors raised while building or registering (message only). */
     errors: string[];
@@ -72,7 +72,7 @@ export interface ScenarioResult {
 /** The image ID a mocked engine probe reports on a node of the docker runtime (as docker prints one: sha256 and 64 hex digits). */
 export const MOCK_IMAGE_ID = `sha256:${"5c".repeat(32)}`;
 
-const EXPECTED_TYPE = /^(spark-cluster:index:[A-Za-z]+|spark-remote:index:Step)$/;
+const EXPECTED_TYPE = /^(spark-cluster:index:[A-Za-z]+|spark-remote:index:(Step|RandomSecret))$/;
 
 /** How the node of an SSH step `name` reports its host key in `scenario`. */
 function sshHostKey(scenario: Scenario, name: string): "presented" | "printed" | "none" {

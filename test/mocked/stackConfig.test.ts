@@ -33,7 +33,6 @@ describe("readStackConfig: the stack's spark-cluster:* keys as the program reads
         assert.deepEqual(Object.keys(raw.values).sort(), ["__proto__", "apiKey", "model"]);
         assert.deepEqual(raw.values["model"], { source: "lab/tiny-chat" });
         assert.deepEqual([...raw.secretKeys], ["apiKey"]);
-        assert.equal(raw.stack, "dev");
         assert.throws(
             () => parseConfig(raw),
             (err: unknown) => err instanceof ConfigError && err.issues.some((i) => i.path === "__proto__" && /reserves for the prototype/.test(i.message)),

@@ -9,10 +9,10 @@
  */
 import * as path from "node:path";
 import * as yaml from "js-yaml";
-import { Config, deriveRayAuthToken } from "../../config";
+import { Config } from "../../config";
+import { SECRET_PURPOSES } from "../../components/clusterSecrets";
 import { hostKeyFingerprint } from "../../components/hostKey";
-import { deriveModelSyncSecret } from "../../components/render/modelSync";
-import { SECRET_SIG, SECRET_SIG_KEY } from "../support/mockHarness";
+import { SECRET_SIG, SECRET_SIG_KEY, mockDerivedSecret } from "../support/mockHarness";
 import type { RenderResult, RenderedResource } from "./sinkRender";
 import {
     DockerCreate,
@@ -47,12 +47,18 @@ const ROOT = path.resolve(__dirname, "..", "..", "..");
 // Derived values
 // ---------------------------------------------------------------------------------------------
 
+/** The Ray token the nodes get: rayAuthToken, or the one derived from the (mocked) root secret. */
+function rayToken(config: Config): string {
+    return config.rayAuthToken?.reveal() ?? mockDerivedSecret(SECRET_PURPOSES.rayAuthToken);
+}
+
 /** Values the program derives from config values (secrets, fingerprints, the hub id's parts, the served name), by name. */
 function derived(config: Config): Map<string, string> {
     const out = new Map<string, string>();
-    out.set("rayToken", deriveRayAuthToken(config.apiKey.reveal(), "dev"));
-    out.set("syncSecret", deriveModelSyncSecret(config.apiKey.reveal(), "dev", config.model.source));
-    out.set("rayAuthToken", config.rayAuthToken.reveal());
+    // The internal secrets, derived from the mocked root secret (test/support/mockHarness.ts).
+    out.set("rayToken", rayToken(config));
+    out.set("syncSecret", mockDerivedSecret(SECRET_PURPOSES.modelSync(config.model.source)));
+    out.set("rayAuthToken", rayToken(config));
     // The hostKeys output: fingerprint and key type.
     config.nodes.forEach((node, i) => {
         if (node.ssh.hostKey) out.set(`hostKey${i}`, `${hostKeyFingerprint(node.ssh.hostKey)} (${node.ssh.hostKey.split(" ")[0]})`);
@@ -63,8 +69,8 @@ function derived(config: Config): Map<string, string> {
         out.set("org", org);
         out.set("name", name);
     }
-    // Open WebUI's session key (WEBUI_SECRET_KEY), derived from apiKey.
-    if (config.openWebui) out.set("webuiSecretKey", config.openWebui.secretKey.reveal());
+    // Open WebUI's session key (WEBUI_SECRET_KEY), derived from the root secret.
+    if (config.openWebui) out.set("webuiSecretKey", mockDerivedSecret(SECRET_PURPOSES.openWebuiSessionKey));
     // The served name (a local path's last segment when not given).
     out.set("servedName", config.model.servedName);
     return out;
@@ -295,7 +301,7 @@ function expectedVars(config: Config, nodeName: string | undefined, file: string
         want.VLLM_API_KEY = config.apiKey.reveal();
         if (vars.has("HF_TOKEN")) extra.push(`${nodeName}:${file}: ${reader} reads HF_TOKEN, which only the model download may have`);
     } else if (file.endsWith("/ray.env")) {
-        want.RAY_AUTH_TOKEN = config.rayAuthToken.reveal();
+        want.RAY_AUTH_TOKEN = rayToken(config);
     } else if (file === OPEN_WEBUI_ENV && config.openWebui) {
         const ui = config.openWebui;
         want.OPENAI_API_KEYS = config.apiKey.reveal();

@@ -1078,7 +1078,7 @@ interface RunResult {
 
 function tryParse(values: Values): { config: Config } | { error: string } {
     try {
-        return { config: parseConfig({ values, secretKeys: new Set(secretKeysOf(values)), stack: "dev" }) };
+        return { config: parseConfig({ values, secretKeys: new Set(secretKeysOf(values)) }) };
     } catch (err) {
         return { error: err instanceof ConfigError ? err.message : `not a ConfigError: ${(err as Error).stack ?? String(err)}` };
     }

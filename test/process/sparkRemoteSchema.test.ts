@@ -6,7 +6,18 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import * as path from "node:path";
-import { CONNECTION_KEYS, LOGGING, PACKAGE, STEP_INPUTS, STEP_OUTPUTS, STEP_TYPE, VERSION } from "../../components/sparkRemote";
+import {
+    CONNECTION_KEYS,
+    LOGGING,
+    PACKAGE,
+    RANDOM_SECRET_INPUTS,
+    RANDOM_SECRET_OUTPUTS,
+    RANDOM_SECRET_TYPE,
+    STEP_INPUTS,
+    STEP_OUTPUTS,
+    STEP_TYPE,
+    VERSION,
+} from "../../components/sparkRemote";
 
 const root = path.resolve(__dirname, "..", "..", "..");
 
@@ -15,7 +26,12 @@ interface Schema {
     version: string;
     resources: Record<
         string,
-        { inputProperties: Record<string, { secret?: boolean }>; properties: Record<string, unknown>; requiredInputs: string[]; required: string[] }
+        {
+            inputProperties: Record<string, { secret?: boolean; replaceOnChanges?: boolean }>;
+            properties: Record<string, { secret?: boolean }>;
+            requiredInputs?: string[];
+            required: string[];
+        }
     >;
     types: Record<string, { properties?: Record<string, unknown>; enum?: { value: string }[] }>;
 }
@@ -31,10 +47,10 @@ describe("the spark-remote SDK against its plugin's schema", () => {
     const schema = servedSchema();
     const step = schema.resources[STEP_TYPE];
 
-    it("is package spark-remote at the SDK's version, with one resource, the SDK's Step", () => {
+    it("is package spark-remote at the SDK's version, with the SDK's two resources, Step and RandomSecret", () => {
         assert.equal(schema.name, PACKAGE);
         assert.equal(schema.version, VERSION);
-        assert.deepEqual(Object.keys(schema.resources), [STEP_TYPE]);
+        assert.deepEqual(sorted(Object.keys(schema.resources)), sorted([STEP_TYPE, RANDOM_SECRET_TYPE]));
         assert.doesNotMatch(JSON.stringify(schema), /command:/, "no type of Pulumi's command package");
     });
 
@@ -46,6 +62,14 @@ describe("the spark-remote SDK against its plugin's schema", () => {
         for (const key of ["create", "update", "delete", "read", "connection"]) {
             assert.ok(!(key in step.properties), `${key} is not in the state`);
         }
+    });
+
+    it("a RandomSecret's inputs and outputs are the SDK's: each input replaces it, the value is secret", () => {
+        const secret = schema.resources[RANDOM_SECRET_TYPE];
+        assert.deepEqual(sorted(Object.keys(secret.inputProperties)), sorted(RANDOM_SECRET_INPUTS));
+        assert.deepEqual(sorted(Object.keys(secret.properties)), sorted(RANDOM_SECRET_OUTPUTS));
+        for (const input of RANDOM_SECRET_INPUTS) assert.equal(secret.inputProperties[input].replaceOnChanges, true, input);
+        assert.equal(secret.properties.value.secret, true);
     });
 
     it("the connection's properties and the logging values are the SDK's", () => {

@@ -7,6 +7,7 @@
  * code with a dynamic `import()` once {@link setCommandMocks} resolved (this module imports none).
  */
 import * as pulumi from "@pulumi/pulumi";
+import { deriveSecret } from "../../components/clusterSecrets";
 
 /** The key and value Pulumi marks a serialized secret with (runtime/rpc.ts). */
 export const SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d";
@@ -46,7 +47,9 @@ export async function setCommandMocks(mocks: CommandMocks): Promise<void> {
                 const state =
                     args.type === "spark-remote:index:Step"
                         ? { ...args.inputs, ...mocks.outputs?.(args.name), stdout: mocks.stdout(args.name), stderr: "" }
-                        : {};
+                        : args.type === "spark-remote:index:RandomSecret"
+                          ? { ...args.inputs, value: mockRandomSecret(args.name, String(args.inputs.generation)) }
+                          : {};
                 return { id: args.custom ? `${args.name}-id` : undefined, state };
             },
             call(args: pulumi.runtime.MockCallArgs): pulumi.runtime.MockCallResult {
@@ -58,6 +61,16 @@ export async function setCommandMocks(mocks: CommandMocks): Promise<void> {
         mocks.stack ?? "dev",
         mocks.preview ?? false,
     );
+}
+
+/** The value the mocks give a RandomSecret (`spark-remote:index:RandomSecret`) of this name and generation. */
+export function mockRandomSecret(name: string, generation: string): string {
+    return `mock random secret of ${name}, generation ${generation}`;
+}
+
+/** A secret the program derives from the mocked root secret of stack `dev` (its first generation unless given). */
+export function mockDerivedSecret(purpose: string, generation = "1"): string {
+    return deriveSecret(mockRandomSecret("dev-root-secret", generation), purpose);
 }
 
 export function message(err: unknown): string {

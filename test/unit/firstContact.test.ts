@@ -503,7 +503,6 @@ describe("first contact: the node check's script", () => {
 
 describe("first contact: the fit on the memory the nodes report", () => {
     const raw = (): RawConfig => ({
-        stack: "fit",
         secretKeys: new Set(["apiKey"]),
         values: {
             sshPrivateKeyPath: "/k",

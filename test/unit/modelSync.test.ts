@@ -10,13 +10,13 @@ import { describe, it, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { parseConfig } from "../../config";
+import { SECRET_PURPOSES, deriveSecret } from "../../components/clusterSecrets";
 import { HOST_LIB } from "../../components/render/host/lib";
 import { dockerRunArgv } from "../../components/render/host/runtime";
 import {
     HF_HOME_DIR,
     MODEL_SYNC_PORT,
     ModelServeSpec,
-    deriveModelSyncSecret,
     hubRepoDirName,
     isLocalModelPath,
     localModelCheckScript,
@@ -123,10 +123,11 @@ describe("secrets stay out of scripts, argv and output", () => {
     });
 
     test("the sync secret comes on stdin; the daemon reads it from a root-only file, the pull from RSYNC_PASSWORD", () => {
-        const secret = deriveModelSyncSecret(API_KEY, "dev", REPO);
+        const root = "0123456789abcdef".repeat(4);
+        const secret = deriveSecret(root, SECRET_PURPOSES.modelSync(REPO));
         assert.match(secret, /^[0-9a-f]{64}$/);
-        assert.notEqual(secret, deriveModelSyncSecret(API_KEY, "dev", "Qwen/Qwen2.5-14B-Instruct"), "one secret per model");
-        assert.notEqual(secret, deriveModelSyncSecret(`${API_KEY}x`, "dev", REPO), "rotated with the API key");
+        assert.notEqual(secret, deriveSecret(root, SECRET_PURPOSES.modelSync("Qwen/Qwen2.5-14B-Instruct")), "one secret per model");
+        assert.notEqual(secret, deriveSecret(`${root}0`, SECRET_PURPOSES.modelSync(REPO)), "rotated with the root secret");
         const serve = modelServeScript(SERVE);
         const pull = modelPullScript({ repoId: REPO, node: "spark-b", head: "spark-a", headIp: "192.168.100.11" });
         for (const script of [serve, pull, ...SCRIPTS.map((s) => s.script)]) {

@@ -435,7 +435,6 @@ describe("the command line", () => {
                 "spark-cluster:apiKey": { value: API_KEY, secret: true },
                 "aws:region": { value: "us-east-1", secret: false },
             }),
-            "dev",
         );
         assert.deepEqual(raw.values, { model: { source: "lab/tiny-chat" }, apiKey: API_KEY });
         assert.deepEqual([...raw.secretKeys], ["apiKey"]);
@@ -447,7 +446,6 @@ describe("the command line", () => {
                 "spark-cluster:__proto__": { value: '{"model":{"source":"lab/tiny-chat"}}', secret: false },
                 "spark-cluster:apiKey": { value: API_KEY, secret: true },
             }),
-            "dev",
         );
         assert.equal(Object.getPrototypeOf(raw.values), Object.prototype, "the prototype is untouched");
         assert.deepEqual(Object.keys(raw.values), ["__proto__", "apiKey"]);

@@ -211,7 +211,7 @@ function renderedScripts(config: Config): Map<string, string> {
         add(`dev-model-${step.name}`, step.create, step.delete);
     }
     if (config.openWebui) {
-        const { adminPassword: _password, secretKey: _key, ...spec } = config.openWebui;
+        const { adminPassword: _password, ...spec } = config.openWebui;
         const plan = openWebuiPlan({ ...spec, servedModel: config.model.servedName });
         const node = config.openWebui.node;
         add(`${node}-open-webui-install`, plan.install.create, plan.install.delete);

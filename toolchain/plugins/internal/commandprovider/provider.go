@@ -1,6 +1,7 @@
 // Package commandprovider implements the project's own resource provider plugin, package `spark-remote`
-// (pulumi-resource-spark-remote): one resource type, spark-remote:index:Step, a step run over SSH on a node at
-// creation, update, deletion and (its `read` script) refresh. It started as a build of Pulumi's `command` provider
+// (pulumi-resource-spark-remote): spark-remote:index:Step, a step run over SSH on a node at creation, update,
+// deletion and (its `read` script) refresh; and spark-remote:index:RandomSecret, a secret drawn once and kept in the
+// state, from which the program derives the cluster's internal secrets. It started as a build of Pulumi's `command` provider
 // (command:remote:Command of @pulumi/command 1.2.1) and keeps that resource's inputs and their semantics, but it is
 // not that package: it never announces itself as `command`, so Pulumi's own plugin is never picked for a stack it
 // deployed (its Delete would read the delete script from the outputs, where this provider does not echo it).
@@ -23,8 +24,10 @@ const (
 	// (defaultProviders.newRegisterDefaultProviderEvent, GetPackageConfig), and the program's config is
 	// `spark-cluster:*` (the API key, the SSH key, every node).
 	PackageName = "spark-remote"
-	// StepToken is the only resource type implemented.
+	// StepToken is the type of a step run on a node over SSH.
 	StepToken = PackageName + ":index:Step"
+	// RandomSecretToken is the type of a secret drawn once and kept in the state (randomsecret.go).
+	RandomSecretToken = PackageName + ":index:RandomSecret"
 )
 
 // Version is the plugin's version, SPARK_REMOTE_VERSION in toolchain/versions.env; the program's SDK

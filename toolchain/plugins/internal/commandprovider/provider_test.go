@@ -246,7 +246,8 @@ func TestPluginInfoAndProtocol(t *testing.T) {
 func TestOtherTypesAreNotImplemented(t *testing.T) {
 	p, _ := newTestProvider(t)
 	const localURN = "urn:pulumi:dev::spark-cluster::command:local:Command::x"
-	want := "command:local:Command is not implemented by the spark-remote provider (only spark-remote:index:Step)"
+	want := "command:local:Command is not implemented by the spark-remote provider (only spark-remote:index:Step and " +
+		"spark-remote:index:RandomSecret)"
 	_, err := p.Check(context.Background(), &pulumirpc.CheckRequest{
 		Urn: localURN, Type: "command:local:Command", News: mustMarshal(t, resource.PropertyMap{}),
 	})

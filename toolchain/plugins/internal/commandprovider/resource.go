@@ -15,18 +15,26 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// checkType fails for every resource type but spark-remote:index:Step.
-func checkType(typ, urn string) error {
+// typeOf is a request's resource type: its own field, or the type in its URN.
+func typeOf(typ, urn string) string {
 	if typ == "" && urn != "" {
 		if u, err := resource.ParseURN(urn); err == nil {
 			typ = string(u.Type())
 		}
 	}
-	if typ != StepToken {
-		return fmt.Errorf("%s is not implemented by the %s provider (only %s)", typ, PackageName, StepToken)
+	return typ
+}
+
+// checkType fails for every resource type but spark-remote:index:Step and spark-remote:index:RandomSecret.
+func checkType(typ, urn string) error {
+	if t := typeOf(typ, urn); t != StepToken && t != RandomSecretToken {
+		return fmt.Errorf("%s is not implemented by the %s provider (only %s and %s)", t, PackageName, StepToken, RandomSecretToken)
 	}
 	return nil
 }
+
+// isRandomSecret: the request is for a RandomSecret (randomsecret.go), not a Step.
+func isRandomSecret(typ, urn string) bool { return typeOf(typ, urn) == RandomSecretToken }
 
 func resourceName(name, urn string) string {
 	if name != "" {
@@ -43,6 +51,9 @@ func resourceName(name, urn string) string {
 func (p *Provider) Check(_ context.Context, req *pulumirpc.CheckRequest) (*pulumirpc.CheckResponse, error) {
 	if err := checkType(req.GetType(), req.GetUrn()); err != nil {
 		return nil, err
+	}
+	if isRandomSecret(req.GetType(), req.GetUrn()) {
+		return p.checkRandomSecret(req)
 	}
 	news, err := unmarshal("news", req.GetNews())
 	if err != nil {
@@ -226,6 +237,9 @@ func (p *Provider) Diff(_ context.Context, req *pulumirpc.DiffRequest) (*pulumir
 	if err := checkType(req.GetType(), req.GetUrn()); err != nil {
 		return nil, err
 	}
+	if isRandomSecret(req.GetType(), req.GetUrn()) {
+		return p.diffRandomSecret(req)
+	}
 	olds, err := oldInputsOf(req)
 	if err != nil {
 		return nil, err
@@ -389,6 +403,9 @@ func (p *Provider) Create(ctx context.Context, req *pulumirpc.CreateRequest) (*p
 	if err := checkType(req.GetType(), req.GetUrn()); err != nil {
 		return nil, err
 	}
+	if isRandomSecret(req.GetType(), req.GetUrn()) {
+		return p.createRandomSecret(req)
+	}
 	news, err := unmarshal("properties", req.GetProperties())
 	if err != nil {
 		return nil, err
@@ -460,6 +477,9 @@ func initFailed(id string, props, inputs *structpb.Struct, err error) error {
 func (p *Provider) Read(ctx context.Context, req *pulumirpc.ReadRequest) (*pulumirpc.ReadResponse, error) {
 	if err := checkType(req.GetType(), req.GetUrn()); err != nil {
 		return nil, err
+	}
+	if isRandomSecret(req.GetType(), req.GetUrn()) {
+		return p.readRandomSecret(req)
 	}
 	unchanged := &pulumirpc.ReadResponse{Id: req.GetId(), Properties: req.GetProperties(), Inputs: req.GetInputs()}
 	if req.GetInputs() == nil || len(req.GetInputs().GetFields()) == 0 {
@@ -546,6 +566,9 @@ func (p *Provider) Update(ctx context.Context, req *pulumirpc.UpdateRequest) (*p
 	if err := checkType(req.GetType(), req.GetUrn()); err != nil {
 		return nil, err
 	}
+	if isRandomSecret(req.GetType(), req.GetUrn()) {
+		return p.updateRandomSecret(req)
+	}
 	olds, err := unmarshal("olds", req.GetOlds())
 	if err != nil {
 		return nil, err
@@ -627,6 +650,9 @@ func (p *Provider) Update(ctx context.Context, req *pulumirpc.UpdateRequest) (*p
 func (p *Provider) Delete(ctx context.Context, req *pulumirpc.DeleteRequest) (*emptypb.Empty, error) {
 	if err := checkType(req.GetType(), req.GetUrn()); err != nil {
 		return nil, err
+	}
+	if isRandomSecret(req.GetType(), req.GetUrn()) {
+		return p.deleteRandomSecret(req)
 	}
 	state, err := unmarshal("properties", req.GetProperties())
 	if err != nil {

@@ -185,6 +185,22 @@ func schemaJSON() string {
 				"properties":      outputs,
 				"required":        []string{"stderr", "stdout"},
 			},
+			RandomSecretToken: map[string]any{
+				"description": "A secret drawn once from the random source of the machine that runs `pulumi up` and kept, " +
+					"encrypted, in the state. It touches no host. A change of `generation` or `bytes` replaces it (a new value).",
+				"inputProperties": map[string]any{
+					"bytes": map[string]any{"type": "integer", "description": "Random bytes to draw, 16 to 64. Defaults to 32.",
+						"replaceOnChanges": true},
+					"generation": map[string]any{"type": "string", "description": "Any change draws a new value.",
+						"replaceOnChanges": true},
+				},
+				"properties": map[string]any{
+					"bytes":      map[string]any{"type": "integer"},
+					"generation": map[string]any{"type": "string"},
+					"value":      map[string]any{"type": "string", "secret": true, "description": "The random bytes in hex."},
+				},
+				"required": []string{"bytes", "value"},
+			},
 		},
 	}
 	b, err := json.Marshal(schema)
