@@ -221,8 +221,9 @@ func TestPluginInfoAndProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	if schema.Name != "spark-remote" || schema.Version != Version || schema.Resources["spark-remote:index:Step"] == nil ||
+		schema.Resources["spark-remote:index:RandomSecret"] == nil ||
 		schema.Types["spark-remote:index:Connection"] == nil || schema.Types["spark-remote:index:Logging"] == nil ||
-		len(schema.Resources) != 1 {
+		len(schema.Resources) != 2 {
 		t.Fatalf("unexpected schema %s", sch.GetSchema())
 	}
 	if strings.Contains(sch.GetSchema(), "command:") {
