@@ -16,13 +16,16 @@ export interface RayHeadArgs extends RayNodeArgs {
     expectedNodes: number;
     /** GPUs the cluster must show before the head counts as ready. */
     expectedGpus: number;
+    /** The Ray nodes' addresses: the readiness removes any other node from the cluster (a node that left `nodes`). */
+    members: readonly string[];
 }
 
 /**
  * The Ray head: GCS on the interconnect address, dashboard on loopback by
  * default (it runs jobs without auth: CVE-2023-48022). Complete only when
- * the GCS's node table shows every node and GPU alive (bounded wait, polled every 0.2 s by one
- * process; workers join meanwhile, started beside the head).
+ * the GCS's node table shows every node and GPU alive and no other node (bounded wait, polled
+ * every 0.2 s by one process; workers join meanwhile, started beside the head; a node that left
+ * `nodes` is removed from Ray before the engine restarts on the new set).
  */
 export class RayHead extends pulumi.ComponentResource {
     public readonly unit: pulumi.Output<string>;
@@ -45,7 +48,7 @@ export class RayHead extends pulumi.ComponentResource {
             {
                 host: args.host,
                 unit: this.unit,
-                script: plan.ready(this.address, args.expectedNodes, args.expectedGpus),
+                script: plan.ready(this.address, args.expectedNodes, args.expectedGpus, args.members),
                 timeout: "10m",
             },
             { parent: this, dependsOn: [this.started] },

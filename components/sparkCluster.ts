@@ -202,6 +202,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                     dashboard: rayLayout.dashboard.access,
                     expectedNodes: rayLayout.expectedNodes,
                     expectedGpus: rayLayout.expectedGpus,
+                    members: rayLayout.members,
                 },
                 rayHeadNode.childOptions({ dependsOn: rayHeadNode.hostReady }),
             );

@@ -232,6 +232,12 @@ export interface RayLayout {
     /** Nodes and GPUs the head waits to see before it counts as ready. */
     expectedNodes: number;
     expectedGpus: number;
+    /**
+     * Every Ray node's address (its --node-ip-address). The head's readiness removes
+     * any other node from the cluster: one taken out of `nodes` whose Ray worker still runs until
+     * its steps are deleted, at the end of the `up` (issue 36).
+     */
+    members: string[];
     /** The dashboard: whether it listens beyond loopback (the head's firewall then opens its port), and how to reach it. */
     dashboard: { exposed: boolean; port: number; access: string };
 }
@@ -542,6 +548,7 @@ export function resolveExecutor(
                     address: `${head.ip}:${ray.port}`,
                     expectedNodes: nodes.length,
                     expectedGpus: totalGpus,
+                    members: nodes.map((node) => node.ip),
                     dashboard: {
                         exposed,
                         port: ray.dashboardPort,

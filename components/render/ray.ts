@@ -121,23 +121,36 @@ export function renderRayUnit(spec: RayStartSpec, runtime: Runtime, envHash: str
  * The readiness probe, run beside Ray with its Python: ONE process that reads the GCS's node
  * table (ALIVE nodes and their GPUs) every 0.2 s, instead of a `ray status` (1-1.5 s of imports
  * and an autoscaler report) every 2 s. Says what it waits for, and what it sees, every 10 s.
- * Arguments: GCS address, nodes, GPUs, seconds. Exit 0 when ready, 1 when it gave up.
+ * Arguments: GCS address, nodes, GPUs, seconds, and (the head's readiness only) the members'
+ * addresses, comma-separated: an ALIVE node at any other address is removed from the cluster
+ * (the GCS's DrainNode: it marks the node dead at once and shuts its raylet down), so that no
+ * engine placed next can land on a node that left `nodes` and whose Ray worker still runs until
+ * its steps are deleted at the end of the `up`; ready then means exactly the members.
+ * Exit 0 when ready, 1 when it gave up.
  */
 export const RAY_PROBE_PY = String.raw`import sys, time
 address, nodes, gpus, limit = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+members = set(sys.argv[5].split(",")) if len(sys.argv) > 5 else None
 start = time.monotonic()
 from ray._raylet import GcsClient
 from ray.core.generated.gcs_pb2 import GcsNodeInfo
 what = "Ray at %s to show %d nodes and %g GPUs" % (address, nodes, gpus)
-seen, client, said = "the GCS has not answered yet", None, start
+seen, client, said, removing = "the GCS has not answered yet", None, start, {}
 while True:
     try:
         if client is None:
             client = GcsClient(address=address)
         alive = list(client.get_all_node_info(timeout=5, state_filter=GcsNodeInfo.GcsNodeState.ALIVE).values())
+        strangers = [n for n in alive if members is not None and n.node_manager_address not in members]
+        for n in strangers:
+            if time.monotonic() - removing.get(n.node_id, -60) >= 5:
+                removing[n.node_id] = time.monotonic()
+                done = n.node_id in client.drain_nodes([n.node_id], timeout=5)
+                print("[spark-cluster] ray: %s is not a member of the cluster (no longer in nodes): %s" % (n.node_manager_address, "removed it" if done else "its removal was refused; trying again"), flush=True)
+        alive = [n for n in alive if n not in strangers]
         have = sum(float(n.resources_total.get("GPU", 0)) for n in alive)
-        seen = "%d node(s), %g GPU(s)" % (len(alive), have)
-        if len(alive) >= nodes and have >= gpus:
+        seen = "%d node(s), %g GPU(s)" % (len(alive), have) + ("; removing %s" % ", ".join(sorted(n.node_manager_address for n in strangers)) if strangers else "")
+        if len(alive) >= nodes and have >= gpus and not strangers:
             print("ray: %s after %.1f s" % (seen, time.monotonic() - start), flush=True)
             sys.exit(0)
     except Exception as err:
@@ -152,9 +165,9 @@ while True:
     time.sleep(0.2)
 `;
 
-/** The probe's argv (see {@link RAY_PROBE_PY}), for `execBeside` the Ray unit. */
-export function rayProbeArgv(address: string, nodes: number, gpus: number, seconds = 300): string[] {
-    return ["python3", "-c", RAY_PROBE_PY, address, String(nodes), String(gpus), String(seconds)];
+/** The probe's argv (see {@link RAY_PROBE_PY}), for `execBeside` the Ray unit; `members`: remove every other node (the head's readiness only). */
+export function rayProbeArgv(address: string, nodes: number, gpus: number, seconds = 300, members?: readonly string[]): string[] {
+    return ["python3", "-c", RAY_PROBE_PY, address, String(nodes), String(gpus), String(seconds), ...(members === undefined ? [] : [members.join(",")])];
 }
 
 /**
@@ -207,8 +220,8 @@ export interface RayPlan {
     unit(envHash: string, imageId?: string): string;
     /** The unit step: its create and read-back scripts for the rendered unit, and its delete. */
     unitStep: { create(unit: string): string; read(unit: string): string; delete: string };
-    /** The head's readiness probe: the cluster shows `nodes` nodes and `gpus` GPUs at `address`. */
-    ready(address: string, nodes: number, gpus: number): string;
+    /** The head's readiness probe: the cluster shows `nodes` nodes and `gpus` GPUs at `address`, and no node but `members` (any other is removed). */
+    ready(address: string, nodes: number, gpus: number, members: readonly string[]): string;
 }
 
 /**
@@ -263,9 +276,9 @@ export function rayPlan(spec: RayStartSpec, runtime: Runtime, watchdog?: Watchdo
                 companions.map((c) => c.name),
             ),
         },
-        ready: (address, nodes, gpus) =>
+        ready: (address, nodes, gpus, members) =>
             rayReadyScript(
-                strategy.execBeside(CONTAINER_NAMES.ray, rayProbeArgv(address, nodes, gpus)),
+                strategy.execBeside(CONTAINER_NAMES.ray, rayProbeArgv(address, nodes, gpus, 300, members)),
                 strategy.execBeside(CONTAINER_NAMES.ray, ["ray", "status", `--address=${address}`]),
                 RAY_ENV_PATH,
                 strategy.awaitContainer(CONTAINER_NAMES.ray, UNITS.ray, 60),

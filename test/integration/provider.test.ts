@@ -74,7 +74,10 @@ describe("a stack deployed before the rename moves to our provider without touch
                 "m",
             ),
         );
-        assert.match(out, /check-no-change: custom resource types in the state after \S+: pulumi:providers:spark-remote spark-remote:index:RandomSecret spark-remote:index:Step$/m);
+        assert.match(
+            out,
+            /check-no-change: custom resource types in the state after \S+: pulumi:providers:spark-remote spark-remote:index:RandomSecret spark-remote:index:Step$/m,
+        );
         assert.match(out, /check-no-change: \S+ changes only what SPARK_EXPECTED_CHANGES lists on a stack deployed with \S+/);
         // check-no-change destroys with HEAD at its end.
         assert.equal(labReusableFor("spark-pair"), "", "nothing of ours is left on the nodes after destroy");

@@ -3,13 +3,14 @@
 // with TP=1 PP=2 gets a fourth node, then loses it again. `preview` must name exactly the
 // resources the change touches, and applying it must restart no Ray or vLLM process of the nodes
 // that stay (main PIDs compared). The rows complete blastRadius.test.ts's table (docs/operations.md,
-// "What a change looks like").
+// "What a change looks like"). Then PP over every node, 2 → 4 → 3 nodes: each up serves on exactly
+// the listed nodes, and the node taken out keeps nothing of ours (issue 36).
 import { before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { UNITS } from "../../config/hostPaths";
 import { ssh, withLabUp } from "../lab/lab-harness";
-import { Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession } from "./stackSession";
+import { OUR_PATHS, Session, apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession } from "./stackSession";
 
 withLabUp("thor-switch-4");
 
@@ -18,8 +19,8 @@ type Thor = (typeof THORS)[number];
 const MGMT: Record<Thor, string> = { "thor-a": "10.77.0.21", "thor-b": "10.77.0.22", "thor-c": "10.77.0.23", "thor-d": "10.77.0.24" };
 const mainPid = (node: Thor, unit: string) => ssh(node, `systemctl show -p MainPID --value ${unit}.service`).trim();
 
-/** The lab stack's secrets and settings with `count` Thors on a switch, Ray executor, TP=1 PP=2. */
-function thorsConfig(dev: string, count: number): string {
+/** The lab stack's secrets and settings with `count` Thors on a switch, Ray executor, TP=1 and PP `pp`. */
+function thorsConfig(dev: string, count: number, pp = 2): string {
     const keep = (pattern: RegExp) => {
         const match = pattern.exec(dev);
         assert.ok(match, `Pulumi.dev.yaml has ${pattern}`);
@@ -43,7 +44,7 @@ function thorsConfig(dev: string, count: number): string {
         "  spark-cluster:interconnect: {topology: switch, mtu: 9000}",
         keep(/^ {2}spark-cluster:ray:\n\s+objectStoreMemoryMb: .*$/m),
         keep(/^ {2}spark-cluster:check:\n\s+enabled: false$/m),
-        "  spark-cluster:model: {source: lab/tiny-chat, servedName: tiny-chat, tensorParallel: 1, pipelineParallel: 2, executor: ray}",
+        `  spark-cluster:model: {source: lab/tiny-chat, servedName: tiny-chat, tensorParallel: 1, pipelineParallel: ${pp}, executor: ray}`,
         keep(/^ {2}spark-cluster:apiKey:\n\s+secure: .*$/m),
         keep(/^encryptionsalt: .*$/m),
         "",
@@ -151,6 +152,43 @@ describe("blast radius: adding and removing a worker (thor-switch-4, Ray executo
             assert.deepEqual(restarted, [], "no Ray or vLLM process of the nodes that stay restarts");
         });
     }
+
+    it("removes its scratch backend", () => removeSession(session));
+});
+
+// Issue 36: PP over every node, so each change of `nodes` restarts the engine on the new set. Taking
+// thor-d out used to leave its Ray worker in the cluster (its steps are deleted at the end of the
+// `up`) while the head's firewall already dropped it: the restarted engine could place a shard on it
+// and never listen. The head's Ray readiness now removes a node that left from Ray before the engine
+// restarts (components/render/ray.ts, RAY_PROBE_PY).
+describe("PP over every node (thor-switch-4, Ray executor): 2 → 4 → 3 nodes, each up serving on exactly the listed nodes", { timeout: 2_400_000 }, () => {
+    let session: Session;
+    let apiKey = "";
+    let dev = "";
+
+    before(() => {
+        session = newSession();
+        dev = fs.readFileSync(session.configFile, "utf8");
+        apiKey = apiKeyOf(session);
+    });
+
+    for (const count of [2, 4, 3]) {
+        it(`${count} nodes, pipelineParallel ${count}: up, then a chat served by exactly ${THORS.slice(0, count).join(",")}`, async (t) => {
+            fs.writeFileSync(session.configFile, thorsConfig(dev, count, count));
+            const start = Date.now();
+            pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+            const seconds = Math.round((Date.now() - start) / 1000);
+            const answer = await chat(pulumi(session, "stack", "output", "endpoint").trim(), apiKey, "tiny-chat");
+            t.diagnostic(`${count} nodes: up ${seconds} s; ${answer.split(". You said")[0]}`);
+            assert.match(answer, new RegExp(`served by ${THORS.slice(0, count).join(",")} \\(tp=1 pp=${count} executor=ray\\)`));
+        });
+    }
+
+    it("the node taken out (thor-d) keeps nothing of ours: no file, no unit, no Ray", () => {
+        const left = OUR_PATHS.filter((p) => ssh("thor-d", `test -e ${p} && echo yes || echo no`).trim() === "yes");
+        assert.deepEqual(left, []);
+        assert.equal(ssh("thor-d", `systemctl is-active ${UNITS.ray}.service || true`).trim(), "inactive");
+    });
 
     it("removes its scratch backend", () => removeSession(session));
 });

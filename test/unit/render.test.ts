@@ -691,6 +691,71 @@ describe("host scripts", () => {
         }
     });
 
+    it("the head's ray readiness removes a node that is not a member (it left nodes, its Ray still runs); status's probe removes nothing", () => {
+        // Ray 2.60's names the probe uses for it: NodeInfo.node_id and node_manager_address, and
+        // GcsClient.drain_nodes(node_ids, timeout), which returns the IDs it drained (the GCS marks
+        // each dead at once and shuts its raylet down: NodeInfoGcsService.DrainNode).
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ray-members-"));
+        const write = (file: string, text: string) => {
+            fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+            fs.writeFileSync(path.join(dir, file), text);
+        };
+        write("ray/__init__.py", "");
+        write("ray/core/__init__.py", "");
+        write("ray/core/generated/__init__.py", "");
+        write("ray/core/generated/gcs_pb2.py", "class GcsNodeInfo:\n    class GcsNodeState:\n        ALIVE = 0\n");
+        write(
+            "ray/_raylet.py",
+            [
+                "import os, types",
+                "DRAINED = os.path.join(os.environ['STUB_DIR'], 'drained')",
+                "def drained():",
+                "    return open(DRAINED).read().split() if os.path.exists(DRAINED) else []",
+                "class GcsClient:",
+                "    def __init__(self, address):",
+                "        pass",
+                "    def get_all_node_info(self, timeout, state_filter):",
+                "        ips = ['192.168.100.21', '192.168.100.22', '192.168.100.24']",
+                "        nodes = [types.SimpleNamespace(node_id=ip.encode(), node_manager_address=ip, resources_total={'GPU': 1.0}) for ip in ips]",
+                "        return {n.node_id: n for n in nodes if n.node_manager_address not in drained()}",
+                "    def drain_nodes(self, node_ids, timeout):",
+                "        with open(DRAINED, 'a') as f:",
+                "            f.write(' '.join(i.decode() for i in node_ids) + '\\n')",
+                "        return list(node_ids)",
+                "",
+            ].join("\n"),
+        );
+        try {
+            const envFile = path.join(dir, "ray.env");
+            fs.writeFileSync(envFile, renderRayEnv("systemd", "0123456789abcdef0123456789abcdef"));
+            const run = (members?: string[]) => {
+                fs.rmSync(path.join(dir, "drained"), { force: true });
+                const r = spawnSync(
+                    "bash",
+                    ["-c", rayReadyScript(shellJoin(rayProbeArgv("192.168.100.21:6379", 2, 2, 5, members)), "echo ray status here", envFile)],
+                    {
+                        encoding: "utf8",
+                        env: { ...process.env, PYTHONPATH: dir, STUB_DIR: dir },
+                    },
+                );
+                const drained = fs.existsSync(path.join(dir, "drained")) ? fs.readFileSync(path.join(dir, "drained"), "utf8").split(/\s+/).filter(Boolean) : [];
+                return { ...r, drained };
+            };
+            const head = run(["192.168.100.21", "192.168.100.22"]);
+            assert.equal(head.status, 0, head.stdout + head.stderr);
+            assert.deepEqual(head.drained, ["192.168.100.24"], "the node that left, once");
+            assert.match(head.stdout, /^\[spark-cluster\] ray: 192\.168\.100\.24 is not a member of the cluster \(no longer in nodes\): removed it$/m);
+            assert.match(head.stdout, /^ray: 2 node\(s\), 2 GPU\(s\) after [0-9.]+ s$/m);
+            // status's probe (no members) reads and says, and removes nothing.
+            const status = run();
+            assert.equal(status.status, 0, status.stdout + status.stderr);
+            assert.deepEqual(status.drained, []);
+            assert.match(status.stdout, /^ray: 3 node\(s\), 3 GPU\(s\) after/m);
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
+    });
+
     it("ray readiness in a container waits for the Ray unit's container to run before going into it", () => {
         // A docker stand-in on PATH: `inspect` says the container runs from its `runsAt`-th call
         // on; `exec` into it fails as docker's does until then ("is not running"), and runs the

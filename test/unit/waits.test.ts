@@ -169,7 +169,7 @@ function renderedScripts(config: Config): Map<string, string> {
             const unit = plan.unit("0123456789abcdef");
             add(`${step}-auth`, plan.auth.create, plan.auth.delete, plan.auth.read, plan.authFile("token"));
             add(`${step}-unit`, plan.unitStep.create(unit), plan.unitStep.delete, plan.unitStep.read(unit));
-            if (isHead) add(`${step}-ready`, plan.ready(ray.address, ray.expectedNodes, ray.expectedGpus));
+            if (isHead) add(`${step}-ready`, plan.ready(ray.address, ray.expectedNodes, ray.expectedGpus, ray.members));
         }
     }
     for (const placement of config.executor.servers) {
