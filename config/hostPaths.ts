@@ -23,6 +23,13 @@ export const RUNTIME_ENV_PATH = `${CONFIG_DIR}/runtime.env`;
 export const RAY_ENV_PATH = `${CONFIG_DIR}/ray.env`;
 /** Root-only env file of Open WebUI: the API key, its admin's password and its session key, and its settings. */
 export const OPEN_WEBUI_ENV_PATH = `${CONFIG_DIR}/open-webui.env`;
+/**
+ * The system user Open WebUI's venv runs as (not root): the data step creates it (its comment names
+ * us) and owns the data directory to it; destroy gives the kept data back to root and removes it.
+ */
+export const OPEN_WEBUI_USER = "spark-openwebui";
+/** The comment (GECOS) of {@link OPEN_WEBUI_USER}: how the data step knows the user is ours (no colon: passwd separates fields with it). */
+export const OPEN_WEBUI_USER_COMMENT = "spark-cluster Open WebUI";
 /** Root-only env file with the API key and HF token: never in argv, state or logs. */
 export const VLLM_SECRETS_PATH = `${CONFIG_DIR}/vllm.env`;
 /**

@@ -28,7 +28,16 @@ import { bashScript, heredoc, shellJoin, shellQuote } from "./host/shell";
 import { systemdJoin, systemdText } from "./host/systemd";
 import type { StepScripts } from "./step";
 import { renderWatchdogUnit } from "./watchdog";
-import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, OPEN_WEBUI_ENV_PATH, OPEN_WEBUI_SECRET_NAMES, UNITS } from "../../config/hostPaths";
+import {
+    CONFIG_DIR,
+    CONTAINER_NAMES,
+    MANAGED_MARKER,
+    OPEN_WEBUI_ENV_PATH,
+    OPEN_WEBUI_SECRET_NAMES,
+    OPEN_WEBUI_USER,
+    OPEN_WEBUI_USER_COMMENT,
+    UNITS,
+} from "../../config/hostPaths";
 import { journalTailLine } from "./host/journal";
 
 /** Where the image keeps its data (the Dockerfile's DATA_DIR); the host's data directory is mounted there. */
@@ -58,7 +67,7 @@ export type OpenWebuiEnvName = (typeof OPEN_WEBUI_ENV_NAMES)[number];
 export type OneShotStep = Pick<StepScripts, "create" | "delete">;
 
 /** What the renderers need: the resolved config minus its secrets (they arrive at deploy time). */
-export type OpenWebuiSpec = Omit<OpenWebuiConfig, "adminPassword" | "secretKey"> & { servedModel: string };
+export type OpenWebuiSpec = Omit<OpenWebuiConfig, "adminPassword"> & { servedModel: string };
 
 /** The secrets, as plaintext, at deploy time only (they reach the head on stdin). */
 export interface OpenWebuiSecrets {
@@ -74,6 +83,8 @@ interface OpenWebuiRuntimeStrategy {
     placeEnv(spec: OpenWebuiSpec): [OpenWebuiEnvName, string][];
     /** The [Unit]/[Service] lines around ExecStart, and ExecStart's argv. */
     unit(spec: OpenWebuiSpec): { after: string[]; service: string[]; execStart: string[] };
+    /** The user it runs as when not root ({@link OPEN_WEBUI_USER}: the data step makes it and gives it the data). */
+    user?: string;
     /** Probe, install when missing, verify. */
     install(spec: OpenWebuiSpec): string[];
     /** What destroy removes of the install. */
@@ -89,10 +100,21 @@ function venvStrategy(runtime: Extract<OpenWebuiRuntime, { kind: "venv" }>): Ope
         placeEnv: (spec) => [["DATA_DIR", spec.dataDir]],
         unit: (spec) => ({
             after: [],
-            // Its working directory is the data directory: anything it writes beside it stays there.
-            service: ["EnvironmentFile=" + OPEN_WEBUI_ENV_PATH, `WorkingDirectory=${spec.dataDir}`],
+            service: [
+                // systemd reads the root-only env file before it drops to the user.
+                "EnvironmentFile=" + OPEN_WEBUI_ENV_PATH,
+                // Not root: a user of its own that owns the data directory, and nothing else of the host's.
+                `User=${OPEN_WEBUI_USER}`,
+                `Group=${OPEN_WEBUI_USER}`,
+                // Its working directory and home are the data directory: anything it writes beside it stays there.
+                `WorkingDirectory=${spec.dataDir}`,
+                `Environment=${systemdJoin([`HOME=${spec.dataDir}`])}`,
+                "NoNewPrivileges=yes",
+                "PrivateTmp=yes",
+            ],
             execStart: [`${venv}/bin/open-webui`, "serve", "--host", spec.listenAddress, "--port", String(spec.port)],
         }),
+        user: OPEN_WEBUI_USER,
         install: (spec) => {
             const have = `$(${shellJoin([`${venv}/bin/python`, "-c", 'import importlib.metadata as m; print(m.version("open-webui"))'])} 2>/dev/null || true)`;
             const pip = shellJoin([
@@ -284,16 +306,45 @@ export function openWebuiInstallScripts(spec: OpenWebuiSpec): OneShotStep {
     };
 }
 
-/** The data directory: created root-only; destroy removes it only when removeDataOnDestroy says so. */
+/**
+ * The data directory, 0700 and owned by the user Open WebUI runs as (root in its image; the venv's
+ * own system user, made here when missing, refused when a user of that name is not ours). Destroy
+ * removes it only when removeDataOnDestroy says so; kept data goes back to root, and our user goes.
+ */
 export function openWebuiDataScripts(spec: OpenWebuiSpec): OneShotStep {
     const dir = shellQuote(spec.dataDir);
+    const user = openWebuiRuntime(spec.runtime).user;
+    const ours = user === undefined ? [] : [`ours() { [ "$(getent passwd ${user} | cut -d: -f5)" = ${shellQuote(OPEN_WEBUI_USER_COMMENT)} ]; }`];
+    const makeUser =
+        user === undefined
+            ? []
+            : [
+                  ...ours,
+                  `if ! getent passwd ${user} >/dev/null; then`,
+                  `  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin --comment ${shellQuote(OPEN_WEBUI_USER_COMMENT)} ${user}`,
+                  `  sc_log "created the system user ${user}: Open WebUI runs as it, not as root"`,
+                  `elif ! ours; then`,
+                  `  sc_log "a user ${user} exists and is not ours (its comment is not '${OPEN_WEBUI_USER_COMMENT}'): Open WebUI would run as it. Remove or rename it, or set frontend.openWebui.runtime to { kind: docker }"`,
+                  `  exit 1`,
+                  `fi`,
+              ];
+    const owner = user === undefined ? "root:root" : `${user}:${user}`;
+    const dropUser = user === undefined ? [] : [...ours, `if ours; then userdel ${user} && sc_log "removed the system user ${user}"; fi`];
     return {
-        create: bashScript([HOST_LIB, `install -d -m 0700 ${dir}`, `chmod 0700 ${dir}`, `echo "data in ${spec.dataDir} ($(du -sh ${dir} | cut -f1))"`]),
+        create: bashScript([
+            HOST_LIB,
+            ...makeUser,
+            `install -d -m 0700 ${dir}`,
+            `chown -R ${owner} ${dir}`,
+            `chmod 0700 ${dir}`,
+            `echo "data in ${spec.dataDir} ($(du -sh ${dir} | cut -f1)), owned by ${owner.split(":")[0]}"`,
+        ]),
         delete: bashScript([
             HOST_LIB,
             spec.removeDataOnDestroy
                 ? `rm -rf --one-file-system ${dir}; sc_log "removed ${spec.dataDir} (frontend.openWebui.removeDataOnDestroy)"`
-                : `sc_log "kept ${spec.dataDir} (Open WebUI's users and chats; frontend.openWebui.removeDataOnDestroy removes it)"`,
+                : `[ ! -d ${dir} ] || chown -R root:root ${dir}; sc_log "kept ${spec.dataDir}, owned by root (Open WebUI's users and chats; frontend.openWebui.removeDataOnDestroy removes it)"`,
+            ...dropUser,
             "sc_cleanup_state",
         ]),
     };

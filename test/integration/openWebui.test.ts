@@ -20,7 +20,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
-import { OPEN_WEBUI_ENV_PATH, PROMETHEUS_CONFIG_PATH, PROMETHEUS_DATA_DIR, UNITS, unitPath } from "../../config/hostPaths";
+import { OPEN_WEBUI_ENV_PATH, OPEN_WEBUI_USER, PROMETHEUS_CONFIG_PATH, PROMETHEUS_DATA_DIR, UNITS, unitPath } from "../../config/hostPaths";
 import { SECRET_PURPOSES } from "../../components/clusterSecrets";
 import { keyPath, sleep, sshOpts, withLabUp } from "../lab/lab-harness";
 import { chatThroughPage, chromiumPath } from "./openWebuiBrowser";
@@ -195,6 +195,13 @@ describe("Open WebUI on the lab's Spark pair, in a real Chromium", { timeout: 30
         }
     });
 
+    it("runs as its own system user, not root, which owns the data directory (issue 40, item 8)", () => {
+        const user = ssh("spark-a", `ps -o user= -p "$(systemctl show -p MainPID --value ${UNITS.openWebui}.service)"`).trim();
+        assert.equal(user, OPEN_WEBUI_USER);
+        assert.equal(ssh("spark-a", `stat -c '%U %a' ${DATA_DIR}`).trim(), `${OPEN_WEBUI_USER} 700`);
+        assert.equal(ssh("spark-a", `find ${DATA_DIR} ! -user ${OPEN_WEBUI_USER} | wc -l`).trim(), "0", "everything in the data directory is its");
+    });
+
     it("a second up changes nothing", () => {
         pulumiWithConfig(session, "up", "--yes", "--skip-preview", "--expect-no-changes");
     });
@@ -288,6 +295,7 @@ describe("Open WebUI on the lab's Spark pair, in a real Chromium", { timeout: 30
             `for p in ${unitPath(UNITS.openWebui)} ${unitPath(UNITS.openWebuiWatchdog)} ${OPEN_WEBUI_ENV_PATH} ${DATA_DIR} ${unitPath(UNITS.prometheus)} ${PROMETHEUS_CONFIG_PATH} ${PROMETHEUS_DATA_DIR}; do [ -e "$p" ] && echo "$p"; done; [ -x ${VENV}/bin/open-webui ] && echo venv-kept; true`,
         ).trim();
         assert.equal(left, "venv-kept");
+        assert.equal(ssh("spark-a", `getent passwd ${OPEN_WEBUI_USER} || echo gone`).trim(), "gone", "our system user is removed");
         // The exporters' units are gone; the packages (the owner's) stay.
         for (const node of ["spark-a", "spark-b"] as const) {
             assert.equal(

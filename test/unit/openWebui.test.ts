@@ -10,7 +10,7 @@ import * as path from "node:path";
 import { ConfigError, DEFAULT_OPEN_WEBUI_IMAGE, DEFAULT_OPEN_WEBUI_VENV, OPEN_WEBUI_VERSION, type Config, parseConfig } from "../../config";
 import { OPEN_WEBUI_ENV_NAMES, type OpenWebuiSpec, openWebuiPlan, renderOpenWebuiEnv } from "../../components/render/openWebui";
 import { pythonReadEnvValue } from "../../components/render/host/envFile";
-import { OPEN_WEBUI_ENV_PATH, UNITS } from "../../config/hostPaths";
+import { OPEN_WEBUI_ENV_PATH, OPEN_WEBUI_USER, OPEN_WEBUI_USER_COMMENT, UNITS } from "../../config/hostPaths";
 import { matchSnapshot } from "../support/snapshot";
 import { systemdSplit } from "../support/unitText";
 
@@ -334,6 +334,62 @@ describe("Open WebUI renderers", () => {
         assert.doesNotMatch(openWebuiPlan(VENV_SPEC).data.delete, /rm -rf/);
         assert.match(openWebuiPlan({ ...VENV_SPEC, removeDataOnDestroy: true }).data.delete, /rm -rf --one-file-system \/var\/lib\/spark-cluster-open-webui;/);
         assert.match(openWebuiPlan(VENV_SPEC).data.create, /install -d -m 0700 \/var\/lib\/spark-cluster-open-webui/);
+    });
+
+    it("a venv runs as a system user of its own that owns the data (made when missing, refused when not ours); destroy gives kept data back to root and removes the user", () => {
+        // Stand-ins for the user tools, on PATH: getent answers from a passwd line in $STUB/passwd,
+        // useradd writes it, userdel removes it, chown records its arguments. The data dir is a temporary one.
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "webui-user-"));
+        try {
+            const bin = path.join(dir, "bin");
+            fs.mkdirSync(bin);
+            const stub = (name: string, body: string) => fs.writeFileSync(path.join(bin, name), `#!/bin/bash\n${body}\n`, { mode: 0o755 });
+            stub("getent", `[ -f "$STUB/passwd" ] && grep "^$2:" "$STUB/passwd"`);
+            stub("useradd", `echo "useradd $*" >> "$STUB/calls"; echo "\${@: -1}:x:998:998:\${9}:/nonexistent:/usr/sbin/nologin" > "$STUB/passwd"`);
+            stub("userdel", `echo "userdel $*" >> "$STUB/calls"; rm -f "$STUB/passwd"`);
+            stub("chown", `echo "chown $*" >> "$STUB/calls"`);
+            const data = path.join(dir, "data");
+            const run = (script: string) => {
+                fs.rmSync(path.join(dir, "calls"), { force: true });
+                const r = spawnSync("bash", ["-c", script], {
+                    encoding: "utf8",
+                    env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, STUB: dir, SC_STATE: path.join(dir, "state") },
+                });
+                const calls = fs.existsSync(path.join(dir, "calls")) ? fs.readFileSync(path.join(dir, "calls"), "utf8").trim().split("\n") : [];
+                return { ...r, calls };
+            };
+            const venv = openWebuiPlan(spec(VENV_SPEC.runtime, { dataDir: data }));
+            const made = run(venv.data.create);
+            assert.equal(made.status, 0, made.stdout + made.stderr);
+            assert.deepEqual(made.calls, [
+                `useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin --comment ${OPEN_WEBUI_USER_COMMENT} ${OPEN_WEBUI_USER}`,
+                `chown -R ${OPEN_WEBUI_USER}:${OPEN_WEBUI_USER} ${data}`,
+            ]);
+            assert.equal((fs.statSync(data).mode & 0o777).toString(8), "700");
+            assert.match(made.stdout, new RegExp(`created the system user ${OPEN_WEBUI_USER}`));
+            // Again: the user is ours, nothing is made twice.
+            assert.deepEqual(run(venv.data.create).calls, [`chown -R ${OPEN_WEBUI_USER}:${OPEN_WEBUI_USER} ${data}`]);
+            // Destroy keeping the data: back to root, then our user goes.
+            const kept = run(venv.data.delete);
+            assert.equal(kept.status, 0, kept.stdout + kept.stderr);
+            assert.deepEqual(kept.calls, [`chown -R root:root ${data}`, `userdel ${OPEN_WEBUI_USER}`]);
+            assert.ok(fs.existsSync(data));
+            // A user of that name that is not ours: refused, naming the fix; and destroy leaves it.
+            fs.writeFileSync(path.join(dir, "passwd"), `${OPEN_WEBUI_USER}:x:1001:1001:Someone Else:/home/x:/bin/bash\n`);
+            const foreign = run(venv.data.create);
+            assert.equal(foreign.status, 1);
+            assert.deepEqual(foreign.calls, []);
+            assert.match(foreign.stdout, /a user spark-openwebui exists and is not ours .* set frontend\.openWebui\.runtime to \{ kind: docker \}/);
+            assert.ok(!run(venv.data.delete).calls.some((c) => c.startsWith("userdel")), "not ours: not removed");
+            // In its image it runs as root: no user, the data root's.
+            fs.rmSync(path.join(dir, "passwd"));
+            const docker = openWebuiPlan(spec(DOCKER_SPEC.runtime, { dataDir: data }));
+            assert.deepEqual(run(docker.data.create).calls, [`chown -R root:root ${data}`]);
+            assert.doesNotMatch(docker.unit, /^User=/m);
+            assert.match(venv.unit, new RegExp(`^User=${OPEN_WEBUI_USER}$`, "m"));
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
+        }
     });
 
     it("destroy removes only a venv that up created (its marker)", () => {
