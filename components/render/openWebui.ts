@@ -58,6 +58,7 @@ export const OPEN_WEBUI_ENV_NAMES = [
     // The secrets (config/hostPaths.ts: journal tails are scrubbed of their values).
     ...OPEN_WEBUI_SECRET_NAMES,
     "DATA_DIR",
+    "STATIC_DIR",
     "HOST",
     "PORT",
 ] as const;
@@ -97,7 +98,12 @@ function venvStrategy(runtime: Extract<OpenWebuiRuntime, { kind: "venv" }>): Ope
     const pipSource = runtime.wheelhouse === undefined ? [] : ["--no-index", "--find-links", runtime.wheelhouse];
     return {
         envFileReader: "systemd",
-        placeEnv: (spec) => [["DATA_DIR", spec.dataDir]],
+        // STATIC_DIR: at every start it copies its static files there (open_webui/config.py, 0.12.4:
+        // into the package by default, which its user may not write), so into the data directory.
+        placeEnv: (spec) => [
+            ["DATA_DIR", spec.dataDir],
+            ["STATIC_DIR", `${spec.dataDir}/static`],
+        ],
         unit: (spec) => ({
             after: [],
             service: [

@@ -309,8 +309,10 @@ function expectedVars(config: Config, nodeName: string | undefined, file: string
         want.WEBUI_ADMIN_NAME = ui.adminName;
         want.WEBUI_ADMIN_PASSWORD = ui.adminPassword.reveal();
         // The image's DATA_DIR is its own (the data directory is mounted there); its start.sh reads HOST.
-        if (ui.runtime.kind === "venv") want.DATA_DIR = ui.dataDir;
-        else want.HOST = ui.listenAddress;
+        if (ui.runtime.kind === "venv") {
+            want.DATA_DIR = ui.dataDir;
+            want.STATIC_DIR = `${ui.dataDir}/static`;
+        } else want.HOST = ui.listenAddress;
     } else if (file === SGLANG_CONFIG) {
         want["api-key"] = config.apiKey.reveal();
     } else if (file.endsWith("/runtime.env") || file === "/etc/nccl.conf") {
