@@ -1,10 +1,11 @@
-// Blast radius of adding and removing a worker, on the lab's thor-switch-4 topology (four Thors
-// with a venv on one switch; the Spark pair has no third node): a three-node Ray cluster serving
-// with TP=1 PP=2 gets a fourth node, then loses it again. `preview` must name exactly the
-// resources the change touches, and applying it must restart no Ray or vLLM process of the nodes
-// that stay (main PIDs compared). The rows complete blastRadius.test.ts's table (docs/operations.md,
-// "What a change looks like"). Then PP over every node, 2 → 4 → 3 nodes: each up serves on exactly
-// the listed nodes, and the node taken out keeps nothing of ours (issue 36).
+// Adding and removing workers on the lab's thor-switch-4 topology (four Thors with a venv on one
+// switch; the Spark pair has no third node), Ray executor. First PP over every node, 2 → 4 → 3
+// nodes from scratch: each up serves on exactly the listed nodes, and the node taken out keeps
+// nothing of ours (issue 36). Then the blast radius: a three-node cluster serving with TP=1 PP=2
+// gets a fourth node, then loses it again; `preview` must name exactly the resources the change
+// touches, and applying it must restart no Ray or vLLM process of the nodes that stay (main PIDs
+// compared). Those rows complete blastRadius.test.ts's table (docs/operations.md, "What a change
+// looks like").
 import { before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
@@ -111,7 +112,7 @@ function pids(): Record<string, string> {
     return out;
 }
 
-describe("blast radius: adding and removing a worker (thor-switch-4, Ray executor)", { timeout: 2_400_000 }, () => {
+describe("adding and removing workers (thor-switch-4, Ray executor): PP over every node, then the blast radius", { timeout: 2_400_000 }, () => {
     let session: Session;
     let apiKey = "";
     let dev = "";
@@ -119,11 +120,34 @@ describe("blast radius: adding and removing a worker (thor-switch-4, Ray executo
     before(() => {
         session = newSession();
         dev = fs.readFileSync(session.configFile, "utf8");
-        fs.writeFileSync(session.configFile, thorsConfig(dev, 3));
         apiKey = apiKeyOf(session);
     });
 
-    it("converges three Thors and answers", async () => {
+    // Issue 36: PP over every node, so each change of `nodes` restarts the engine on the new set.
+    // Taking thor-d out used to leave its Ray worker in the cluster (its steps are deleted at the end
+    // of the `up`) while the head's firewall already dropped it: the restarted engine could place a
+    // shard on it and never listen. The head's Ray readiness now removes a node that left from Ray
+    // before the engine restarts (components/render/ray.ts, RAY_PROBE_PY). 2 → 4 → 3 nodes, from scratch.
+    for (const count of [2, 4, 3]) {
+        it(`${count} nodes, pipelineParallel ${count}: up, then a chat served by exactly ${THORS.slice(0, count).join(",")}`, async (t) => {
+            fs.writeFileSync(session.configFile, thorsConfig(dev, count, count));
+            const start = Date.now();
+            pulumiWithConfig(session, "up", "--yes", "--skip-preview");
+            const seconds = Math.round((Date.now() - start) / 1000);
+            const answer = await chat(pulumi(session, "stack", "output", "endpoint").trim(), apiKey, "tiny-chat");
+            t.diagnostic(`${count} nodes: up ${seconds} s; ${answer.split(". You said")[0]}`);
+            assert.match(answer, new RegExp(`served by ${THORS.slice(0, count).join(",")} \\(tp=1 pp=${count} executor=ray\\)`));
+        });
+    }
+
+    it("the node taken out (thor-d) keeps nothing of ours: no file, no unit, no Ray", () => {
+        const left = OUR_PATHS.filter((p) => ssh("thor-d", `test -e ${p} && echo yes || echo no`).trim() === "yes");
+        assert.deepEqual(left, []);
+        assert.equal(ssh("thor-d", `systemctl is-active ${UNITS.ray}.service || true`).trim(), "inactive");
+    });
+
+    it("three Thors with PP=2 (the blast radius rows' start) converge and answer", async () => {
+        fs.writeFileSync(session.configFile, thorsConfig(dev, 3));
         pulumiWithConfig(session, "up", "--yes", "--skip-preview");
         await chat(pulumi(session, "stack", "output", "endpoint").trim(), apiKey, "tiny-chat");
     });
@@ -152,43 +176,6 @@ describe("blast radius: adding and removing a worker (thor-switch-4, Ray executo
             assert.deepEqual(restarted, [], "no Ray or vLLM process of the nodes that stay restarts");
         });
     }
-
-    it("removes its scratch backend", () => removeSession(session));
-});
-
-// Issue 36: PP over every node, so each change of `nodes` restarts the engine on the new set. Taking
-// thor-d out used to leave its Ray worker in the cluster (its steps are deleted at the end of the
-// `up`) while the head's firewall already dropped it: the restarted engine could place a shard on it
-// and never listen. The head's Ray readiness now removes a node that left from Ray before the engine
-// restarts (components/render/ray.ts, RAY_PROBE_PY).
-describe("PP over every node (thor-switch-4, Ray executor): 2 → 4 → 3 nodes, each up serving on exactly the listed nodes", { timeout: 2_400_000 }, () => {
-    let session: Session;
-    let apiKey = "";
-    let dev = "";
-
-    before(() => {
-        session = newSession();
-        dev = fs.readFileSync(session.configFile, "utf8");
-        apiKey = apiKeyOf(session);
-    });
-
-    for (const count of [2, 4, 3]) {
-        it(`${count} nodes, pipelineParallel ${count}: up, then a chat served by exactly ${THORS.slice(0, count).join(",")}`, async (t) => {
-            fs.writeFileSync(session.configFile, thorsConfig(dev, count, count));
-            const start = Date.now();
-            pulumiWithConfig(session, "up", "--yes", "--skip-preview");
-            const seconds = Math.round((Date.now() - start) / 1000);
-            const answer = await chat(pulumi(session, "stack", "output", "endpoint").trim(), apiKey, "tiny-chat");
-            t.diagnostic(`${count} nodes: up ${seconds} s; ${answer.split(". You said")[0]}`);
-            assert.match(answer, new RegExp(`served by ${THORS.slice(0, count).join(",")} \\(tp=1 pp=${count} executor=ray\\)`));
-        });
-    }
-
-    it("the node taken out (thor-d) keeps nothing of ours: no file, no unit, no Ray", () => {
-        const left = OUR_PATHS.filter((p) => ssh("thor-d", `test -e ${p} && echo yes || echo no`).trim() === "yes");
-        assert.deepEqual(left, []);
-        assert.equal(ssh("thor-d", `systemctl is-active ${UNITS.ray}.service || true`).trim(), "inactive");
-    });
 
     it("removes its scratch backend", () => removeSession(session));
 });

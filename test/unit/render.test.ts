@@ -644,17 +644,8 @@ describe("host scripts", () => {
     it("ray readiness counts ALIVE nodes and their GPUs in the GCS node table, and gives up when bounded", () => {
         // A stand-in for the few names of Ray's Python API the probe uses (Ray 2.60:
         // ray._raylet.GcsClient.get_all_node_info, gcs_pb2.GcsNodeInfo.GcsNodeState.ALIVE).
-        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ray-ready-"));
-        const write = (file: string, text: string) => {
-            fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
-            fs.writeFileSync(path.join(dir, file), text);
-        };
-        write("ray/__init__.py", "");
-        write("ray/core/__init__.py", "");
-        write("ray/core/generated/__init__.py", "");
-        write("ray/core/generated/gcs_pb2.py", "class GcsNodeInfo:\n    class GcsNodeState:\n        ALIVE = 0\n");
-        write(
-            "ray/_raylet.py",
+        const dir = fakeRayPackage(
+            "ray-ready-",
             [
                 "import os, types",
                 "class GcsClient:",
@@ -695,17 +686,8 @@ describe("host scripts", () => {
         // Ray 2.60's names the probe uses for it: NodeInfo.node_id and node_manager_address, and
         // GcsClient.drain_nodes(node_ids, timeout), which returns the IDs it drained (the GCS marks
         // each dead at once and shuts its raylet down: NodeInfoGcsService.DrainNode).
-        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ray-members-"));
-        const write = (file: string, text: string) => {
-            fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
-            fs.writeFileSync(path.join(dir, file), text);
-        };
-        write("ray/__init__.py", "");
-        write("ray/core/__init__.py", "");
-        write("ray/core/generated/__init__.py", "");
-        write("ray/core/generated/gcs_pb2.py", "class GcsNodeInfo:\n    class GcsNodeState:\n        ALIVE = 0\n");
-        write(
-            "ray/_raylet.py",
+        const dir = fakeRayPackage(
+            "ray-members-",
             [
                 "import os, types",
                 "DRAINED = os.path.join(os.environ['STUB_DIR'], 'drained')",
@@ -986,6 +968,24 @@ function fakeClock(dir: string): void {
         mode: 0o755,
     });
     fs.writeFileSync(path.join(dir, "date"), `#!/bin/bash\ncat ${dir}/clock 2>/dev/null || echo 0\n`, { mode: 0o755 });
+}
+
+/**
+ * A stand-in for the few names of Ray's Python API the readiness probe imports, in a temporary
+ * directory to put on PYTHONPATH: gcs_pb2.GcsNodeInfo.GcsNodeState.ALIVE, and ray/_raylet.py as given.
+ */
+function fakeRayPackage(prefix: string, raylet: string): string {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+    const write = (file: string, text: string) => {
+        fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+        fs.writeFileSync(path.join(dir, file), text);
+    };
+    write("ray/__init__.py", "");
+    write("ray/core/__init__.py", "");
+    write("ray/core/generated/__init__.py", "");
+    write("ray/core/generated/gcs_pb2.py", "class GcsNodeInfo:\n    class GcsNodeState:\n        ALIVE = 0\n");
+    write("ray/_raylet.py", raylet);
+    return dir;
 }
 
 describe("sc_wait", () => {
