@@ -258,6 +258,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                     imageId: n.imageId,
                     publicHost: config.head.ssh.host,
                     peers,
+                    ...(rayLayout && placement.rank === 0 ? { rayMembers: rayLayout.members } : {}),
                 },
                 n.childOptions({ dependsOn: [...servingAfter(n), modelSync, ...peers] }),
             );

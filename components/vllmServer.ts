@@ -28,6 +28,13 @@ export interface VllmServerArgs {
      * the head's engine ends (render/host/files.ts, UnitRestart).
      */
     peers?: VllmServer[];
+    /**
+     * The nodes the engine's Ray cluster has (ray executor, the head's server): a change of them runs
+     * the readiness probe again, so that `up` ends with the engine answering. A node that left takes
+     * the shard it held with it, and the engine restarts on those that stay without a change of its
+     * own unit.
+     */
+    rayMembers?: readonly string[];
 }
 
 /** The OpenAI-compatible base URL rank 0 serves on `publicHost`. */
@@ -97,10 +104,13 @@ export class VllmServer extends pulumi.ComponentResource {
                 {
                     host: args.host,
                     unit: this.unit,
-                    // A new API key (vLLM restarted by the secrets step) or a restarted peer re-runs the probe too.
+                    // A new API key (vLLM restarted by the secrets step), a restarted peer or a change of the Ray
+                    // cluster's nodes re-runs the probe too.
                     triggers: [
                         pulumi.secret(
-                            pulumi.all([this.generation, ...(args.peers ?? []).map((p) => p.generation)]).apply((all) => contentHash(all.join("\n"))),
+                            pulumi
+                                .all([this.generation, ...(args.peers ?? []).map((p) => p.generation)])
+                                .apply((all) => contentHash([...all, ...(args.rayMembers ?? [])].join("\n"))),
                         ),
                     ],
                     script: plan.ready,

@@ -82,8 +82,9 @@ const NODE_STEPS = [
 // Both ways, the nodes that stay: every node's firewall lets the cluster's members in and every
 // node's netplan step pings its peers, so each is updated (no process restarts for either); the
 // head's Ray readiness counts the nodes (it runs again); the serving step lists the copies. vLLM's
-// unit and its readiness do not depend on the node count. The vLLM check lists every node's vLLM,
-// the node check every node's first-contact facts.
+// unit does not depend on the node count; its readiness probe runs again (replaced: its trigger
+// names the Ray cluster's nodes), so that up ends with the engine answering. The vLLM check lists
+// every node's vLLM, the node check every node's first-contact facts.
 const STAYING_UPDATES = [
     "dev-model-serve",
     "dev-node-check",
@@ -95,7 +96,9 @@ const STAYING_UPDATES = [
     "thor-b-interconnect-apply",
     "thor-c-firewall-apply",
     "thor-c-interconnect-apply",
-].map((step) => `${step}(update)`);
+]
+    .map((step) => `${step}(update)`)
+    .concat("thor-a-vllm-ready(replace)");
 
 const ROWS: Row[] = [
     { change: "adding a worker (thor-d)", nodes: 4, touches: [...NODE_STEPS.map((step) => `${step}(create)`), ...STAYING_UPDATES] },
