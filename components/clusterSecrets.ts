@@ -2,7 +2,7 @@
 // secret and Open WebUI's session key. Each is an HMAC of the stack's root secret, a random secret
 // drawn once by our provider (spark-remote:index:RandomSecret) and kept encrypted in the state, so
 // nothing a client of the API holds computes them. secretsGeneration rotates the root, and with it
-// every derived secret (docs/operations.md, "Rotating secrets").
+// every derived secret (docs/how-it-works.md, "Internal secrets").
 import { createHmac } from "node:crypto";
 import * as pulumi from "@pulumi/pulumi";
 import { RandomSecret } from "./sparkRemote";
