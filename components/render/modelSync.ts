@@ -200,7 +200,8 @@ export function renderModelRsyncdConf(spec: ModelServeSpec): string {
  * root-only file, each worker's modules open to that worker's addresses only. Bounded: a worker
  * that never connects, a daemon that dies, or the overall limit fail the step; the daemon stops
  * with the script (and by `timeout` at the latest). A worker that got this model before (its
- * mark from an earlier sync) is not waited for.
+ * mark from an earlier sync) is not waited for; the mark of a node no longer among the workers is
+ * removed (it left; back later, it pulls again).
  */
 export function modelServeScript(spec: ModelServeSpec): string {
     const port = spec.port ?? MODEL_SYNC_PORT;
@@ -215,8 +216,16 @@ export function modelServeScript(spec: ModelServeSpec): string {
         `done_dir=$sync_dir/${dir}.done`,
         `serve=${SERVE_DIR}`,
         `if ! snapshot_ok; then sc_log "$repo on ${spec.node} has no complete snapshot to serve"; exit 1; fi`,
+        `workers=(${names})`,
+        // A mark of a node that left the cluster goes: if it comes back, it pulls again (its own
+        // copy's record went with its steps), and a mark kept would have the head not serve it.
+        `for mark in "$done_dir"/*; do`,
+        `  [ -f "$mark" ] || continue`,
+        `  member=; for w in "\${workers[@]}"; do [ "$w" != "\${mark##*/}" ] || member=1; done`,
+        `  [ -n "$member" ] || { rm -f "$mark"; sc_log "\${mark##*/} is no longer a node of the cluster: forgot that it held $model (it pulls again if it comes back)"; }`,
+        `done`,
         `pending=()`,
-        `for w in ${names}; do`,
+        `for w in "\${workers[@]}"; do`,
         `  if [ -f "$done_dir/$w" ]; then sc_log "$w already holds $model (copied $(date -u -r "$done_dir/$w" +%Y-%m-%dT%H:%M:%SZ))"; else pending+=("$w"); fi`,
         `done`,
         `if [ \${#pending[@]} -eq 0 ]; then sc_log "every other node holds $model: nothing to serve"; exit 0; fi`,

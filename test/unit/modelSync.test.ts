@@ -9,6 +9,9 @@
 import { describe, it, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
 import { parseConfig } from "../../config";
 import { SECRET_PURPOSES, deriveSecret } from "../../components/clusterSecrets";
 import { HOST_LIB } from "../../components/render/host/lib";
@@ -119,6 +122,33 @@ describe("secrets stay out of scripts, argv and output", () => {
         assert.equal(out.stdout, "a [hfToken] b\nno token\n[hfToken]\n");
         for (const line of script.split("\n").filter((l) => /tail -n 20 "\$log"|tail -c 2000 "\$log"/.test(l))) {
             assert.match(line, /\| redact/, `printed without redact: ${line}`);
+        }
+    });
+
+    test("the head forgets the mark of a node that left (back later, it is served again); a member's mark keeps it from being waited for", () => {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "model-serve-"));
+        try {
+            const repo = path.join(dir, "hub", hubRepoDirName(REPO));
+            fs.mkdirSync(path.join(repo, "refs"), { recursive: true });
+            fs.mkdirSync(path.join(repo, "snapshots", "abc"), { recursive: true });
+            fs.writeFileSync(path.join(repo, "refs", "main"), "abc");
+            fs.writeFileSync(path.join(repo, "snapshots", "abc", "config.json"), "{}");
+            const done = path.join(dir, "sync", `${hubRepoDirName(REPO)}.done`);
+            fs.mkdirSync(done, { recursive: true });
+            for (const node of ["spark-b", "thor-1", "thor-2"]) fs.writeFileSync(path.join(done, node), "");
+            const script = modelServeScript(SERVE)
+                .replace(/^repo=.*$/m, `repo=${repo}`)
+                .replace(/^sync_dir=.*$/m, `sync_dir=${path.join(dir, "sync")}`);
+            const r = spawnSync("bash", ["-c", script], { encoding: "utf8", input: "s3cret", env: { ...process.env, SC_STATE: path.join(dir, "state") } });
+            assert.equal(r.status, 0, r.stdout + r.stderr);
+            assert.deepEqual(fs.readdirSync(done).sort(), ["spark-b", "thor-1"], "thor-2 left: its mark is gone");
+            assert.match(
+                r.stdout,
+                /^\[spark-cluster\] thor-2 is no longer a node of the cluster: forgot that it held Qwen\/Qwen2\.5-7B-Instruct \(it pulls again if it comes back\)$/m,
+            );
+            assert.match(r.stdout, /every other node holds .*: nothing to serve/);
+        } finally {
+            fs.rmSync(dir, { recursive: true, force: true });
         }
     });
 
