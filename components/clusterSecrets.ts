@@ -23,8 +23,8 @@ export function deriveSecret(root: string, purpose: string): string {
 export class ClusterSecrets {
     readonly root: RandomSecret;
 
-    constructor(name: string, generation: number, opts: pulumi.CustomResourceOptions) {
-        this.root = new RandomSecret(`${name}-root-secret`, { generation: String(generation) }, opts);
+    constructor(name: string, generation: string, opts: pulumi.CustomResourceOptions) {
+        this.root = new RandomSecret(`${name}-root-secret`, { generation }, opts);
     }
 
     /** The secret derived for `purpose`. */

@@ -172,8 +172,13 @@ export class SparkCluster extends pulumi.ComponentResource {
         // it before any Ray it has actors on. Without, each server waits for its node's host layers.
         let servingAfter = (n: ClusterNode): pulumi.Resource[] => n.hostReady;
         const rayLayout = executor.ray;
-        if (rayLayout) {
-            const rayAuthToken = config.rayAuthToken ? pulumi.secret(config.rayAuthToken.reveal()) : derived(SECRET_PURPOSES.rayAuthToken);
+        // The Ray token (ray executor): rayAuthToken, or derived from the root secret.
+        const rayAuthToken = rayLayout
+            ? config.rayAuthToken
+                ? pulumi.secret(config.rayAuthToken.reveal())
+                : derived(SECRET_PURPOSES.rayAuthToken)
+            : undefined;
+        if (rayLayout && rayAuthToken) {
             const rayArgs = (n: ClusterNode): RayNodeArgs => ({
                 host: n.host,
                 runtime: n.node.runtime,
@@ -258,7 +263,7 @@ export class SparkCluster extends pulumi.ComponentResource {
                     imageId: n.imageId,
                     publicHost: config.head.ssh.host,
                     peers,
-                    ...(rayLayout && placement.rank === 0 ? { rayMembers: rayLayout.members } : {}),
+                    ...(rayLayout && rayAuthToken && placement.rank === 0 ? { ray: { members: rayLayout.members, token: rayAuthToken } } : {}),
                 },
                 n.childOptions({ dependsOn: [...servingAfter(n), modelSync, ...peers] }),
             );

@@ -29,12 +29,12 @@ export interface VllmServerArgs {
      */
     peers?: VllmServer[];
     /**
-     * The nodes the engine's Ray cluster has (ray executor, the head's server): a change of them runs
-     * the readiness probe again, so that `up` ends with the engine answering. A node that left takes
-     * the shard it held with it, and the engine restarts on those that stay without a change of its
-     * own unit.
+     * The engine's Ray cluster (ray executor, the head's server): its nodes and its token. A change
+     * of either runs the readiness probe again, so that `up` ends with the engine answering: a node
+     * that left takes the shard it held with it, and a new token restarts Ray under the engine; the
+     * engine restarts in both cases without a change of its own unit.
      */
-    rayMembers?: readonly string[];
+    ray?: { members: readonly string[]; token: pulumi.Input<string> };
 }
 
 /** The OpenAI-compatible base URL rank 0 serves on `publicHost`. */
@@ -105,12 +105,12 @@ export class VllmServer extends pulumi.ComponentResource {
                     host: args.host,
                     unit: this.unit,
                     // A new API key (vLLM restarted by the secrets step), a restarted peer or a change of the Ray
-                    // cluster's nodes re-runs the probe too.
+                    // cluster's nodes or token re-runs the probe too.
                     triggers: [
                         pulumi.secret(
                             pulumi
-                                .all([this.generation, ...(args.peers ?? []).map((p) => p.generation)])
-                                .apply((all) => contentHash([...all, ...(args.rayMembers ?? [])].join("\n"))),
+                                .all([this.generation, ...(args.peers ?? []).map((p) => p.generation), ...(args.ray ? [args.ray.token] : [])])
+                                .apply((all) => contentHash([...all, ...(args.ray?.members ?? [])].join("\n"))),
                         ),
                     ],
                     script: plan.ready,

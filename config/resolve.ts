@@ -371,7 +371,7 @@ export interface Config {
     /** The configured token of Ray's token authentication (ray executor); absent: derived from the root secret (components/clusterSecrets.ts). */
     rayAuthToken?: SecretString;
     /** The generation of the stack's root secret (secretsGeneration): a new one draws a new root. */
-    secretsGeneration: number;
+    secretsGeneration: string;
     /** The nodes in rank order: the head (rank 0, whose address every rank dials), then the others in config order. */
     rankOrder: string[];
     /** What runs where for the executor. */

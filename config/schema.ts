@@ -612,15 +612,14 @@ export const ClusterConfigSchema = z.strictObject({
     /**
      * The generation of the stack's root secret: a random secret the first `up` draws and keeps
      * encrypted in the state, from which the cluster's internal secrets are derived (the Ray token
-     * unless rayAuthToken is set, the model sync's rsync secret, Open WebUI's session key). Raise it
-     * to rotate them: the next `up` draws a new root and updates the steps that carry them (Ray and
-     * the engine restart; Open WebUI's sessions end). Defaults to 1.
+     * unless rayAuthToken is set, the model sync's rsync secret, Open WebUI's session key). Change it
+     * to rotate them (any new value: a number, a date): the next `up` draws a new root and updates
+     * the steps that carry them (Ray and the engine restart; Open WebUI's sessions end). Defaults to "1".
      */
     secretsGeneration: z
-        .int()
-        .min(1)
-        .max(1_000_000)
-        .default(1)
+        .string()
+        .regex(/^[A-Za-z0-9._-]{1,64}$/, { error: "must be 1-64 letters, digits, '.', '_' or '-' (e.g. 2, or today's date)" })
+        .default("1")
         .meta({ example: `pulumi config set ${CONFIG_NAMESPACE}:secretsGeneration 2` }),
     /** SECRET. The Open WebUI admin's password (frontend.openWebui), at least 12 characters. Required when Open WebUI is enabled. */
     openWebuiAdminPassword: z

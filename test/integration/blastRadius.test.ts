@@ -103,7 +103,7 @@ function engineSwitchTouches(op: "create" | "delete"): string[] {
 
 const NEW_API_KEY = "sk-lab-blast-radius-0123456789abcdef";
 
-// In this order: the API key last, because `pulumi config set` rewrites the file's YAML.
+// In this order: the API key and secretsGeneration last, because `pulumi config set` rewrites the file's YAML.
 const ROWS: Row[] = [
     {
         change: "a vLLM flag (model.maxModelLen)",
@@ -254,13 +254,25 @@ const ROWS: Row[] = [
             pulumiWithConfig(session, "config", "set", "--secret", "spark-cluster:apiKey", NEW_API_KEY);
             return fs.readFileSync(session.configFile, "utf8");
         },
-        // The Ray token is derived from the API key unless rayAuthToken is set: Ray restarts too.
+        // Nothing internal derives from it any more (issue 40): only vLLM's secrets and its probe.
+        touches: ["spark-a-vllm-ready(replace)", "spark-a-vllm-secrets(update)"],
+        diffShows: [/\[secret\]/],
+        restarts: ["spark-a:vllm"],
+    },
+    {
+        change: "secretsGeneration (rotating the internal secrets)",
+        edit: (c, session) => {
+            fs.writeFileSync(session.configFile, c);
+            pulumiWithConfig(session, "config", "set", "spark-cluster:secretsGeneration", "2");
+            return fs.readFileSync(session.configFile, "utf8");
+        },
+        // A new root secret: the Ray token's steps (Ray restarts, the engine with it: its probe runs again) and the model sync's.
         touches: [
             "dev-model-pull-spark-b(update)",
             "dev-model-serve(update)",
+            "dev-root-secret(replace)",
             "spark-a-ray-head-auth(update)",
             "spark-a-vllm-ready(replace)",
-            "spark-a-vllm-secrets(update)",
             "spark-b-ray-worker-auth(update)",
         ],
         diffShows: [/\[secret\]/],

@@ -156,7 +156,7 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
     // spark-a's SSH step last ran before the provider recorded the key it presented (it printed it);
     // spark-b's neither recorded nor printed one.
     hostKeyUnknown: { clusterName: "dev", values: withChange(() => undefined), secretKeys: SECRET_KEYS, hostKeys: { "spark-a": "printed", "spark-b": "none" } },
-    secretsGeneration: { clusterName: "dev", values: withChange((v) => (v.secretsGeneration = 2)), secretKeys: SECRET_KEYS },
+    secretsGeneration: { clusterName: "dev", values: withChange((v) => (v.secretsGeneration = "2")), secretKeys: SECRET_KEYS },
     rayToken: {
         clusterName: "dev",
         values: withChange((v) => (v.rayAuthToken = RAY_TOKEN)),
@@ -979,7 +979,7 @@ describe("what one config key changes", () => {
         assert.match(commandText(get(base, "spark-a-vllm-secrets"), "create") ?? "", /systemctl restart spark-cluster-vllm\.service/);
     });
 
-    it("secretsGeneration: a new root secret, and only the steps that carry what is derived from it (the Ray token's, the model sync's)", async () => {
+    it("secretsGeneration: a new root secret, the steps that carry what is derived from it (the Ray token's, the model sync's), and the engine's probe (Ray restarts under it)", async () => {
         const base = await scenario("base");
         const rotated = await scenario("secretsGeneration");
         assert.deepEqual(changedNames(base, rotated), [
@@ -987,8 +987,16 @@ describe("what one config key changes", () => {
             "dev-model-serve",
             "dev-root-secret",
             "spark-a-ray-head-auth",
+            "spark-a-vllm-ready",
             "spark-b-ray-worker-auth",
         ]);
+        assert.deepEqual(
+            ["create", "triggers"].filter(
+                (key) => JSON.stringify(get(base, "spark-a-vllm-ready").inputs[key]) !== JSON.stringify(get(rotated, "spark-a-vllm-ready").inputs[key]),
+            ),
+            ["triggers"],
+            "the probe runs again through its (secret) trigger",
+        );
         assert.deepEqual(get(base, "dev-root-secret").inputs, { generation: "1" });
         assert.deepEqual(get(rotated, "dev-root-secret").inputs.generation, "2");
         for (const name of ["dev-model-pull-spark-b", "dev-model-serve", "spark-a-ray-head-auth", "spark-b-ray-worker-auth"]) {

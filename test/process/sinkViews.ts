@@ -49,7 +49,7 @@ const ROOT = path.resolve(__dirname, "..", "..", "..");
 
 /** The Ray token the nodes get: rayAuthToken, or the one derived from the (mocked) root secret. */
 function rayToken(config: Config): string {
-    return config.rayAuthToken?.reveal() ?? mockDerivedSecret(SECRET_PURPOSES.rayAuthToken);
+    return config.rayAuthToken?.reveal() ?? mockDerivedSecret(SECRET_PURPOSES.rayAuthToken, config.secretsGeneration);
 }
 
 /** Values the program derives from config values (secrets, fingerprints, the hub id's parts, the served name), by name. */
@@ -57,7 +57,7 @@ function derived(config: Config): Map<string, string> {
     const out = new Map<string, string>();
     // The internal secrets, derived from the mocked root secret (test/support/mockHarness.ts).
     out.set("rayToken", rayToken(config));
-    out.set("syncSecret", mockDerivedSecret(SECRET_PURPOSES.modelSync(config.model.source)));
+    out.set("syncSecret", mockDerivedSecret(SECRET_PURPOSES.modelSync(config.model.source), config.secretsGeneration));
     out.set("rayAuthToken", rayToken(config));
     // The hostKeys output: fingerprint and key type.
     config.nodes.forEach((node, i) => {
@@ -70,7 +70,7 @@ function derived(config: Config): Map<string, string> {
         out.set("name", name);
     }
     // Open WebUI's session key (WEBUI_SECRET_KEY), derived from the root secret.
-    if (config.openWebui) out.set("webuiSecretKey", mockDerivedSecret(SECRET_PURPOSES.openWebuiSessionKey));
+    if (config.openWebui) out.set("webuiSecretKey", mockDerivedSecret(SECRET_PURPOSES.openWebuiSessionKey, config.secretsGeneration));
     // The served name (a local path's last segment when not given).
     out.set("servedName", config.model.servedName);
     return out;

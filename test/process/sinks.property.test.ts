@@ -866,6 +866,14 @@ const KEYS: Key[] = [
         generate: () => printable(60).map((body) => "r" + body + "0123456789abcdef0123456789abcdefr"),
     },
     {
+        // The root secret's generation: the input of our provider's RandomSecret, which touches no host.
+        path: "secretsGeneration",
+        lanes: [{ variant: "ray", at: ["secretsGeneration"], sentinel: "zqgenerationzq" }],
+        examples: ["1", "2026-11-29"],
+        mustAccept: (value) => /^[A-Za-z0-9._-]{1,64}$/.test(value),
+        noHostSink: true,
+    },
+    {
         path: "openWebuiAdminPassword",
         lanes: [
             { variant: "mp", at: ["openWebuiAdminPassword"], sentinel: "zqwebuipasszq0123" },

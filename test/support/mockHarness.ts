@@ -68,7 +68,7 @@ export function mockRandomSecret(name: string, generation: string): string {
     return `mock random secret of ${name}, generation ${generation}`;
 }
 
-/** A secret the program derives from the mocked root secret of stack `dev` (its first generation unless given). */
+/** A secret the program derives from the mocked root secret of stack `dev` (generation "1", the default, unless given). */
 export function mockDerivedSecret(purpose: string, generation = "1"): string {
     return deriveSecret(mockRandomSecret("dev-root-secret", generation), purpose);
 }
