@@ -153,7 +153,8 @@ describe("Open WebUI on the lab's Spark pair, in a real Chromium", { timeout: 30
             password: PASSWORD,
             model: MODEL,
             message: MESSAGE,
-            expect: "served by spark-a,spark-b",
+            // The stand-in's answer ends with the message it echoes: the whole answer arrived.
+            expect: ["served by spark-a,spark-b", MESSAGE],
             screenshot,
         });
         t.diagnostic(`answer on the page after ${result.answerSeconds} s: ${result.answer}`);

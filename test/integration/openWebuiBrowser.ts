@@ -21,7 +21,7 @@ export interface ChatThroughPage {
     answerSeconds: number;
 }
 
-/** One visit: sign in as `email`, pick `model` in the model selector, send `message`, wait for an answer containing `expect`. */
+/** One visit: sign in as `email`, pick `model` in the model selector, send `message`, wait for an answer containing every text of `expect`. */
 export async function chatThroughPage(opts: {
     browserPath: string;
     baseUrl: string;
@@ -29,7 +29,8 @@ export async function chatThroughPage(opts: {
     password: string;
     model: string;
     message: string;
-    expect: string;
+    /** Texts the answer must contain, all of them: the answer streams in, so its last words too (a page read mid-stream has only its first). */
+    expect: string[];
     screenshot: string;
     timeoutMs?: number;
 }): Promise<ChatThroughPage> {
@@ -72,7 +73,7 @@ export async function chatThroughPage(opts: {
         await page.keyboard.press("Enter");
         // Page-side code as text: this project compiles without the DOM's types.
         const answer = await page.waitForFunction(
-            `[...document.querySelectorAll("#response-content-container, .chat-assistant")].map((e) => e.innerText).find((t) => t.includes(${JSON.stringify(opts.expect)})) ?? false`,
+            `[...document.querySelectorAll("#response-content-container, .chat-assistant")].map((e) => e.innerText).find((t) => ${JSON.stringify(opts.expect)}.every((x) => t.includes(x))) ?? false`,
             { polling: 500 },
         );
         const answerSeconds = Math.round((Date.now() - sent) / 100) / 10;
