@@ -115,11 +115,7 @@ func randomSecretState(inputs resource.PropertyMap, value resource.PropertyValue
 }
 
 func (p *Provider) createRandomSecret(req *pulumirpc.CreateRequest) (*pulumirpc.CreateResponse, error) {
-	news, err := unmarshal("properties", req.GetProperties())
-	if err != nil {
-		return nil, err
-	}
-	id, err := resource.NewUniqueHex(resourceName(req.GetName(), req.GetUrn()), 8, 0)
+	news, id, err := createInputs(req)
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,19 @@ func checkType(typ, urn string) error {
 	return nil
 }
 
+// createInputs are a Create request's inputs and the new resource's ID (its name and a random suffix).
+func createInputs(req *pulumirpc.CreateRequest) (resource.PropertyMap, string, error) {
+	news, err := unmarshal("properties", req.GetProperties())
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := resource.NewUniqueHex(resourceName(req.GetName(), req.GetUrn()), 8, 0)
+	if err != nil {
+		return nil, "", err
+	}
+	return news, id, nil
+}
+
 // isRandomSecret: the request is for a RandomSecret (randomsecret.go), not a Step.
 func isRandomSecret(typ, urn string) bool { return typeOf(typ, urn) == RandomSecretToken }
 
@@ -406,11 +419,7 @@ func (p *Provider) Create(ctx context.Context, req *pulumirpc.CreateRequest) (*p
 	if isRandomSecret(req.GetType(), req.GetUrn()) {
 		return p.createRandomSecret(req)
 	}
-	news, err := unmarshal("properties", req.GetProperties())
-	if err != nil {
-		return nil, err
-	}
-	id, err := resource.NewUniqueHex(resourceName(req.GetName(), req.GetUrn()), 8, 0)
+	news, id, err := createInputs(req)
 	if err != nil {
 		return nil, err
 	}
