@@ -1,6 +1,7 @@
 package commandprovider
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource/plugin"
+	pulumirpc "github.com/pulumi/pulumi/sdk/v3/proto/go"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -168,6 +170,23 @@ func ensureSecret(v resource.PropertyValue) resource.PropertyValue {
 		return v
 	}
 	return resource.MakeSecret(v)
+}
+
+// checkFailures collects a Check's failures.
+type checkFailures []*pulumirpc.CheckFailure
+
+func (f *checkFailures) add(path, reason string) {
+	*f = append(*f, &pulumirpc.CheckFailure{Property: path, Reason: reason})
+}
+
+// addErr adds err: a propertyError at its path, any other error at none; nil adds nothing.
+func (f *checkFailures) addErr(err error) {
+	var pe *propertyError
+	if errors.As(err, &pe) {
+		f.add(pe.path, pe.reason)
+	} else if err != nil {
+		f.add("", err.Error())
+	}
 }
 
 // propertyError is an input validation problem, reported as a Check failure.

@@ -3,7 +3,6 @@ package commandprovider
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -35,18 +34,8 @@ func (p *Provider) checkRandomSecret(req *pulumirpc.CheckRequest) (*pulumirpc.Ch
 	if err != nil {
 		return nil, err
 	}
-	var failures []*pulumirpc.CheckFailure
-	fail := func(path, reason string) {
-		failures = append(failures, &pulumirpc.CheckFailure{Property: path, Reason: reason})
-	}
-	failErr := func(err error) {
-		var pe *propertyError
-		if errors.As(err, &pe) {
-			fail(pe.path, pe.reason)
-		} else {
-			fail("", err.Error())
-		}
-	}
+	var failures checkFailures
+	fail, failErr := failures.add, failures.addErr
 	checked := resource.PropertyMap{}
 	for k := range news {
 		if k != randomSecretBytes && k != randomSecretGeneration && !strings.HasPrefix(string(k), "__") {

@@ -73,18 +73,8 @@ func (p *Provider) Check(_ context.Context, req *pulumirpc.CheckRequest) (*pulum
 		return nil, err
 	}
 	news = news.Copy()
-	var failures []*pulumirpc.CheckFailure
-	fail := func(path, reason string) {
-		failures = append(failures, &pulumirpc.CheckFailure{Property: path, Reason: reason})
-	}
-	failErr := func(err error) {
-		var pe *propertyError
-		if errors.As(err, &pe) {
-			fail(pe.path, pe.reason)
-		} else if err != nil {
-			fail("", err.Error())
-		}
-	}
+	var failures checkFailures
+	fail, failErr := failures.add, failures.addErr
 
 	if conn, ok := news[keyConnection]; !ok || conn.IsNull() {
 		fail(string(keyConnection), "missing required property 'connection'")
