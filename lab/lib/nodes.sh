@@ -517,7 +517,7 @@ wait_node_ssh() {
   if node_has_docker "${node}"; then
     # The image import (lab-docker-image.service) must be done before the node counts as up.
     wait_until 300 2 "docker images on ${node}" node_images_present "${node}" \
-      || { ssh_node "${node}" "systemctl status --no-pager docker lab-docker-image" >&2 || true
+      || { ssh_node "${node}" "systemctl status --no-pager docker lab-docker-image; systemctl --failed --no-pager; journalctl -b --no-pager -o short-monotonic -u lab-docker-cgroups -u containerd -u docker.socket -u docker | tail -n 25" >&2 || true
            die "${node}: the docker images were not ready within 300s"; }
   fi
 }
