@@ -510,15 +510,21 @@ node_images_present() {
   ssh_node "$1" "${cmd}"
 }
 
+# True when NODE's docker images are there, or its lab-docker-cgroups failed (they never will be).
+node_docker_settled() {
+  node_images_present "$1" || ssh_node "$1" "systemctl is-failed --quiet lab-docker-cgroups.service"
+}
+
 wait_node_ssh() {
   local node="$1"
   wait_until 120 1 "ssh on ${node}" ssh_login "${node}" true \
     || { tail -n 30 "$(node_dir "${node}")/console.log" >&2; die "${node}: ssh did not answer within 120s"; }
   if node_has_docker "${node}"; then
-    # The image import (lab-docker-image.service) must be done before the node counts as up.
-    wait_until 300 2 "docker images on ${node}" node_images_present "${node}" \
+    # The image import (lab-docker-image.service) must be done before the node counts as up; a
+    # failed lab-docker-cgroups (which containerd and docker Require) ends the wait at once.
+    { wait_until 300 2 "docker images on ${node}" node_docker_settled "${node}" && node_images_present "${node}"; } \
       || { ssh_node "${node}" "systemctl status --no-pager docker lab-docker-image; systemctl --failed --no-pager; journalctl -b --no-pager -o short-monotonic -u lab-docker-cgroups -u containerd -u docker.socket -u docker | tail -n 25" >&2 || true
-           die "${node}: the docker images were not ready within 300s"; }
+           die "${node}: the docker images are not there (lab-docker-cgroups failed, or 300 s passed: see above)"; }
   fi
 }
 
