@@ -8,8 +8,8 @@
 //   - a step whose create fails after it started on the node (a unit step whose unit never
 //     becomes active) is recorded by the engine with its inputs, so destroy runs its delete and
 //     leaves nothing of ours, and the next up runs its create again;
-//   - so are the host layers failing midway (issue 36, part 4): the netplan step (after writing its
-//     file, `netplan apply` fails), the firewall's (after its rules, unit and drop-ins, `nft`
+//   - so are the host layers failing midway (issue 36, part 4): the netplan steps (after writing
+//     their files, `netplan apply` fails), the firewall's (after its rules, unit and drop-ins, `nft`
 //     fails) and PFC's (after recording what it found, `mlnx_qos` fails): destroy leaves nothing.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -228,8 +228,18 @@ describe("the host layers failing midway are recorded too: destroy leaves nothin
         );
     });
 
-    it("netplan apply fails on spark-b after its file is written (and spark-a's link check fails without its peer): both recorded, destroy removes them", (t) => {
-        // Only `netplan apply`: first contact reads the node with `netplan get`.
-        failsThenCleans(t, [["spark-b", "netplan", "apply"]], ["spark-a-interconnect-apply", "spark-b-interconnect-apply"], ["spark-b", [NETPLAN_PATH]]);
+    it("netplan apply fails on both nodes after their files are written: both recorded, destroy removes them", (t) => {
+        // Only `netplan apply`: first contact reads the node with `netplan get`. On both nodes: with
+        // spark-b's alone, spark-a's step waited its 120 s for a peer that never came before it failed
+        // too (recorded the same way), about 115 s of this test.
+        failsThenCleans(
+            t,
+            [
+                ["spark-a", "netplan", "apply"],
+                ["spark-b", "netplan", "apply"],
+            ],
+            ["spark-a-interconnect-apply", "spark-b-interconnect-apply"],
+            ["spark-b", [NETPLAN_PATH]],
+        );
     });
 });
