@@ -8,12 +8,12 @@
 // Prints figures and exits 0 whatever they are (the suite's failures.test (b) asserts the gate, with
 // a 1-4 s backoff to stay short):
 //   node build/bench/restartStorm.js [MINUTES]
-import { spawnSync } from "node:child_process";
 import { HF_HUB_DIR, UNITS } from "../config/hostPaths";
 import { hubRepoDirName } from "../components/render/modelSync";
 import { gateStoppedFile } from "../components/render/watchdog";
 import { sleep } from "../test/lab/lab-harness";
-import { apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession, root, secondsUntilAnswering, ssh } from "../test/integration/stackSession";
+import { apiKeyOf, chat, newSession, pulumi, pulumiWithConfig, removeSession, secondsUntilAnswering, ssh } from "../test/integration/stackSession";
+import { npmRun } from "../test/integration/operationsOnPair";
 
 const MODEL = "tiny-chat";
 const HEAD = "spark-a";
@@ -62,12 +62,7 @@ async function main(): Promise<void> {
         );
         console.log(`the unit's states (first seen): ${states.join("; ")}`);
         console.log(`the gate's backoffs:\n  ${gateLines.join("\n  ")}`);
-        const status = spawnSync("npm", ["run", "--silent", "status", "--", "--stack", "dev", "--config-file", session.configFile], {
-            cwd: root,
-            encoding: "utf8",
-            timeout: 180_000,
-            env: { ...process.env, PULUMI_BACKEND_URL: `file://${session.backend}`, PULUMI_CONFIG_PASSPHRASE: "", PULUMI_CONFIG_PASSPHRASE_FILE: "" },
-        });
+        const status = npmRun(session, "status");
         const named = `${status.stdout}\n${status.stderr}`.split("\n").filter((l) => /restart gate|Next:/.test(l));
         console.log(`npm run status: exit ${status.status}\n  ${named.join("\n  ")}`);
         const back = Date.now();

@@ -21,7 +21,6 @@
 // engine ended, answering again 5 s after up --refresh.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import { withLabUp, sleep } from "../lab/lab-harness";
 import { HF_HUB_DIR, UNITS } from "../../config/hostPaths";
 import { hubRepoDirName } from "../../components/render/modelSync";
@@ -35,29 +34,17 @@ import {
     pulumi,
     pulumiWithConfig,
     removeSession,
-    root,
     secondsFrozenUntil,
     secondsUntilAnswering,
     ssh,
 } from "./stackSession";
+import { npmRun } from "./operationsOnPair";
 
 const MODEL = "tiny-chat";
 const members = ["spark-a", "spark-b"] as const;
 const RESTARTS = ["  spark-cluster:restarts:", "    backoffSeconds: 1", "    maxBackoffSeconds: 4", "    memoryWaitSeconds: 5", ""].join("\n");
 
 withLabUp();
-
-/** `npm run status` against the session: exit status and output. */
-function status(session: Session): { status: number; stdout: string } {
-    const result = spawnSync("npm", ["run", "--silent", "status", "--", "--stack", "dev", "--config-file", session.configFile], {
-        cwd: root,
-        encoding: "utf8",
-        timeout: 180_000,
-        env: { ...process.env, PULUMI_BACKEND_URL: `file://${session.backend}`, PULUMI_CONFIG_PASSPHRASE: "", PULUMI_CONFIG_PASSPHRASE_FILE: "" },
-    });
-    assert.equal(result.error, undefined, "npm run status ran");
-    return { status: result.status ?? -1, stdout: `${result.stdout}\n${result.stderr}` };
-}
 
 /** Ray's GCS port on the head (ray.port's default): the GCS server listens there. */
 const RAY_GCS_PORT = 6379;
@@ -195,11 +182,12 @@ describe("failures on the pair: a frozen API healed, a restart storm stopped and
             assert.ok(starts >= 6 && starts <= 10, `${starts} starts`);
             const journal = ssh("spark-a", `journalctl -u ${UNITS.vllm}.service --since '-10min' --no-pager -o cat`);
             assert.match(journal, /gate: \d+ start\(s\) of spark-cluster-vllm in a row never answered: start \d+ of at most 6 after a backoff of [1-4] s/);
-            const report = status(session);
-            t.diagnostic(report.stdout);
-            assert.equal(report.status, 1, "status exits 1");
-            assert.match(report.stdout, /spark-a: spark-cluster-vllm was stopped by its restart gate at .*: 6 starts in a row never answered/);
-            assert.match(report.stdout, /Next: fix the cause .*pulumi up --refresh/);
+            const result = npmRun(session, "status");
+            const report = `${result.stdout}\n${result.stderr}`;
+            t.diagnostic(report);
+            assert.equal(result.status, 1, "status exits 1");
+            assert.match(report, /spark-a: spark-cluster-vllm was stopped by its restart gate at .*: 6 starts in a row never answered/);
+            assert.match(report, /Next: fix the cause .*pulumi up --refresh/);
         } finally {
             ssh("spark-a", `test -e ${model} || mv ${model}.aside ${model}`);
         }
