@@ -12,7 +12,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { SECRET_PURPOSES } from "../../components/clusterSecrets";
-import { MOCK_IMAGE_ID, RecordedResource, Scenario, ScenarioResult } from "./graphHarness";
+import { MOCK_IMAGE_ID, NO_LOCAL_STORAGE_EXIT, RecordedResource, Scenario, ScenarioResult } from "./graphHarness";
 import { MOCK_HOST_KEY, SECRET_SIG, SECRET_SIG_KEY, mockDerivedSecret } from "../support/mockHarness";
 import { WAIT_EXCEPTIONS, loopsIn, waitException } from "../support/waitLoops";
 import { sparkPair } from "../support/fixtures";
@@ -262,65 +262,75 @@ const SCENARIOS: Readonly<Record<string, Scenario>> = {
 
 type ScenarioName = keyof typeof SCENARIOS;
 
-/** Runs one scenario in a fresh process (two at a time: the machine has few cores). */
-const running = new Map<string, Promise<ScenarioResult>>();
-let slots = Math.max(1, Math.min(2, os.availableParallelism()));
-const waiting: (() => void)[] = [];
+/**
+ * Every scenario, in two batches (the machine has few cores): each batch one process that builds
+ * its scenarios one after the other, each in a store of its own (graphHarness.ts, `--batch`). Where
+ * the SDK cannot do that, each scenario of the batch runs in its own process, one at a time.
+ */
+const HARNESS = path.join(__dirname, "graphHarness.js");
+const BATCHES = Math.max(1, Math.min(2, os.availableParallelism()));
+const results = new Map<string, Promise<ScenarioResult>>();
 
-async function withSlot<T>(work: () => Promise<T>): Promise<T> {
-    if (slots === 0) {
-        await new Promise<void>((resolve) => waiting.push(resolve));
-    } else {
-        slots--;
-    }
+function readResult(name: string, file: string, err: Error | null, output: string): ScenarioResult {
+    if (!fs.existsSync(file)) throw new Error(`scenario ${name} wrote no result (${err?.message ?? "no error"}):\n${output}`);
+    return JSON.parse(fs.readFileSync(file, "utf8")) as ScenarioResult;
+}
+
+/** `node graphHarness.js ARGS` with `input` on stdin: its error (if any) and its stdout and stderr. */
+function harness(args: string[], input: string, timeoutMs: number): Promise<{ err: (Error & { code?: unknown }) | null; output: string }> {
+    return new Promise((resolve) => {
+        const child = execFile(process.execPath, [HARNESS, ...args], { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) =>
+            resolve({ err, output: `${stdout}\n${stderr}` }),
+        );
+        child.stdin?.end(input);
+    });
+}
+
+async function runBatch(batch: Readonly<Record<string, Scenario>>): Promise<Map<string, ScenarioResult>> {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "graph-"));
+    const names = Object.keys(batch);
     try {
-        return await work();
-    } finally {
-        const next = waiting.shift();
-        if (next) {
-            next();
+        const { err, output } = await harness(["--batch", dir], JSON.stringify(batch), 60_000 * names.length);
+        const found = new Map<string, ScenarioResult>();
+        if (err?.code === NO_LOCAL_STORAGE_EXIT) {
+            for (const name of names) {
+                const file = path.join(dir, `${name}.json`);
+                const one = await harness([file], JSON.stringify(batch[name]), 60_000);
+                found.set(name, readResult(name, file, one.err, one.output));
+            }
         } else {
-            slots++;
+            for (const name of names) found.set(name, readResult(name, path.join(dir, `${name}.json`), err, output));
         }
+        return found;
+    } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
     }
-}
-
-function runInChild(name: string, scenario: Scenario): Promise<ScenarioResult> {
-    return withSlot(
-        () =>
-            new Promise<ScenarioResult>((resolve, reject) => {
-                const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "graph-")), `${name}.json`);
-                const child = execFile(
-                    process.execPath,
-                    [path.join(__dirname, "graphHarness.js"), out],
-                    { timeout: 60_000, maxBuffer: 16 * 1024 * 1024 },
-                    (err, stdout, stderr) => {
-                        if (!fs.existsSync(out)) {
-                            reject(new Error(`scenario ${name} wrote no result (${err?.message ?? "no error"}):\n${stdout}\n${stderr}`));
-                            return;
-                        }
-                        const result = JSON.parse(fs.readFileSync(out, "utf8")) as ScenarioResult;
-                        fs.rmSync(path.dirname(out), { recursive: true, force: true });
-                        resolve(result);
-                    },
-                );
-                child.stdin?.end(JSON.stringify(scenario));
-            }),
-    );
-}
-
-function scenario(name: ScenarioName): Promise<ScenarioResult> {
-    let result = running.get(name);
-    if (!result) {
-        result = runInChild(name, SCENARIOS[name]);
-        running.set(name, result);
-    }
-    return result;
 }
 
 // Start every scenario now; the tests await the one they need.
-for (const name of Object.keys(SCENARIOS)) {
-    scenario(name).catch(() => undefined);
+{
+    const names = Object.keys(SCENARIOS);
+    for (let b = 0; b < BATCHES; b++) {
+        const batch = names.filter((_, i) => i % BATCHES === b);
+        const done = runBatch(Object.fromEntries(batch.map((name) => [name, SCENARIOS[name]])));
+        for (const name of batch)
+            results.set(
+                name,
+                done.then((found) => found.get(name) as ScenarioResult),
+            );
+    }
+    for (const result of results.values()) result.catch(() => undefined);
+}
+
+function scenario(name: ScenarioName): Promise<ScenarioResult> {
+    const result = results.get(name);
+    if (result === undefined) throw new Error(`no scenario ${name}`);
+    return result;
+}
+
+/** A scenario of one test only, in a process of its own. */
+async function runAlone(name: string, one: Scenario): Promise<ScenarioResult> {
+    return (await runBatch({ [name]: one })).get(name) as ScenarioResult;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1074,7 +1084,7 @@ describe("model.paused", () => {
     });
 
     it("a paused value that is not a boolean is refused before any resource exists, naming the key", async () => {
-        const result = await runInChild("pausedText", {
+        const result = await runAlone("pausedText", {
             clusterName: "dev",
             values: withChange((v) => ((v.model as ModelValues).paused = "yes")),
             secretKeys: SECRET_KEYS,

@@ -2,10 +2,15 @@
  * Builds one SparkCluster against Pulumi's mock monitor and records the resource graph: every
  * resource's type, name, inputs as the engine would receive them, parent and explicit dependsOn.
  *
- * Pulumi's mocks are process-global, so graph.test.ts runs each scenario in its own process:
- * `node build/test/mocked/graphHarness.js <out.json>` with the scenario (stack config values and the
- * names of the secret keys) as JSON on stdin. The result is written to <out.json> (stdout is
- * left to Pulumi's own log lines).
+ * Pulumi's mocks live in the SDK's store, one per process unless a program runs inside the SDK's
+ * own `withLocalStorage` (what its automation server does for each inline program), so graph.test.ts
+ * runs a batch of scenarios in one process, one after the other, each in a store of its own:
+ * `node build/test/mocked/graphHarness.js --batch <dir>` with `{ name: scenario }` (stack config
+ * values and the names of the secret keys) as JSON on stdin writes `<dir>/<name>.json` for each.
+ * Where this SDK has no `withLocalStorage` (an internal of `@pulumi/pulumi/runtime/state`), the
+ * batch says so and the test runs each scenario in its own process instead:
+ * `node build/test/mocked/graphHarness.js <out.json>` with the scenario on stdin. stdout is left
+ * to Pulumi's own log lines.
  *
  * The mocks answer like the lab: a `*-probe` step (ibdev2netdev) reports the Spark's twins Up
  * (nothing on a node named thor-*, which has no RoCE), the PFC step reports `status=enabled`.
@@ -123,7 +128,8 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
     const optionsByName = new Map<string, Pick<RecordedResource, "parent" | "replaceOnChanges" | "deleteBeforeReplace" | "createTimeout" | "aliasParents">>();
     const dependsOnByName = new Map<string, Promise<string[]>>();
     const created: pulumi.Resource[] = [];
-    process.on("unhandledRejection", (err) => errors.push(message(err)));
+    const onRejection = (err: unknown) => errors.push(message(err));
+    process.on("unhandledRejection", onRejection);
     const warnings: string[] = [];
     const consoleWarn = console.warn;
     console.warn = (...args: unknown[]) => {
@@ -208,10 +214,56 @@ export async function runScenario(scenario: Scenario): Promise<ScenarioResult> {
         return registered ? [{ name, ...registered, ...options, dependsOn: dependsOn.get(name) ?? [] }] : [];
     });
     console.warn = consoleWarn;
+    process.off("unhandledRejection", onRejection);
     return { resources, unexpectedTypes, errors: [...new Set(errors)], warnings, outputs };
 }
 
-if (require.main === module) {
+/** The SDK's own way to run a program in a store of its own (undefined where this SDK has none). */
+function sdkLocalStorage(): (<T>(run: () => Promise<T>) => Promise<T>) | undefined {
+    try {
+        // eslint-disable-next-line @typescript-eslint/no-require-imports
+        const state = require("@pulumi/pulumi/runtime/state") as { withLocalStorage?: <T>(run: () => Promise<T>) => Promise<T> };
+        return typeof state.withLocalStorage === "function" ? state.withLocalStorage : undefined;
+    } catch {
+        return undefined;
+    }
+}
+
+/** Exit status of a batch this SDK cannot run in one process (graph.test.ts then runs one process per scenario). */
+export const NO_LOCAL_STORAGE_EXIT = 3;
+
+/** Each scenario of `batch` in turn, each in a store of its own; `<dir>/<name>.json` for each. */
+async function runBatch(dir: string, batch: Record<string, Scenario>): Promise<void> {
+    const withLocalStorage = sdkLocalStorage();
+    if (withLocalStorage === undefined) {
+        console.error("graphHarness: this @pulumi/pulumi has no runtime/state withLocalStorage; run one scenario a process");
+        process.exit(NO_LOCAL_STORAGE_EXIT);
+    }
+    for (const [name, scenario] of Object.entries(batch)) {
+        const result = await withLocalStorage(() =>
+            runScenario(scenario).catch((err: unknown): ScenarioResult => ({
+                resources: [],
+                unexpectedTypes: [],
+                errors: [message(err)],
+                warnings: [],
+                outputs: {},
+            })),
+        );
+        fs.writeFileSync(`${dir}/${name}.json`, JSON.stringify(result));
+    }
+}
+
+if (require.main === module && process.argv[2] === "--batch") {
+    const batch = JSON.parse(fs.readFileSync(0, "utf8")) as Record<string, Scenario>;
+    runBatch(process.argv[3], batch).then(
+        // Mocked registrations can leave handles open; every result is written.
+        () => process.exit(0),
+        (err: unknown) => {
+            console.error(message(err));
+            process.exit(1);
+        },
+    );
+} else if (require.main === module) {
     const out = process.argv[2];
     if (!out) {
         throw new Error("usage: node graphHarness.js <out.json>  (scenario JSON on stdin)");
