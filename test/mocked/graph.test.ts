@@ -1,8 +1,9 @@
 /**
  * The resource graph SparkCluster builds, on Pulumi's mock monitor: which resources exist, their
  * types, parents and explicit dependencies, what changes when one config key changes, and where
- * secrets go. Each scenario runs in its own process (Pulumi's mocks are process-global): see
- * test/mocked/graphHarness.ts, which installs test/support/mockHarness.ts before it loads the components.
+ * secrets go. Each scenario runs in a store of its own (Pulumi's mocks live in the SDK's store), in
+ * one of two processes: see test/mocked/graphHarness.ts, which installs test/support/mockHarness.ts
+ * before it loads the components.
  */
 import { describe, it, test } from "node:test";
 import assert from "node:assert/strict";
