@@ -7,20 +7,18 @@ import { NetplanInterconnect } from "./netplanInterconnect";
 import { SSH_LOGIN_SCRIPT, SSH_READY_SCRIPT, hostKeyToPin, noHostKeyMessage } from "./hostKey";
 import { Connection, NodeHost, nodeConnection } from "./nodeConnection";
 import type { Step } from "./sparkRemote";
-import { hcasFor, parseIbdev2netdev, parseRayVersion, resolveInterfaceNames } from "./nodeFacts";
+import { hcasFor, resolveInterfaceNames } from "./nodeFacts";
 import { typeToken } from "./package";
 import { fabricNcclSelection, fabricNetplanSpec, forwardingPlan } from "./render/fabric";
-import { cablingCheckScript, lldpProbeScript } from "./render/lldp";
-import { linkResults } from "./render/netplan";
-import { engineProbeReadScript, probeScript, rayProbeScript } from "./render/probe";
+import { cablingCheckScript, lldpProbe } from "./render/lldp";
+import { type EngineProbeResult, engineProbeReadScript, hardwareProbe, rayProbe } from "./render/probe";
 import { FirstContactFacts, firstContactReadScript, firstContactScript, parseFirstContact } from "./render/firstContact";
 import { takeOverPlan } from "./render/takeOver";
 import { exporterStep } from "./render/metrics";
 import { contactProbeFor } from "./render/nodeCheck";
 import { FACT_SECTION_PREFIX } from "./render/facts";
 import { engineStrategy } from "./render/engine";
-import { rdmaBandwidthScript } from "./render/rdmaBandwidth";
-import type { VllmProbeResult } from "./render/vllmCompat";
+import { rdmaBandwidthProbe } from "./render/rdmaBandwidth";
 import { RoceChain, roceChainPlan } from "./render/roceChain";
 import { RocePfc } from "./rocePfc";
 
@@ -81,7 +79,7 @@ export class ClusterNode extends pulumi.ComponentResource {
     /** The Ray version the Ray probe found in the node's runtime (ray executor only; that probe fails without Ray). */
     public readonly rayVersion: pulumi.Output<string | undefined>;
     /** What the vLLM probe found in the node's runtime: its vLLM version and, for docker, the image's ID. */
-    public readonly vllm: pulumi.Output<VllmProbeResult>;
+    public readonly vllm: pulumi.Output<EngineProbeResult>;
     /**
      * The ID of the image its engine probe found at the last up (docker; undefined for a venv): the
      * serving units (the engine, Ray) start the image by it, not by its tag (RuntimeStrategy.pinned).
@@ -137,28 +135,28 @@ export class ClusterNode extends pulumi.ComponentResource {
                 ? pulumi.output(configured)
                 : pulumi.all([recordedPresentedKey(ssh), ssh.stdout]).apply(([presented, sshOutput]) => hostKeyToPin({ presented, sshOutput }) ?? "");
         this.host = new NodeHost(pinHostKey(connection, this.hostKey, node.name, this), node.ssh.user, sudoPassword);
-        const hardware = this.host.command(`${node.name}-probe`, { create: probeScript() }, this.childOptions({ dependsOn: [ssh] }));
-        const rayProbe =
+        const hardware = this.host.command(`${node.name}-probe`, { create: hardwareProbe.script() }, this.childOptions({ dependsOn: [ssh] }));
+        const rayStep =
             cluster.executor.ray !== undefined
                 ? this.host.command(
                       `${node.name}-ray-probe`,
-                      { create: rayProbeScript({ node: node.name, runtime: node.runtime }) },
+                      { create: rayProbe.script({ node: node.name, runtime: node.runtime }) },
                       this.childOptions({ dependsOn: [ssh] }),
                   )
                 : undefined;
-        this.rayVersion = rayProbe ? rayProbe.stdout.apply(parseRayVersion) : pulumi.output(undefined);
+        this.rayVersion = rayStep ? rayStep.stdout.apply((out) => rayProbe.parse(out)) : pulumi.output(undefined);
         // The serving engine's probe (its resource name stays `-vllm-probe` whatever the engine: URNs of deployed stacks).
         const engine = engineStrategy(cluster.engine);
         // Its read-back (docker): the tag against the image ID it found, which the serving units start.
         const probeRead = engineProbeReadScript({ node: node.name, runtime: node.runtime });
         const vllmProbe = this.host.command(
             `${node.name}-vllm-probe`,
-            { create: engine.probeScript({ node: node.name, runtime: node.runtime }), ...(probeRead !== undefined ? { read: probeRead } : {}) },
+            { create: engine.probe.script({ node: node.name, runtime: node.runtime }), ...(probeRead !== undefined ? { read: probeRead } : {}) },
             this.childOptions({ dependsOn: [ssh] }),
         );
-        this.vllm = vllmProbe.stdout.apply(engine.parseProbe);
+        this.vllm = vllmProbe.stdout.apply((out) => engine.probe.parse(out));
         this.imageId = this.vllm.apply((probe) => probe.imageId);
-        const devices = hardware.stdout.apply(parseIbdev2netdev);
+        const devices = hardware.stdout.apply((out) => hardwareProbe.parse(out));
         // First contact: the node as its owner left it, read before anything changes (the node check judges it).
         const contact = contactProbeFor(cluster, node);
         const facts = this.host.command(
@@ -179,15 +177,15 @@ export class ClusterNode extends pulumi.ComponentResource {
         let cabling: pulumi.Resource | undefined;
         if (node.fabric !== undefined) {
             const fabric = node.fabric;
-            const lldp = this.host.command(`${node.name}-lldp-probe`, { create: lldpProbeScript() }, this.childOptions({ dependsOn: [ssh] }));
+            const lldp = this.host.command(`${node.name}-lldp-probe`, { create: lldpProbe.script() }, this.childOptions({ dependsOn: [ssh] }));
             const names = cluster.nodes.map((n) => n.name);
             cabling = this.host.command(
                 `${node.name}-cabling-check`,
-                { create: lldp.stdout.apply((out) => cablingCheckScript(node.name, fabric.links, out ?? "", names)) },
+                { create: lldp.stdout.apply((out) => cablingCheckScript(node.name, fabric.links, lldpProbe.parse(out ?? ""), names)) },
                 this.childOptions({ dependsOn: [lldp] }),
             );
         }
-        this.probes = [hardware, vllmProbe, ...(rayProbe ? [rayProbe] : []), ...(cabling ? [cabling] : []), facts];
+        this.probes = [hardware, vllmProbe, ...(rayStep ? [rayStep] : []), ...(cabling ? [cabling] : []), facts];
         // The host layers start after the probes of this node and the cluster's vLLM check, which
         // waits for every node's probes: a runtime that cannot run what we render, on any node,
         // stops the cluster before anything changes anywhere.
@@ -304,7 +302,7 @@ export class ClusterNode extends pulumi.ComponentResource {
                 `${node.name}-rdma-bandwidth`,
                 {
                     create: pulumi.all([names, devices]).apply(([n, d]) =>
-                        rdmaBandwidthScript({
+                        rdmaBandwidthProbe.script({
                             node: node.name,
                             rails: rdma.rails.map((r) => {
                                 const device = d.find((dev) => dev.netdev === n[r.via])?.device;
@@ -331,7 +329,7 @@ export class ClusterNode extends pulumi.ComponentResource {
             );
             this.rdmaBandwidth = test;
             const measured = test.stdout.apply((out) => {
-                const { links, warnings } = linkResults(out ?? "");
+                const { links, warnings } = rdmaBandwidthProbe.parse(out ?? "");
                 for (const warning of warnings) pulumi.log.warn(`${node.name}-rdma-bandwidth: ${warning}`, this);
                 return links;
             });

@@ -2,7 +2,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type * as sparkRemote from "./sparkRemote";
 import type { NodeHost } from "./nodeConnection";
 import { typeToken } from "./package";
-import { NetplanSpec, linkResults, netplanPlan } from "./render/netplan";
+import { NetplanSpec, linkCheck, netplanPlan } from "./render/netplan";
 
 const TYPE = typeToken("NetplanInterconnect");
 
@@ -41,7 +41,7 @@ export class NetplanInterconnect extends pulumi.ComponentResource {
             { parent: this, customTimeouts: { create: "10m", update: "10m", delete: "5m" } },
         );
         this.links = this.applied.stdout.apply((out) => {
-            const { links, warnings } = linkResults(out ?? "");
+            const { links, warnings } = linkCheck.parse(out ?? "");
             for (const warning of warnings) {
                 pulumi.log.warn(`${name}: ${warning}`, this);
             }

@@ -1,26 +1,7 @@
-// Reading what a node reports about its hardware: `ibdev2netdev` lines.
-import { RAY_VERSION_PREFIX } from "./render/probe";
+// What derives from a node's probed facts (components/render/probe.ts): its interconnect's
+// interface names and RDMA devices from the hardware probe's, and what Ray's version says.
+import type { RoceDevice } from "./render/probe";
 import { RAY_TOKEN_AUTH_SINCE } from "./render/ray";
-
-export interface RoceDevice {
-    /** RDMA device, e.g. rocep1s0f1. */
-    device: string;
-    /** Its network interface, e.g. enp1s0f1np1. */
-    netdev: string;
-    up: boolean;
-}
-
-/** Parses `ibdev2netdev` output (`rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)`). */
-export function parseIbdev2netdev(output: string): RoceDevice[] {
-    const devices: RoceDevice[] = [];
-    for (const line of output.split("\n")) {
-        const match = /^(\S+)\s+port\s+\d+\s+==>\s+(\S+)\s+\((\w+)\)/.exec(line.trim());
-        if (match) {
-            devices.push({ device: match[1], netdev: match[2], up: match[3] === "Up" });
-        }
-    }
-    return devices;
-}
 
 /**
  * Interface names for a node's interconnect: the configured name where there
@@ -46,12 +27,6 @@ export function resolveInterfaceNames(node: string, configured: readonly (string
 /** The RDMA devices behind the given interfaces. */
 export function hcasFor(interfaces: readonly string[], devices: readonly RoceDevice[]): string[] {
     return interfaces.flatMap((name) => devices.filter((d) => d.netdev === name).map((d) => d.device));
-}
-
-/** The Ray version the probe found in the node's runtime (`ray-version=2.60.0`), or undefined where it did not look. */
-export function parseRayVersion(output: string): string | undefined {
-    const line = output.split("\n").find((l) => l.startsWith(RAY_VERSION_PREFIX));
-    return line === undefined ? undefined : line.slice(RAY_VERSION_PREFIX.length).trim();
 }
 
 /** Compares dotted versions numerically: negative when a < b. Pre-release suffixes are ignored. */

@@ -15,8 +15,8 @@ import * as path from "node:path";
 import { CONFIG_NAMESPACE, ConfigError, decodeConfigValue, parseConfig, setRawValue, type Config, type NodeConfig } from "../config";
 import { SSH_LOGIN_SCRIPT, hostKeyFingerprint, parseRootAccess } from "../components/hostKey";
 import { SUDO_STDIN_MARKER, remoteCommand, rootAccessOf, shellQuote } from "../components/render/host/shell";
-import { parseIbdev2netdev, resolveInterfaceNames } from "../components/nodeFacts";
-import { probeScript } from "../components/render/probe";
+import { resolveInterfaceNames } from "../components/nodeFacts";
+import { hardwareProbe } from "../components/render/probe";
 import { engineStrategy } from "../components/render/engine";
 import { firstContactScript, parseFirstContact } from "../components/render/firstContact";
 import { clusterFindings, contactProbeFor, type NodeReport } from "../components/render/nodeCheck";
@@ -366,7 +366,7 @@ async function doctor(args: Args): Promise<number> {
                     const login: DoctorLogin = { node: node.name, target, hostKey: key.said, rootAccess: parseRootAccess(loginOut) ?? "root" };
                     const contact = contactProbeFor(config, node);
                     const [hardware, facts] = await Promise.all([
-                        runAsRoot(node, dir, key.line, probeScript(), STATUS_SECONDS),
+                        runAsRoot(node, dir, key.line, hardwareProbe.script(), STATUS_SECONDS),
                         runAsRoot(node, dir, key.line, firstContactScript(contact), STATUS_SECONDS),
                     ]);
                     let interfaces: string[];
@@ -374,7 +374,7 @@ async function doctor(args: Args): Promise<number> {
                         interfaces = resolveInterfaceNames(
                             node.name,
                             node.interconnect.map((i) => i.name),
-                            parseIbdev2netdev(hardware),
+                            hardwareProbe.parse(hardware),
                         );
                     } catch (err) {
                         return { login: { ...login, error: (err as Error).message } };

@@ -4,12 +4,13 @@
 // knowing which engine made it; adding an engine is one strategy here and one schema value.
 import type { Engine, ModelConfig, Runtime, ServerPlacement, WatchdogConfig } from "../../config";
 import type { EnginePlan } from "./enginePlan";
-import { vllmProbeScript } from "./probe";
+import type { Probe } from "./facts";
+import { type EngineProbeResult, type EngineProbeSpec, vllmProbe } from "./probe";
 import { SGLANG_SECRETS_PATH, UNITS, VLLM_SECRETS_PATH } from "../../config/hostPaths";
 import { envFileReader, pythonReadEnvValue } from "./host/envFile";
-import { parseSglangProbe, pythonSglangKey, sglangCheckScript, sglangPlan, sglangProbeScript, sglangServeArgv } from "./sglang";
+import { pythonSglangKey, sglangCheckScript, sglangPlan, sglangProbe, sglangServeArgv } from "./sglang";
 import { vllmPlan, vllmServeArgv } from "./vllm";
-import { type NodeVllm, SHIPPED_FLAG_TABLES, type VllmProbeResult, parseVllmProbe, vllmCheckScript, vllmVerdict } from "./vllmCompat";
+import { type NodeVllm, SHIPPED_FLAG_TABLES, vllmCheckScript, vllmVerdict } from "./vllmCompat";
 
 /** What an engine renders for one server: the model settings, where the server runs, and its runtime. */
 export interface EngineServer {
@@ -45,10 +46,11 @@ export interface EngineOps {
 export interface EngineStrategy {
     plan(server: EngineServer): EnginePlan;
     serveArgv(model: ModelConfig, placement: ServerPlacement): string[];
-    /** The read-only probe of the engine in a node's runtime (its version; the image's ID for docker); fails naming the runtime when the engine is missing. */
-    probeScript(spec: { node: string; runtime: Runtime }): string;
-    /** Reads {@link probeScript}'s output (`version` is `none` when the engine is missing). */
-    parseProbe(output: string): VllmProbeResult;
+    /**
+     * The read-only probe of the engine in a node's runtime (its version; the image's ID for docker),
+     * which fails naming the runtime when the engine is missing, and its parser (`version` is `none` then).
+     */
+    probe: Probe<EngineProbeSpec, EngineProbeResult>;
     /** The cluster's check of every node's engine against what is rendered for it: prints `<node>: <engine> <version> (…)` per node, fails with the problems. */
     checkScript(nodes: readonly NodeVllm[]): string;
     /** What ops/ reads of the engine. */
@@ -59,8 +61,7 @@ const VLLM: EngineStrategy = {
     plan: ({ model, placement, runtime, unifiedMemory, rayAddress, watchdog }) =>
         vllmPlan({ ...model, multiNode: placement.multiNode, unifiedMemory: unifiedMemory ?? false, watchdog }, runtime, rayAddress),
     serveArgv: (model, placement) => vllmServeArgv({ ...model, multiNode: placement.multiNode }),
-    probeScript: vllmProbeScript,
-    parseProbe: parseVllmProbe,
+    probe: vllmProbe,
     checkScript: (nodes) => vllmCheckScript(vllmVerdict(nodes, SHIPPED_FLAG_TABLES)),
     ops: {
         label: "vLLM",
@@ -83,8 +84,7 @@ const SGLANG: EngineStrategy = {
     plan: ({ model, placement, runtime, unifiedMemory, watchdog }) =>
         sglangPlan({ ...model, multiNode: placement.multiNode, unifiedMemory: unifiedMemory ?? false, watchdog }, runtime),
     serveArgv: (model, placement) => sglangServeArgv({ ...model, multiNode: placement.multiNode }),
-    probeScript: sglangProbeScript,
-    parseProbe: parseSglangProbe,
+    probe: sglangProbe,
     checkScript: sglangCheckScript,
     ops: {
         label: "SGLang",

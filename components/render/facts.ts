@@ -1,6 +1,7 @@
 // A fact about a node: the read-only bash that reports it and the parser of what it printed, kept
 // together (pyinfra's FactBase: `command` and `process` on one class). Several facts run as one
 // script, one section each, so a node is asked once; `parseFacts` hands each parser its section.
+// A fact that is a step of its own is a `Probe`: its script and its parser.
 import { bashScript } from "./host/shell";
 
 /** One fact: the lines that print it (as root, changing nothing) and how to read what they printed. */
@@ -11,6 +12,19 @@ export interface Fact<T> {
     lines: readonly string[];
     /** Reads the section the lines printed (stdout and stderr together). */
     parse(section: string): T;
+}
+
+/**
+ * A fact read by a step of its own (the hardware, engine, Ray and LLDP probes; the link checks):
+ * the script the step runs, from what is known of the node before it runs, and the parser of what
+ * it printed (its stdout). Its script is a step's input as it stands, so it is not one section of
+ * {@link factsScript}: a deployed step keeps its script byte for byte.
+ */
+export interface Probe<S, T> {
+    /** The step's script. */
+    script(spec: S): string;
+    /** Reads what the script printed. */
+    parse(stdout: string): T;
 }
 
 /** The line that starts a fact's section in the output. */

@@ -1,21 +1,23 @@
 // The cabling check against LLDP: where lldpd runs on a node, its neighbours (as
 // `lldpcli show neighbors -f json0` reports them) must be the cables of interconnect.cables,
-// port for port; a mismatch is refused naming both ends. Pure: the probe line prints the JSON,
-// these functions read and judge it. ClusterNode runs the probe (`<node>-lldp-probe`) and the
-// check (`<node>-cabling-check`) on every mesh or ring node, before anything changes on any node.
+// port for port; a mismatch is refused naming both ends. Pure: the probe (`lldpProbe`) prints the
+// JSON and reads it, `cablingCheckScript` judges what it read. ClusterNode runs the probe
+// (`<node>-lldp-probe`) and the check (`<node>-cabling-check`) on every mesh or ring node, before
+// anything changes on any node.
 //
 // Format: lldpcli's `json0` output, in which every value is a list, so one neighbour and several
 // read alike (`-f json` turns a single value into an object and keys a chassis by its name).
 // The test fixture test/unit/fixtures/lldpcli-show-neighbors.lldpd-1.0.16.json0 is real output of
 // Debian 12's lldpd 1.0.16-1+deb12u1 over a veth link between two network namespaces.
 import type { FabricLink } from "../../config/fabric";
+import type { Probe } from "./facts";
 import { bashScript, shellQuote } from "./host/shell";
 
 /** What the LLDP probe prints where lldpd does not run (no lldpcli, or it cannot reach lldpd). */
 export const LLDP_ABSENT = "lldp=absent";
 
 /** The LLDP probe: lldpcli's neighbours as json0, or {@link LLDP_ABSENT}. Read only. */
-export function lldpProbeScript(): string {
+function lldpProbeScript(): string {
     return bashScript([
         `if command -v lldpcli >/dev/null && out=$(lldpcli show neighbors -f json0 2>/dev/null); then printf '%s\n' "$out"; else echo ${LLDP_ABSENT}; fi`,
     ]);
@@ -38,7 +40,7 @@ function first(values: Json0Value): { value?: string; type?: string } | undefine
 }
 
 /** Reads `lldpcli show neighbors -f json0`; throws on text that is not that format. */
-export function parseLldpNeighbours(json: string): LldpNeighbour[] {
+function parseLldpNeighbours(json: string): LldpNeighbour[] {
     const doc = JSON.parse(json) as { lldp?: { interface?: unknown[] }[] };
     if (!Array.isArray(doc.lldp)) throw new Error("not lldpcli json0 output: no `lldp` list");
     return doc.lldp.flatMap((section) =>
@@ -54,6 +56,26 @@ export function parseLldpNeighbours(json: string): LldpNeighbour[] {
         }),
     );
 }
+
+/**
+ * What the LLDP probe found: lldpd does not run (the probe printed {@link LLDP_ABSENT}, or nothing),
+ * the neighbours it heard, or output that is not lldpcli's json0 (why not).
+ */
+export type LldpFact = { state: "absent" } | { state: "heard"; neighbours: LldpNeighbour[] } | { state: "unreadable"; error: string };
+
+/** The LLDP probe (`<node>-lldp-probe`, mesh and ring nodes): its script and the reader of what it printed. */
+export const lldpProbe: Probe<void, LldpFact> = {
+    script: lldpProbeScript,
+    parse(stdout) {
+        const out = stdout.trim();
+        if (out === LLDP_ABSENT || out === "") return { state: "absent" };
+        try {
+            return { state: "heard", neighbours: parseLldpNeighbours(out) };
+        } catch (err) {
+            return { state: "unreadable", error: (err as Error).message };
+        }
+    },
+};
 
 /** The outcome of the LLDP check on one node. */
 export interface LldpVerdict {
@@ -101,33 +123,37 @@ export function checkCablingAgainstLldp(
 }
 
 /**
- * The cabling check of one node, from the LLDP probe's output: fails, naming both ends of each
+ * The cabling check of one node, from the LLDP probe's fact: fails, naming both ends of each
  * mismatch, when LLDP sees a port cabled otherwise than interconnect.cables says; prints what it
  * checked, or why it could not (lldpd absent, a port that heard nobody).
  */
 export function cablingCheckScript(
     node: string,
     links: readonly Pick<FabricLink, "cable" | "iface" | "peer" | "peerIface">[],
-    probeOutput: string,
+    lldp: LldpFact,
     nodeNames: readonly string[],
 ): string {
-    const out = probeOutput.trim();
-    if (out === LLDP_ABSENT || out === "") {
-        return bashScript([`echo ${shellQuote(`cabling of ${node}: not checked against LLDP (lldpd does not run on ${node})`)}`]);
+    switch (lldp.state) {
+        case "absent":
+            return bashScript([`echo ${shellQuote(`cabling of ${node}: not checked against LLDP (lldpd does not run on ${node})`)}`]);
+        case "unreadable": {
+            const why = `${node}: cannot read \`lldpcli show neighbors -f json0\`: ${lldp.error}`;
+            return bashScript([`echo ${shellQuote(why)} >&2`, "exit 1"]);
+        }
+        case "heard": {
+            const verdict = checkCablingAgainstLldp(node, links, lldp.neighbours, nodeNames);
+            if (verdict.mismatches.length > 0) {
+                return bashScript([...verdict.mismatches.map((m) => `echo ${shellQuote(m)} >&2`), "exit 1"]);
+            }
+            const checked = links.length - verdict.unchecked.length;
+            return bashScript([
+                `echo ${shellQuote(`cabling of ${node}: ${checked} of ${links.length} ports as interconnect.cables says (LLDP)`)}`,
+                ...verdict.unchecked.map((u) => `echo ${shellQuote(u)}`),
+            ]);
+        }
+        default: {
+            const never: never = lldp;
+            throw new Error(`internal: unknown LLDP fact ${JSON.stringify(never)}`);
+        }
     }
-    let verdict: LldpVerdict;
-    try {
-        verdict = checkCablingAgainstLldp(node, links, parseLldpNeighbours(out), nodeNames);
-    } catch (err) {
-        const why = `${node}: cannot read \`lldpcli show neighbors -f json0\`: ${(err as Error).message}`;
-        return bashScript([`echo ${shellQuote(why)} >&2`, "exit 1"]);
-    }
-    if (verdict.mismatches.length > 0) {
-        return bashScript([...verdict.mismatches.map((m) => `echo ${shellQuote(m)} >&2`), "exit 1"]);
-    }
-    const checked = links.length - verdict.unchecked.length;
-    return bashScript([
-        `echo ${shellQuote(`cabling of ${node}: ${checked} of ${links.length} ports as interconnect.cables says (LLDP)`)}`,
-        ...verdict.unchecked.map((u) => `echo ${shellQuote(u)}`),
-    ]);
 }

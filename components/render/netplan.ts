@@ -51,7 +51,7 @@ function mtuPing(mtu: number, via: string, ip: string): string {
  * `link: …` line per result and a `link warning: …` line per slow link allowed by `lowSpeed: warn`;
  * a failure names the node, the interface (both ends for the ping) and the value found, and fails.
  */
-export function linkCheckLines(spec: NetplanSpec, peerWaitSeconds = 30): string[] {
+function linkCheckLines(spec: NetplanSpec, peerWaitSeconds = 30): string[] {
     const check = spec.linkCheck;
     if (!check) return [];
     const min = check.minSpeedMbps;
@@ -90,14 +90,27 @@ export function linkCheckLines(spec: NetplanSpec, peerWaitSeconds = 30): string[
     ];
 }
 
-/** The `link: …` lines an apply printed (its results), and its `link warning: …` lines. */
-export function linkResults(stdout: string): { links: string[]; warnings: string[] } {
-    const lines = stdout.split("\n");
-    return {
-        links: lines.filter((l) => l.startsWith("link: ")).map((l) => l.slice("link: ".length)),
-        warnings: lines.filter((l) => l.startsWith("link warning: ")).map((l) => l.slice("link warning: ".length)),
-    };
+/** What the link checks printed: each `link: …` line (a result) and each `link warning: …` line, without their prefix. */
+export interface LinkResults {
+    links: string[];
+    warnings: string[];
 }
+
+/**
+ * The link checks: the lines the apply runs after netplan apply ({@link linkCheckLines}), and the
+ * reader of the `link: …` and `link warning: …` lines they print (the RDMA bandwidth step prints
+ * the same two kinds: render/rdmaBandwidth.ts). Every other line of the output is left out.
+ */
+export const linkCheck: { lines(spec: NetplanSpec, peerWaitSeconds?: number): string[]; parse(stdout: string): LinkResults } = {
+    lines: linkCheckLines,
+    parse(stdout) {
+        const lines = stdout.split("\n");
+        return {
+            links: lines.filter((l) => l.startsWith("link: ")).map((l) => l.slice("link: ".length)),
+            warnings: lines.filter((l) => l.startsWith("link warning: ")).map((l) => l.slice("link warning: ".length)),
+        };
+    },
+};
 
 /** The link checks of the read-back: a link down, slower than the minimum, or short of the MTU somewhere on the way. */
 function linkReadLines(spec: Pick<NetplanSpec, "interfaces" | "mtu" | "node" | "peers" | "linkCheck">): string[] {

@@ -3,7 +3,9 @@
 // (the node first in config order), the other connects; every node walks its rails in the same
 // global order, so each pair meets without a deadlock, and each rail has its own TCP port.
 import { HOST_LIB } from "./host/lib";
+import type { Probe } from "./facts";
 import { bashScript, shellJoin, shellQuote } from "./host/shell";
+import { type LinkResults, linkCheck } from "./netplan";
 
 /** One rail as one of its ends runs it. */
 export interface RdmaRail {
@@ -52,7 +54,7 @@ export function ibWriteBwArgv(rail: RdmaRail & { device: string }, durationSecon
  * node, the interface, the other end and the value found. Without ib_write_bw on the node it
  * says so and measures nothing.
  */
-export function rdmaBandwidthScript(spec: RdmaBandwidthSpec): string {
+function rdmaBandwidthScript(spec: RdmaBandwidthSpec): string {
     const { node, durationSeconds: d, waitSeconds: wait, minGbps: min } = spec;
     const fail = (what: string) =>
         spec.lowBandwidth === "warn" ? `echo "link warning: ${what} (interconnect.linkCheck.lowSpeed is warn)"` : `sc_log "${what}"; rdma_failed=1`;
@@ -111,3 +113,9 @@ export function rdmaBandwidthScript(spec: RdmaBandwidthSpec): string {
         `[ "$rdma_failed" = 0 ] || { sc_log "RDMA bandwidth check failed on ${node}"; exit 1; }`,
     ]);
 }
+
+/** The RDMA bandwidth step (`<node>-rdma-bandwidth`): its script, and its `link: …` and `link warning: …` lines read as the link checks' are. */
+export const rdmaBandwidthProbe: Probe<RdmaBandwidthSpec, LinkResults> = {
+    script: rdmaBandwidthScript,
+    parse: linkCheck.parse,
+};

@@ -14,10 +14,11 @@ import { runtimeStrategy } from "./host/runtime";
 import { bashScript, contentHash, shellQuote } from "./host/shell";
 import { renderUnit } from "./host/systemd";
 import { CONFIG_DIR, CONTAINER_NAMES, MANAGED_MARKER, RUNTIME_ENV_PATH, SGLANG_SECRETS_PATH, UNITS, VLLM_SECRETS_PATH, unitPath } from "../../config/hostPaths";
-import { IMAGE_ID_PREFIX, runtimeLabel, versionProbeLines } from "./probe";
+import type { Probe } from "./facts";
+import { type EngineProbeResult, type EngineProbeSpec, engineProbe, runtimeLabel } from "./probe";
 import { type VllmServeSpec, chatReadyScript, guardUnitLines, readinessTimeout, renderFollowUnit, vllmMemoryStepArgv } from "./vllm";
 import { type ServerGuard, servingGuard, gateDir } from "./watchdog";
-import { type NodeVllm, type VllmProbeResult, groupBy, parseEngineProbe } from "./vllmCompat";
+import { type NodeVllm, groupBy } from "./vllmCompat";
 import { SGLANG_VERSION } from "../../config/sglangFlags";
 
 /**
@@ -245,21 +246,13 @@ export const SGLANG_VERSION_PREFIX = "sglang-version=";
 const SGLANG_VERSION_CODE = ["import importlib.metadata as m", "print(m.version('sglang'))"].join("\n");
 
 /** The SGLang probe (every node): `sglang-version=…` and, for a docker runtime, `image-id=…`; read only. */
-export function sglangProbeScript(spec: { node: string; runtime: Runtime }): string {
-    const message =
+export const sglangProbe: Probe<EngineProbeSpec, EngineProbeResult> = engineProbe({
+    versionPrefix: SGLANG_VERSION_PREFIX,
+    versionCode: SGLANG_VERSION_CODE,
+    missing: (spec) =>
         `${runtimeLabel(spec.runtime)} on ${spec.node} has no SGLang (its python3 finds no sglang distribution), and model.engine is sglang. ` +
-        `Fix: give this node a runtime with SGLang ${SGLANG_VERSION} (nodes[].runtime), or set model.engine: vllm.`;
-    const strategy = runtimeStrategy(spec.runtime);
-    return bashScript([
-        ...versionProbeLines(SGLANG_VERSION_PREFIX, strategy.pythonOneOff(SGLANG_VERSION_CODE), message),
-        ...strategy.imageIdLines(IMAGE_ID_PREFIX),
-    ]);
-}
-
-/** Reads the SGLang probe's output. */
-export function parseSglangProbe(output: string): VllmProbeResult {
-    return parseEngineProbe(output, SGLANG_VERSION_PREFIX);
-}
+        `Fix: give this node a runtime with SGLang ${SGLANG_VERSION} (nodes[].runtime), or set model.engine: vllm.`,
+});
 
 /** The public version (local part dropped): `0.5.23` of `0.5.23+lab.standin`. */
 function publicVersion(version: string): string {

@@ -1,12 +1,12 @@
 // Can each node's vLLM run what we render, and do the nodes agree? Decided from what the vLLM
-// probes found (render/probe.ts), before anything changes on any node: the cluster's runtime check
+// probes found (render/probe.ts `vllmProbe`), before anything changes on any node: the cluster's runtime check
 // step (components/sparkCluster.ts) runs the script rendered here, and every host layer of every
 // node waits for it.
 import type { Runtime } from "../../config";
 import { VLLM_FLAG_VERSIONS, compareVllmVersions, flagAccepted, parseVllmVersion } from "../../config/vllmFlags";
 import { runtimeStrategy } from "./host/runtime";
 import { bashScript, shellQuote } from "./host/shell";
-import { IMAGE_ID_PREFIX, VLLM_VERSION_PREFIX, runtimeLabel } from "./probe";
+import { type EngineProbeResult, runtimeLabel } from "./probe";
 
 /** What the flag tables say of one flag for one version. */
 export type FlagAnswer = "accepted" | "refused" | "unknown";
@@ -34,36 +34,11 @@ export const SHIPPED_FLAG_TABLES: FlagTables = {
     publicVersion: (v) => parseVllmVersion(v)?.public,
 };
 
-/** What the vLLM probe found on one node. */
-export interface VllmProbeResult {
-    /** The version (`none` when the probe found no vLLM; the probe fails then). */
-    version: string;
-    /** The ID of the image the node's tag names (docker runtime only). */
-    imageId?: string;
-}
-
-/** Reads an engine's probe output: its version after `versionPrefix`, and the image's ID. */
-export function parseEngineProbe(output: string, versionPrefix: string): VllmProbeResult {
-    const value = (prefix: string) =>
-        output
-            .split("\n")
-            .find((l) => l.startsWith(prefix))
-            ?.slice(prefix.length)
-            .trim();
-    const imageId = value(IMAGE_ID_PREFIX);
-    return { version: value(versionPrefix) ?? "none", ...(imageId ? { imageId } : {}) };
-}
-
-/** Reads the vLLM probe's output. */
-export function parseVllmProbe(output: string): VllmProbeResult {
-    return parseEngineProbe(output, VLLM_VERSION_PREFIX);
-}
-
 /** One node as the check sees it: its runtime, what its probe found and the argv we render for it. */
 export interface NodeVllm {
     node: string;
     runtime: Runtime;
-    probe: VllmProbeResult;
+    probe: EngineProbeResult;
     /** `vllm serve …` as rendered for this node (every node: with the ray executor only the head serves, but its workers run the same vLLM). */
     argv: readonly string[];
 }

@@ -15,9 +15,9 @@ import { describe, test } from "node:test";
 import * as fs from "node:fs";
 import * as path from "node:path";
 
-import { parseIbdev2netdev } from "../../components/nodeFacts";
-import { NetplanSpec, linkResults, netplanApplyScript, netplanReadScript } from "../../components/render/netplan";
-import { RdmaBandwidthSpec, rdmaBandwidthScript } from "../../components/render/rdmaBandwidth";
+import { NetplanSpec, linkCheck, netplanApplyScript, netplanReadScript } from "../../components/render/netplan";
+import { hardwareProbe } from "../../components/render/probe";
+import { RdmaBandwidthSpec, rdmaBandwidthProbe } from "../../components/render/rdmaBandwidth";
 import { resolveRdmaRails } from "../../config/resolve";
 import { lab, shQuote, ssh, sshRun, startScript, unitLog, unitState, waitFor, withExclusiveLab } from "./lab-harness";
 
@@ -74,7 +74,7 @@ describe("lab links: state, speed and MTU end to end per rail", { timeout: 30 * 
     test("healthy: every interface up at 200000 Mb/s, every rail carries 9000 bytes; the read-back is clean", () => {
         const r = apply(specOf("spark-a", true));
         assert.equal(r.status, 0, r.stdout);
-        assert.deepEqual(linkResults(r.stdout).links, [
+        assert.deepEqual(linkCheck.parse(r.stdout).links, [
             "enp1s0f1np1 up, 200000 Mb/s",
             "enP2p1s0f1np1 up, 200000 Mb/s",
             "spark-a enp1s0f1np1 -> spark-b 192.168.100.12: MTU 9000 end to end",
@@ -111,10 +111,10 @@ describe("lab links: state, speed and MTU end to end per rail", { timeout: 30 * 
         assert.ok(refused.stdout.includes("spark-a enP2p1s0f1np1: speed 13000 Mb/s, want at least 200000 Mb/s"), refused.stdout);
         const warned = apply(specOf("spark-a", true, { minSpeedMbps: 200000, lowSpeed: "warn" }));
         assert.equal(warned.status, 0, warned.stdout);
-        assert.deepEqual(linkResults(warned.stdout).warnings, [
+        assert.deepEqual(linkCheck.parse(warned.stdout).warnings, [
             "spark-a enP2p1s0f1np1: speed 13000 Mb/s, want at least 200000 Mb/s (interconnect.linkCheck.lowSpeed is warn)",
         ]);
-        assert.ok(linkResults(warned.stdout).links.includes("enP2p1s0f1np1 up, 13000 Mb/s"));
+        assert.ok(linkCheck.parse(warned.stdout).links.includes("enP2p1s0f1np1 up, 13000 Mb/s"));
         assert.deepEqual(readLinks(specOf("spark-a", true)), ["enP2p1s0f1np1: speed 13000 Mb/s, want at least 200000 Mb/s"]);
     });
 
@@ -130,7 +130,7 @@ describe("lab links: state, speed and MTU end to end per rail", { timeout: 30 * 
             }),
         }));
         const names = specOf(node, false).interfaces.map((i) => i.name);
-        const devices = parseIbdev2netdev(ssh(node, "ibdev2netdev"));
+        const devices = hardwareProbe.parse(ssh(node, "ibdev2netdev"));
         return {
             node,
             rails: (resolveRdmaRails(nodes, 18515).get(node) ?? []).map((r) => {
@@ -146,8 +146,8 @@ describe("lab links: state, speed and MTU end to end per rail", { timeout: 30 * 
 
     /** Both ends side by side, as up runs them: spark-a's (the servers) as a transient unit, spark-b's over SSH. */
     async function rdmaBoth(minGbps: number): Promise<{ a: { status: number; out: string }; b: { status: number; out: string } }> {
-        startScript("spark-a", "lab-links-rdma", rdmaBandwidthScript(rdmaSpecOf("spark-a", minGbps)));
-        const b = sshRun("spark-b", rdmaBandwidthScript(rdmaSpecOf("spark-b", minGbps)), 180_000);
+        startScript("spark-a", "lab-links-rdma", rdmaBandwidthProbe.script(rdmaSpecOf("spark-a", minGbps)));
+        const b = sshRun("spark-b", rdmaBandwidthProbe.script(rdmaSpecOf("spark-b", minGbps)), 180_000);
         await waitFor("spark-a's RDMA bandwidth step", 60_000, () => (unitState("spark-a", "lab-links-rdma").running ? undefined : true));
         return {
             a: { status: unitState("spark-a", "lab-links-rdma").status, out: unitLog("spark-a", "lab-links-rdma") },
@@ -171,11 +171,11 @@ describe("lab links: state, speed and MTU end to end per rail", { timeout: 30 * 
             ["enP2p1s0f1np1", "192.168.101"],
         ];
         assert.deepEqual(
-            linkResults(a.out).links,
+            rdmaBandwidthProbe.parse(a.out).links,
             rails.map(([iface, net]) => `spark-a ${iface} <-> spark-b ${net}.12: RDMA write 92.57 Gb/s average (ib_write_bw, 2 s)`),
         );
         assert.deepEqual(
-            linkResults(b.out).links,
+            rdmaBandwidthProbe.parse(b.out).links,
             rails.map(([iface, net]) => `spark-b ${iface} <-> spark-a ${net}.11: RDMA write 92.57 Gb/s average (ib_write_bw, 2 s)`),
         );
     });
@@ -196,7 +196,7 @@ describe("lab links: state, speed and MTU end to end per rail", { timeout: 30 * 
             );
             assert.ok(r.out.includes(`RDMA bandwidth check failed on ${node}`), r.out);
             assert.ok(
-                linkResults(r.out).links.some((l) => l.includes("enp1s0f1np1") && l.endsWith("RDMA write 92.57 Gb/s average (ib_write_bw, 2 s)")),
+                rdmaBandwidthProbe.parse(r.out).links.some((l) => l.includes("enp1s0f1np1") && l.endsWith("RDMA write 92.57 Gb/s average (ib_write_bw, 2 s)")),
                 "the healthy rail keeps its figure",
             );
         }

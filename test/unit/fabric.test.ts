@@ -14,7 +14,7 @@ import { ConfigError, checkCabling, checkTopology, parseConfig, type ConfigIssue
 import { planFabric } from "../../config/fabric";
 import { dockerTransitLines, fabricNcclSelection, fabricNetplanSpec, forwardingPlan, renderForwardingSysctl } from "../../components/render/fabric";
 import { renderFirewallRules } from "../../components/render/firewall";
-import { LLDP_ABSENT, cablingCheckScript, checkCablingAgainstLldp, lldpProbeScript, parseLldpNeighbours } from "../../components/render/lldp";
+import { LLDP_ABSENT, type LldpNeighbour, cablingCheckScript, checkCablingAgainstLldp, lldpProbe } from "../../components/render/lldp";
 import { renderNcclConf } from "../../components/render/nccl";
 import { netplanApplyScript, renderNetplan } from "../../components/render/netplan";
 import { matchSnapshot, unusedSnapshots } from "../support/snapshot";
@@ -436,16 +436,17 @@ test("no fabric snapshot is left unused", () => {
 describe("the cabling against LLDP (lldpcli show neighbors -f json0)", () => {
     const real = fs.readFileSync(path.join(__dirname, "..", "..", "..", "test", "unit", "fixtures", "lldpcli-show-neighbors.lldpd-1.0.16.json0"), "utf8");
     const names = ["spark-a", "spark-b", "spark-c", "spark-d"];
-
-    it("reads lldpd 1.0.16's real output: the neighbour's hostname and its port's interface name", () => {
-        assert.deepEqual(parseLldpNeighbours(real), [{ iface: P0, system: "spark-b", port: P1 }]);
-        assert.throws(() => parseLldpNeighbours('{"lldp": {}}'), /not lldpcli json0 output/);
-    });
+    /** The neighbours the LLDP probe read from `output` (its fixtures: test/unit/fixtures/probes/lldp/). */
+    const heard = (output: string): LldpNeighbour[] => {
+        const fact = lldpProbe.parse(output);
+        assert.equal(fact.state, "heard");
+        return fact.state === "heard" ? fact.neighbours : [];
+    };
 
     it("the configured cable matches: nothing refused", () => {
         const { nodes, cables } = ringNodes(4);
         const a = planFabric(cables, nodes)[0];
-        const verdict = checkCablingAgainstLldp("spark-a", a.links, parseLldpNeighbours(real), names);
+        const verdict = checkCablingAgainstLldp("spark-a", a.links, heard(real), names);
         assert.deepEqual(verdict.mismatches, []);
         // spark-a's other port heard nobody in this capture: reported, not refused.
         assert.deepEqual(verdict.unchecked, ["spark-a enp1s0f1np1: no LLDP neighbour heard (is lldpd running on spark-d?)"]);
@@ -479,31 +480,34 @@ describe("the cabling against LLDP (lldpcli show neighbors -f json0)", () => {
                 },
             ],
         });
-        const refused = runScript(cablingCheckScript("spark-a", a.links, miscabled, names));
+        const refused = runScript(cablingCheckScript("spark-a", a.links, lldpProbe.parse(miscabled), names));
         assert.equal(refused.status, 1);
         assert.match(
             refused.stderr,
             /^spark-a enp1s0f0np0 is cabled to spark-d enp1s0f1np1 \(LLDP\), but interconnect\.cables\[0\] says spark-b enp1s0f1np1: /m,
         );
-        const matched = runScript(cablingCheckScript("spark-a", a.links, real, names));
+        const matched = runScript(cablingCheckScript("spark-a", a.links, lldpProbe.parse(real), names));
         assert.equal(matched.status, 0, matched.stderr);
         assert.equal(
             matched.stdout,
             "cabling of spark-a: 1 of 2 ports as interconnect.cables says (LLDP)\nspark-a enp1s0f1np1: no LLDP neighbour heard (is lldpd running on spark-d?)\n",
         );
-        const absent = runScript(cablingCheckScript("spark-a", a.links, `${LLDP_ABSENT}\n`, names));
+        const absent = runScript(cablingCheckScript("spark-a", a.links, lldpProbe.parse(`${LLDP_ABSENT}\n`), names));
         assert.deepEqual([absent.status, absent.stdout], [0, "cabling of spark-a: not checked against LLDP (lldpd does not run on spark-a)\n"]);
-        const garbled = runScript(cablingCheckScript("spark-a", a.links, "lldpcli: unknown format", names));
+        const garbled = runScript(cablingCheckScript("spark-a", a.links, lldpProbe.parse("lldpcli: unknown format"), names));
         assert.equal(garbled.status, 1);
         assert.match(garbled.stderr, /^spark-a: cannot read `lldpcli show neighbors -f json0`: /);
         // A system name the neighbour sends reaches the script quoted, never run.
         const hostile = JSON.stringify({
             lldp: [{ interface: [{ name: P0, chassis: [{ name: [{ value: "spark-d" }] }], port: [{ descr: [{ value: "$(touch /tmp/x)'" }] }] }] }],
         });
-        assert.match(runScript(cablingCheckScript("spark-a", a.links, hostile, names)).stderr, /cabled to spark-d \$\(touch \/tmp\/x\)' \(LLDP\)/);
+        assert.match(
+            runScript(cablingCheckScript("spark-a", a.links, lldpProbe.parse(hostile), names)).stderr,
+            /cabled to spark-d \$\(touch \/tmp\/x\)' \(LLDP\)/,
+        );
         // The probe prints lldpcli's json0, or the absent line where lldpcli is missing or lldpd does not answer.
-        assert.match(lldpProbeScript(), /lldpcli show neighbors -f json0/);
-        assert.equal(runScript(`PATH=/nonexistent; ${lldpProbeScript()}`).stdout, `${LLDP_ABSENT}\n`);
+        assert.match(lldpProbe.script(), /lldpcli show neighbors -f json0/);
+        assert.equal(runScript(`PATH=/nonexistent; ${lldpProbe.script()}`).stdout, `${LLDP_ABSENT}\n`);
     });
 
     it("a neighbour that is no node of the cluster is reported, not refused", () => {

@@ -13,8 +13,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { ConfigError, parseConfig } from "../../config";
 import { resolveRdmaRails } from "../../config/resolve";
-import { linkResults } from "../../components/render/netplan";
-import { IB_WRITE_BW_AVERAGE_AWK, RdmaBandwidthSpec, ibWriteBwArgv, rdmaBandwidthScript } from "../../components/render/rdmaBandwidth";
+import { IB_WRITE_BW_AVERAGE_AWK, RdmaBandwidthSpec, ibWriteBwArgv, rdmaBandwidthProbe } from "../../components/render/rdmaBandwidth";
 import { matchSnapshot } from "../support/snapshot";
 import { sparkPair } from "../support/fixtures";
 
@@ -206,8 +205,8 @@ const CLIENT: RdmaBandwidthSpec = {
 
 describe("the RDMA bandwidth step", () => {
     it("renders (snapshots: a refusing server end, a warning client end with a rail lacking its device)", () => {
-        matchSnapshot("rdma-bandwidth.spark-a.sh", rdmaBandwidthScript(SERVER));
-        matchSnapshot("rdma-bandwidth.spark-b-warn.sh", rdmaBandwidthScript(CLIENT));
+        matchSnapshot("rdma-bandwidth.spark-a.sh", rdmaBandwidthProbe.script(SERVER));
+        matchSnapshot("rdma-bandwidth.spark-b-warn.sh", rdmaBandwidthProbe.script(CLIENT));
     });
 
     /** Runs the step in bash with a fake ib_write_bw printing REPORT (per device) and exiting with RC. */
@@ -222,7 +221,7 @@ describe("the RDMA bandwidth step", () => {
                 fs.symlinkSync(found, path.join(bin, tool));
             }
             if (fake !== undefined) fs.writeFileSync(path.join(bin, "ib_write_bw"), `#!/bin/bash\n${fake}\n`, { mode: 0o755 });
-            const r = spawnSync("/bin/bash", ["-c", rdmaBandwidthScript(spec)], { encoding: "utf8", env: { PATH: bin }, timeout: 60_000 });
+            const r = spawnSync("/bin/bash", ["-c", rdmaBandwidthProbe.script(spec)], { encoding: "utf8", env: { PATH: bin }, timeout: 60_000 });
             return { status: r.status, out: r.stdout + r.stderr };
         } finally {
             fs.rmSync(dir, { recursive: true, force: true });
@@ -234,7 +233,7 @@ describe("the RDMA bandwidth step", () => {
     it("healthy: each rail's figure in a link line, exit 0", () => {
         const r = runStep(SERVER, report("92.57"));
         assert.equal(r.status, 0, r.out);
-        assert.deepEqual(linkResults(r.out).links, [
+        assert.deepEqual(rdmaBandwidthProbe.parse(r.out).links, [
             "spark-a enp1s0f1np1 <-> spark-b 192.168.100.12: RDMA write 92.57 Gb/s average (ib_write_bw, 5 s)",
             "spark-a enP2p1s0f1np1 <-> spark-b 192.168.101.12: RDMA write 92.57 Gb/s average (ib_write_bw, 5 s)",
         ]);
@@ -250,20 +249,20 @@ describe("the RDMA bandwidth step", () => {
         assert.match(refused.out, /RDMA bandwidth check failed on spark-a/);
         const warned = runStep({ ...SERVER, lowBandwidth: "warn" }, report("12.80"));
         assert.equal(warned.status, 0, warned.out);
-        assert.equal(linkResults(warned.out).warnings.length, 2);
-        assert.match(linkResults(warned.out).warnings[0], /RDMA write 12\.80 Gb\/s, want at least 80 Gb\/s .*lowSpeed is warn/);
+        assert.equal(rdmaBandwidthProbe.parse(warned.out).warnings.length, 2);
+        assert.match(rdmaBandwidthProbe.parse(warned.out).warnings[0], /RDMA write 12\.80 Gb\/s, want at least 80 Gb\/s .*lowSpeed is warn/);
     });
 
     it("a run that measured nothing, or a rail without an RDMA device, counts as a failure to measure", () => {
         const r = runStep(CLIENT, `echo 'IB device rocep1s0f1 not found' >&2; echo ' Unable to find the Infiniband/RoCE device' >&2; exit 1`);
         assert.equal(r.status, 0, r.out);
-        assert.deepEqual(linkResults(r.out).links, [
+        assert.deepEqual(rdmaBandwidthProbe.parse(r.out).links, [
             "spark-b enp1s0f1np1 <-> spark-a 192.168.100.11: RDMA bandwidth not measured (ib_write_bw exit 1)",
             "spark-b enP2p1s0f1np1 <-> spark-a 192.168.101.11: RDMA bandwidth not measured: enP2p1s0f1np1 has no RDMA device (ibdev2netdev)",
         ]);
         assert.match(r.out, /IB device rocep1s0f1 not found/);
         assert.deepEqual(
-            linkResults(r.out).warnings.map((w) => w.replace(/ \(interconnect.*$/, "")),
+            rdmaBandwidthProbe.parse(r.out).warnings.map((w) => w.replace(/ \(interconnect.*$/, "")),
             [
                 "spark-b enp1s0f1np1 <-> spark-a 192.168.100.11: RDMA bandwidth not measured: ib_write_bw could not run against spark-a (exit 1)",
                 "spark-b enP2p1s0f1np1 <-> spark-a 192.168.101.11: RDMA bandwidth not measured: enP2p1s0f1np1 has no RDMA device (ibdev2netdev)",
@@ -287,7 +286,7 @@ describe("the RDMA bandwidth step", () => {
     it("without ib_write_bw on the node: each rail says so, nothing fails", () => {
         const r = runStep(SERVER, undefined);
         assert.equal(r.status, 0, r.out);
-        assert.deepEqual(linkResults(r.out).links, [
+        assert.deepEqual(rdmaBandwidthProbe.parse(r.out).links, [
             "spark-a enp1s0f1np1 <-> spark-b 192.168.100.12: RDMA bandwidth not measured: ib_write_bw (perftest) is not installed on spark-a",
             "spark-a enP2p1s0f1np1 <-> spark-b 192.168.101.12: RDMA bandwidth not measured: ib_write_bw (perftest) is not installed on spark-a",
         ]);

@@ -13,7 +13,7 @@ import { installFilesScript } from "../../components/render/host/files";
 import { READ_LIB, filesReadScript, readScript, secretFileReadScript, unitDriftLine } from "../../components/render/host/read";
 import { HOST_LIB } from "../../components/render/host/lib";
 import { bashScript } from "../../components/render/host/shell";
-import { linkCheckLines, linkResults, netplanReadScript } from "../../components/render/netplan";
+import { linkCheck, netplanReadScript } from "../../components/render/netplan";
 import { pfcReadScript, pfcVector, renderPeermemConf, renderPfcUnit } from "../../components/render/pfc";
 import { firewallReadScript } from "../../components/render/firewall";
 import { matchSnapshot } from "../support/snapshot";
@@ -152,7 +152,7 @@ describe("read-back scripts", () => {
             box.run(
                 bashScript([
                     HOST_LIB,
-                    ...linkCheckLines({ ...spec, interfaces: [{ name: "lo", address: "127.0.0.1/8" }], linkCheck: { minSpeedMbps: 200000, lowSpeed } }, 1),
+                    ...linkCheck.lines({ ...spec, interfaces: [{ name: "lo", address: "127.0.0.1/8" }], linkCheck: { minSpeedMbps: 200000, lowSpeed } }, 1),
                 ]),
             );
         fs.writeFileSync(path.join(box.dir, "speed"), "13000");
@@ -160,9 +160,9 @@ describe("read-back scripts", () => {
         const refused = apply("refuse");
         assert.equal(refused.status, 1);
         assert.ok(refused.stdout.includes("spark-a lo: speed 13000 Mb/s, want at least 200000 Mb/s"), refused.stdout);
-        assert.deepEqual(linkResults(refused.stdout).links, ["lo unknown, 13000 Mb/s", "spark-a lo -> spark-b 192.168.100.12: MTU 9000 end to end"]);
+        assert.deepEqual(linkCheck.parse(refused.stdout).links, ["lo unknown, 13000 Mb/s", "spark-a lo -> spark-b 192.168.100.12: MTU 9000 end to end"]);
         const warned = apply("warn");
-        assert.deepEqual(linkResults(warned.stdout).warnings, [
+        assert.deepEqual(linkCheck.parse(warned.stdout).warnings, [
             "spark-a lo: speed 13000 Mb/s, want at least 200000 Mb/s (interconnect.linkCheck.lowSpeed is warn)",
         ]);
         assert.equal(warned.status, 1, "lo is not up: that still fails");

@@ -16,8 +16,8 @@ import * as os from "node:os";
 import * as path from "node:path";
 import * as yaml from "js-yaml";
 import { ConfigError, DockerRuntime, RaySchema, Runtime, parseConfig } from "../../config";
-import { compareVersions, hcasFor, parseIbdev2netdev, parseRayVersion, rayAuthStatus, resolveInterfaceNames } from "../../components/nodeFacts";
-import { probeScript, rayProbeScript } from "../../components/render/probe";
+import { compareVersions, hcasFor, rayAuthStatus, resolveInterfaceNames } from "../../components/nodeFacts";
+import { hardwareProbe, rayProbe } from "../../components/render/probe";
 import { HOST_KEY_PREFIX, SSH_READY_SCRIPT, hostKeyFingerprint, hostKeyToPin, noHostKeyMessage, recordedHostKey } from "../../components/hostKey";
 import { installFileFromStdinScript, installFilesScript, installUnitScript, removeFilesScript, removeUnitScript } from "../../components/render/host/files";
 import { HOST_LIB } from "../../components/render/host/lib";
@@ -1128,7 +1128,8 @@ describe("heredoc", () => {
     });
 });
 
-describe("ibdev2netdev detection", () => {
+// What ibdev2netdev prints and what the hardware probe reads of it: test/unit/probes.test.ts (fixtures/probes/hardware/).
+describe("interface names and HCAs from ibdev2netdev", () => {
     const LAB = ["rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)", "roceP2p1s0f1 port 1 ==> enP2p1s0f1np1 (Up)"].join("\n");
     const MIXED = [
         "rocep1s0f0 port 1 ==> enp1s0f0np0 (Down)",
@@ -1137,32 +1138,6 @@ describe("ibdev2netdev detection", () => {
         "",
         "roceP2p1s0f1 port 1 ==> enP2p1s0f1np1 (Up)",
     ].join("\n");
-
-    const parseCases: readonly { name: string; output: string; devices: ReturnType<typeof parseIbdev2netdev> }[] = [
-        {
-            name: "the lab's twins",
-            output: LAB,
-            devices: [
-                { device: "rocep1s0f1", netdev: "enp1s0f1np1", up: true },
-                { device: "roceP2p1s0f1", netdev: "enP2p1s0f1np1", up: true },
-            ],
-        },
-        {
-            name: "Down ports, blank lines and noise",
-            output: MIXED,
-            devices: [
-                { device: "rocep1s0f0", netdev: "enp1s0f0np0", up: false },
-                { device: "rocep1s0f1", netdev: "enp1s0f1np1", up: true },
-                { device: "roceP2p1s0f1", netdev: "enP2p1s0f1np1", up: true },
-            ],
-        },
-        { name: "no RoCE at all (a Thor: the probe prints nothing)", output: "", devices: [] },
-    ];
-    for (const { name, output, devices } of parseCases) {
-        it(`parseIbdev2netdev: ${name}`, () => {
-            assert.deepEqual(parseIbdev2netdev(output), devices);
-        });
-    }
 
     const resolveCases: readonly { name: string; configured: (string | undefined)[]; output: string; names: string[] }[] = [
         { name: "configured names are kept", configured: ["enp1s0f1np1", "enP2p1s0f1np1"], output: "", names: ["enp1s0f1np1", "enP2p1s0f1np1"] },
@@ -1177,13 +1152,13 @@ describe("ibdev2netdev detection", () => {
     ];
     for (const { name, configured, output, names } of resolveCases) {
         it(`resolveInterfaceNames: ${name}`, () => {
-            assert.deepEqual(resolveInterfaceNames("spark-b", configured, parseIbdev2netdev(output)), names);
+            assert.deepEqual(resolveInterfaceNames("spark-b", configured, hardwareProbe.parse(output)), names);
         });
     }
 
     it("resolveInterfaceNames: nothing left to detect names the node and the key to set", () => {
         assert.throws(
-            () => resolveInterfaceNames("thor-1", [undefined], parseIbdev2netdev("")),
+            () => resolveInterfaceNames("thor-1", [undefined], hardwareProbe.parse("")),
             (err: Error) => {
                 assert.match(err.message, /thor-1/);
                 assert.match(err.message, /interconnect\[0\]\.name/);
@@ -1192,13 +1167,13 @@ describe("ibdev2netdev detection", () => {
             },
         );
         assert.throws(
-            () => resolveInterfaceNames("spark-b", [undefined, undefined], parseIbdev2netdev(LAB.split("\n")[0])),
+            () => resolveInterfaceNames("spark-b", [undefined, undefined], hardwareProbe.parse(LAB.split("\n")[0])),
             /spark-b.*interconnect\[1\]\.name: not set and not detected/,
         );
     });
 
     it("hcasFor maps interfaces to their RDMA devices, in interface order", () => {
-        const devices = parseIbdev2netdev(MIXED);
+        const devices = hardwareProbe.parse(MIXED);
         assert.deepEqual(hcasFor(["enp1s0f1np1", "enP2p1s0f1np1"], devices), ["rocep1s0f1", "roceP2p1s0f1"]);
         assert.deepEqual(hcasFor(["enP2p1s0f1np1"], devices), ["roceP2p1s0f1"]);
         assert.deepEqual(hcasFor(["mgbe0_0"], devices), [], "an interface without RoCE has no HCA");
@@ -1330,30 +1305,30 @@ describe("the node probes", () => {
     /** Runs the Ray probe against a fake venv whose python prints `version` (or fails when undefined). */
     function rayProbeWith(version: string | undefined) {
         const python = version === undefined ? "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'ray'\" >&2\nexit 1\n" : `#!/bin/sh\necho ${version}\n`;
-        return runProbeInFakeVenv(python, (runtime) => rayProbeScript({ node: "thor-1", runtime }));
+        return runProbeInFakeVenv(python, (runtime) => rayProbe.script({ node: "thor-1", runtime }));
     }
 
     it("the Ray probe reports the runtime's Ray version", () => {
         const r = rayProbeWith("2.60.0");
         assert.equal(r.status, 0, r.stderr);
-        assert.equal(parseRayVersion(r.stdout), "2.60.0");
+        assert.equal(rayProbe.parse(r.stdout), "2.60.0");
     });
 
     it("the Ray probe fails, naming model.executor and the fix, when the runtime has no Ray", () => {
         const r = rayProbeWith(undefined);
         assert.equal(r.status, 1);
         assert.match(r.stderr, /^spark-cluster:model\.executor is ray, but the venv \S+ on thor-1 has no Ray .*Fix: set model\.executor: mp/m);
-        assert.equal(parseRayVersion(r.stdout), "none");
+        assert.equal(rayProbe.parse(r.stdout), "none");
     });
 
     it("the hardware probe does not look for Ray, and is one script whatever the runtime or executor", () => {
-        const script = probeScript();
+        const script = hardwareProbe.script();
         assert.doesNotMatch(script, /ray/);
         assert.equal(spawnSync("bash", ["-n", "-c", script]).status, 0);
     });
 
     it("the Ray probe asks a docker runtime through a throwaway container of the same image, no network, image after --", () => {
-        const script = rayProbeScript({ node: "spark-a", runtime: DOCKER_DEFAULT });
+        const script = rayProbe.script({ node: "spark-a", runtime: DOCKER_DEFAULT });
         assert.match(script, /docker run --rm --network none --entrypoint python3 -- nvcr\.io\/nvidia\/vllm:\S+ -c 'import ray; print\(ray.__version__\)'/);
         assert.equal(spawnSync("bash", ["-n", "-c", script]).status, 0);
     });

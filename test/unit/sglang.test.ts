@@ -11,7 +11,7 @@ import { spawnSync } from "node:child_process";
 import * as path from "node:path";
 import { ConfigError, parseConfig } from "../../config";
 import { SGLANG_FLAG_TABLE, SGLANG_VERSION, findSglangFlag } from "../../config/sglangFlags";
-import { type SglangServeSpec, parseSglangProbe, renderSglangSecrets, renderSglangUnit, sglangPlan, sglangServeArgv } from "../../components/render/sglang";
+import { type SglangServeSpec, renderSglangSecrets, renderSglangUnit, sglangPlan, sglangProbe, sglangServeArgv } from "../../components/render/sglang";
 import { DOCKER_DEFAULT, VENV, sparkPair } from "../support/fixtures";
 import { REPO_ROOT } from "../support/repoRoot";
 
@@ -179,11 +179,11 @@ describe("the SGLang argv per rank", () => {
     });
 
     it("the probe's output: sglang-version and the image ID", () => {
-        assert.deepEqual(parseSglangProbe("sglang-version=0.5.23+lab.standin\nimage-id=sha256:abc\n"), {
+        assert.deepEqual(sglangProbe.parse("sglang-version=0.5.23+lab.standin\nimage-id=sha256:abc\n"), {
             version: "0.5.23+lab.standin",
             imageId: "sha256:abc",
         });
-        assert.deepEqual(parseSglangProbe("vllm-version=0.31.0\n"), { version: "none" });
+        assert.deepEqual(sglangProbe.parse("vllm-version=0.31.0\n"), { version: "none" });
     });
 });
 

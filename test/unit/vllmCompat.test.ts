@@ -4,17 +4,8 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { vllmServeArgv } from "../../components/render/vllm";
-import { vllmProbeScript } from "../../components/render/probe";
-import {
-    FlagTables,
-    NodeVllm,
-    SHIPPED_FLAG_TABLES,
-    flagAnswer,
-    parseVllmProbe,
-    renderedFlags,
-    vllmCheckScript,
-    vllmVerdict,
-} from "../../components/render/vllmCompat";
+import { vllmProbe } from "../../components/render/probe";
+import { FlagTables, NodeVllm, SHIPPED_FLAG_TABLES, flagAnswer, renderedFlags, vllmCheckScript, vllmVerdict } from "../../components/render/vllmCompat";
 import { DOCKER_DEFAULT, VENV, VLLM_MP_BASE, runProbeInFakeVenv } from "../support/fixtures";
 
 /** Two made-up tables: --old goes away after 1.0, --new arrives in 2.0. */
@@ -162,27 +153,27 @@ describe("the vLLM probe", () => {
     /** Runs the probe against a fake venv whose python prints `version` (or fails when undefined). */
     function probeWith(version: string | undefined) {
         const python = version === undefined ? "#!/bin/sh\necho 'No module named vllm' >&2\nexit 1\n" : `#!/bin/sh\necho ${version}\n`;
-        return runProbeInFakeVenv(python, (runtime) => vllmProbeScript({ node: "thor-1", runtime }));
+        return runProbeInFakeVenv(python, (runtime) => vllmProbe.script({ node: "thor-1", runtime }));
     }
 
     it("reports the venv's vLLM version (no image ID for a venv)", () => {
         const r = probeWith("0.31.0");
         assert.equal(r.status, 0, r.stderr);
-        assert.deepEqual(parseVllmProbe(r.stdout), { version: "0.31.0" });
+        assert.deepEqual(vllmProbe.parse(r.stdout), { version: "0.31.0" });
     });
 
     it("fails, naming the runtime and the node, when there is no vLLM", () => {
         const r = probeWith(undefined);
         assert.equal(r.status, 1);
         assert.match(r.stderr, /^the venv \S+ on thor-1 has no vLLM .*Fix: give this node a runtime with vLLM/m);
-        assert.deepEqual(parseVllmProbe(r.stdout), { version: "none" });
+        assert.deepEqual(vllmProbe.parse(r.stdout), { version: "none" });
     });
 
     it("asks a docker runtime through a throwaway container without network, then the image's ID, the image after --", () => {
-        const script = vllmProbeScript({ node: "spark-a", runtime: DOCKER_DEFAULT });
+        const script = vllmProbe.script({ node: "spark-a", runtime: DOCKER_DEFAULT });
         assert.match(script, /docker run --rm --network none --entrypoint python3 -- nvcr\.io\/nvidia\/vllm:\S+ -c /);
         assert.match(script, /echo "image-id=\$\(docker image inspect --format '\{\{\.Id\}\}' -- nvcr\.io\/nvidia\/vllm:\S+\)"/);
         assert.equal(spawnSync("bash", ["-n", "-c", script]).status, 0);
-        assert.deepEqual(parseVllmProbe("vllm-version=0.20.1\nimage-id=sha256:cc\n"), { version: "0.20.1", imageId: "sha256:cc" });
+        assert.deepEqual(vllmProbe.parse("vllm-version=0.20.1\nimage-id=sha256:cc\n"), { version: "0.20.1", imageId: "sha256:cc" });
     });
 });

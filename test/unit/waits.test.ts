@@ -20,9 +20,9 @@ import { ncclPlan } from "../../components/render/nccl";
 import { netplanPlan } from "../../components/render/netplan";
 import { openWebuiPlan } from "../../components/render/openWebui";
 import { pfcPlan } from "../../components/render/pfc";
-import { probeScript, rayProbeScript, vllmProbeScript } from "../../components/render/probe";
+import { hardwareProbe, rayProbe, vllmProbe } from "../../components/render/probe";
 import { rayPlan } from "../../components/render/ray";
-import { rdmaBandwidthScript } from "../../components/render/rdmaBandwidth";
+import { rdmaBandwidthProbe } from "../../components/render/rdmaBandwidth";
 import { SHIPPED_FLAG_TABLES, vllmCheckScript, vllmVerdict } from "../../components/render/vllmCompat";
 import { WAIT_EXCEPTIONS, loopsIn, waitException } from "../support/waitLoops";
 
@@ -85,9 +85,9 @@ function renderedScripts(config: Config): Map<string, string> {
     for (const node of config.nodes) {
         const names = node.interconnect.map((iface) => iface.name ?? "eth0");
         add(`${node.name}-ssh`, SSH_READY_SCRIPT);
-        add(`${node.name}-probe`, probeScript());
-        add(`${node.name}-vllm-probe`, vllmProbeScript({ node: node.name, runtime: node.runtime }));
-        add(`${node.name}-ray-probe`, rayProbeScript({ node: node.name, runtime: node.runtime }));
+        add(`${node.name}-probe`, hardwareProbe.script());
+        add(`${node.name}-vllm-probe`, vllmProbe.script({ node: node.name, runtime: node.runtime }));
+        add(`${node.name}-ray-probe`, rayProbe.script({ node: node.name, runtime: node.runtime }));
         const netplan = netplanPlan({
             node: node.name,
             mtu: config.interconnect.mtu,
@@ -138,7 +138,7 @@ function renderedScripts(config: Config): Map<string, string> {
         ).get(node.name);
         add(
             `${node.name}-rdma-bandwidth`,
-            rdmaBandwidthScript({
+            rdmaBandwidthProbe.script({
                 node: node.name,
                 rails: (rails ?? []).map((r) => ({ role: r.role, iface: names[r.via], device: "rocep1s0f1", peer: r.peer, peerIp: r.peerIp, port: r.port })),
                 durationSeconds: 5,
