@@ -11,7 +11,7 @@ import { spawnSync } from "node:child_process";
 import * as path from "node:path";
 import { ConfigError, parseConfig } from "../../config";
 import { SGLANG_FLAG_TABLE, SGLANG_VERSION, findSglangFlag } from "../../config/sglangFlags";
-import { type SglangServeSpec, renderSglangSecrets, renderSglangUnit, sglangPlan, sglangProbe, sglangServeArgv } from "../../components/render/sglang";
+import { type SglangServeSpec, renderSglangSecrets, renderSglangUnit, sglangPlan, sglangServeArgv } from "../../components/render/sglang";
 import { DOCKER_DEFAULT, VENV, sparkPair } from "../support/fixtures";
 import { REPO_ROOT } from "../support/repoRoot";
 
@@ -176,14 +176,6 @@ describe("the SGLang argv per rank", () => {
         assert.match(plan.ready ?? "", /sglang\.yaml/);
         assert.equal(sglangPlan(rank(1), VENV).ready, undefined, "only rank 0 is probed");
         assert.ok(sglangPlan(rank(1), VENV).follow, "a rank 1+ has a follower");
-    });
-
-    it("the probe's output: sglang-version and the image ID", () => {
-        assert.deepEqual(sglangProbe.parse("sglang-version=0.5.23+lab.standin\nimage-id=sha256:abc\n"), {
-            version: "0.5.23+lab.standin",
-            imageId: "sha256:abc",
-        });
-        assert.deepEqual(sglangProbe.parse("vllm-version=0.31.0\n"), { version: "none" });
     });
 });
 
