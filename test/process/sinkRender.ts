@@ -1,8 +1,8 @@
 /**
  * Renders many configs, one after the other, in one process under Pulumi's mocks: the render
  * worker of test/process/sinks.property.test.ts, and {@link RenderPool}, which runs two of them.
- * test/mocked/graphHarness.ts renders one scenario per process (its tests need a fresh runtime each); the
- * property test renders hundreds, so each worker keeps its runtime and resets only what it records.
+ * test/mocked/graphHarness.ts gives each scenario a fresh runtime (a store of its own); the property
+ * test renders hundreds, so each worker keeps its runtime and resets only what it records.
  *
  * `node build/test/process/sinkRender.js`: one job per line on stdin (`{ id, values, secretKeys,
  * preview }`), one result per line on fd 3 (`{ id, resources, outputs, errors }`), in order. The
