@@ -4,8 +4,6 @@
 // nothing a client of the API holds computes them. secretsGeneration rotates the root, and with it
 // every derived secret (docs/how-it-works.md, "Internal secrets").
 import { createHmac } from "node:crypto";
-import * as pulumi from "@pulumi/pulumi";
-import { RandomSecret } from "./sparkRemote";
 
 /** What each derived secret is for: the text the root secret is HMAC'd over. */
 export const SECRET_PURPOSES = {
@@ -17,18 +15,4 @@ export const SECRET_PURPOSES = {
 /** A secret derived from the root: HMAC-SHA256 of `purpose` keyed by it, in hex (64 characters). The one place derived secrets are made. */
 export function deriveSecret(root: string, purpose: string): string {
     return createHmac("sha256", root).update(purpose).digest("hex");
-}
-
-/** The stack's root secret and what is derived from it, as secret outputs. */
-export class ClusterSecrets {
-    readonly root: RandomSecret;
-
-    constructor(name: string, generation: string, opts: pulumi.CustomResourceOptions) {
-        this.root = new RandomSecret(`${name}-root-secret`, { generation }, opts);
-    }
-
-    /** The secret derived for `purpose`. */
-    derived(purpose: string): pulumi.Output<string> {
-        return pulumi.secret(this.root.value.apply((root) => deriveSecret(root, purpose)));
-    }
 }

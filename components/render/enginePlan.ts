@@ -41,3 +41,8 @@ export interface EnginePlan {
      */
     switchCleanup?: { create: string; delete: string };
 }
+
+/** The OpenAI-compatible base URL rank 0 serves on `publicHost` (the head's SSH address). */
+export function apiBaseUrl(publicHost: string, apiPort: number): string {
+    return `http://${publicHost}:${apiPort}/v1`;
+}

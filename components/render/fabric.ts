@@ -4,7 +4,7 @@
 // and Docker's DOCKER-USER chain, whose FORWARD policy is DROP wherever Docker runs), and NCCL's
 // interface selection across several subnets. Pure: config/fabric.ts decides, this renders.
 //
-// Wired by components/clusterNode.ts: the netplan spec and NCCL selection on every mesh or ring
+// Wired by components/plan/clusterPlan.ts: the netplan spec and NCCL selection on every mesh or ring
 // node, the forwarding step (with the DOCKER-USER rules) on the nodes that forward, the forward
 // chain through the firewall policy's transitInterfaces (config/resolve.ts).
 import type { FabricNode } from "../../config/fabric";

@@ -1,7 +1,46 @@
 // The model layer: a Hugging Face model is downloaded once, on the head, into the host's Hugging
 // Face cache, then pulled by every other node from a read-only rsync daemon the head runs on its
 // interconnect address for the duration of the sync; a local path is checked on every node.
-// components/modelSync.ts says in what order and when these scripts run.
+// The order and the conditions these scripts run in (components/plan/clusterPlan.ts makes the steps
+// from modelSyncPlan, below):
+//
+// The model every vLLM serves, on every node, before any vLLM starts; vLLM then runs with
+// HF_HUB_OFFLINE=1 against the node's own copy.
+//
+// A Hugging Face id (`org/name`) is downloaded once, on the head, and copied to the other nodes
+// over the interconnect:
+//
+// - **download** (head): the runtime's own `hf download` (docker: a throwaway `docker run --rm` of
+//   the node's image with the host's Hugging Face cache mounted; venv: the venv's `bin/hf`) into
+//   `/root/.cache/huggingface/hub/models--ORG--NAME`, the cache vLLM reads. The hfToken secret is
+//   this step's stdin (as it is vllm.env's writer's): it reaches `hf` through the environment
+//   only, never argv, and is replaced in anything printed. The size so far and the tool's last
+//   line show in `up` every 10 s (bounded: 24 h).
+// - **serve** (head): an rsync daemon bound to the head's interconnect address, read-only, for
+//   the duration of the sync only: per worker a module open to that worker's interconnect
+//   addresses alone, authenticated by a secret derived from the stack's root secret (stdin, a root-only
+//   file while serving). The firewall already keeps everyone but members off the port. It stops
+//   once every worker reported (an rsync `done-<node>` module it lists after checking its copy),
+//   when a worker does not connect within 10 min, or after the overall bound.
+// - **pull-<node>** (each other node): waits (bounded) for the head to serve, then
+//   `rsync -a --partial-dir` into its own cache: resumable, up to 5 attempts, rsync's overall
+//   progress every 10 s; checks the snapshot vLLM will resolve (refs/main and its config.json).
+//
+// Unchanged detection, three layers: (1) the steps' inputs hold the model id, so a second `up`
+// with the same model runs none of them (the Pulumi engine's diff); (2) when they do run again
+// (a failed earlier run, a changed connection), the head and each worker compare the repository
+// with the manifest they recorded after the last download or pull (every file's size, mtime and
+// link target) and do nothing when it matches, and the head does not wait for a worker it
+// already saw finish this model; (3) rsync itself skips every file already present with the
+// same size and mtime. Changing the model runs everything for the new repository only: other
+// repositories in the cache are never touched.
+//
+// `destroy` (and a model change) removes our records but leaves the model in every node's cache:
+// it is the user's data. `model.removeCacheOnDestroy: true` removes the repository instead (a
+// model change then removes the old one before the new one arrives: delete-before-replace).
+//
+// A local path is served as it is: a read-only check on every node that the directory exists
+// with config.json, failing with a message naming model.source and the node.
 import type { Runtime } from "../../config";
 import { HOST_LIB } from "./host/lib";
 import { runtimeStrategy } from "./host/runtime";

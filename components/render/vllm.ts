@@ -168,7 +168,7 @@ export function renderVllmUnit(spec: VllmServeSpec, runtime: Runtime, envHash: s
     const ray: { envFiles: string[]; environment: Partial<Record<VllmUnitEnvName, string>>; after: string[] } = rayAddress
         ? { envFiles: [RAY_ENV_PATH], environment: { RAY_ADDRESS: rayAddress }, after: [`${UNITS.ray}.service`] }
         : { envFiles: [], environment: {}, after: [] };
-    // Offline: the model is already on this node (components/modelSync.ts), never fetched here.
+    // Offline: the model is already on this node (the model sync, render/modelSync.ts), never fetched here.
     const own: Partial<Record<VllmUnitEnvName, string>> = { ...ray.environment, HF_HUB_OFFLINE: "1" };
     return renderUnit({
         name: UNITS.vllm,

@@ -13,253 +13,28 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { SECRET_PURPOSES } from "../../components/clusterSecrets";
-import { MOCK_IMAGE_ID, NO_LOCAL_STORAGE_EXIT, RecordedResource, Scenario, ScenarioResult } from "./graphHarness";
+import { clusterPlan } from "../../components/plan/clusterPlan";
+import { parseConfig } from "../../config";
+import { PlannedResource, evaluatePlan } from "../support/planGraph";
+import { NO_LOCAL_STORAGE_EXIT, RecordedResource, ScenarioResult } from "./graphHarness";
 import { MOCK_HOST_KEY, SECRET_SIG, SECRET_SIG_KEY, mockDerivedSecret } from "../support/mockHarness";
 import { WAIT_EXCEPTIONS, loopsIn, waitException } from "../support/waitLoops";
-import { sparkPair } from "../support/fixtures";
-
-// ---------------------------------------------------------------------------------------------
-// Scenarios
-// ---------------------------------------------------------------------------------------------
-
-const API_KEY = "graph-test-api-key-0123456789abcdef";
-const HF_TOKEN = "hf_graphTestToken0123456789";
-const SSH_KEY_BODY = "b3BlbnNzaC1rZXktdjEAAAAAgraphtestkeybody";
-const SSH_KEY = `-----BEGIN OPENSSH PRIVATE KEY-----\n${SSH_KEY_BODY}\n-----END OPENSSH PRIVATE KEY-----`;
-const SECRET_KEYS = ["sshPrivateKey", "apiKey", "hfToken"];
-const RAY_TOKEN = "0123456789abcdef0123456789abcdef-rotated";
-const OPEN_WEBUI_PASSWORD = "graph-test-open-webui-admin-password";
-
-/** spark-a cabled to a Thor: one link, so one interface. */
-function sparkForThor(): Record<string, unknown> {
-    return { ...sparkPair()[0], interconnect: [{ name: "enp1s0f1np1", address: "192.168.100.11/24" }] };
-}
-
-function baseValues(): Record<string, unknown> {
-    return {
-        nodes: sparkPair(),
-        interconnect: { topology: "pair", mtu: 9000 },
-        nccl: { debug: "WARN" },
-        model: { source: "Qwen/Qwen2.5-7B-Instruct", servedName: "qwen2.5-7b", gpuMemoryUtilization: 0.85, executor: "ray" },
-        sshPrivateKey: SSH_KEY,
-        apiKey: API_KEY,
-        hfToken: HF_TOKEN,
-        // As in the lab stack; the "withCheck" scenario turns the NCCL check on.
-        check: { enabled: false },
-    };
-}
-
-/** The base config with one key changed. */
-function withChange(change: (values: Record<string, unknown>) => void): Record<string, unknown> {
-    const values = baseValues();
-    change(values);
-    return values;
-}
-
-type ModelValues = Record<string, unknown>;
-
-const RING = ["spark-a", "spark-b", "spark-c", "spark-d"];
-/** Four Sparks in a ring (lab ring-4): node i's port 0 to node i+1's port 1, one /31 per cable; mp executor, the NCCL check on. */
-function ringValues(): Record<string, unknown> {
-    const values = baseValues();
-    values.nodes = RING.map((name, i) => ({
-        name,
-        kind: "spark",
-        ...(i === 0 ? { head: true } : {}),
-        ssh: { host: `10.0.0.${11 + i}` },
-        interconnect: [
-            { name: "enp1s0f0np0", address: `192.168.200.${2 * i}/31` },
-            { name: "enp1s0f1np1", address: `192.168.200.${2 * ((i + 3) % 4) + 1}/31` },
-        ],
-    }));
-    values.interconnect = {
-        topology: "ring",
-        mtu: 9000,
-        cables: RING.map((name, i) => ({ a: { node: name, port: "enp1s0f0np0" }, b: { node: RING[(i + 1) % 4], port: "enp1s0f1np1" } })),
-    };
-    (values.model as ModelValues).executor = "mp";
-    values.check = { enabled: true };
-    return values;
-}
-
-/** Both nodes on one venv, the mp executor, and `engine` (SGLang needs a runtime named on every node). */
-function withVenvMp(engine: "vllm" | "sglang"): Record<string, unknown> {
-    return withChange((v) => {
-        v.nodes = (v.nodes as Record<string, unknown>[]).map((n) => ({ ...n, runtime: { kind: "venv", path: "/opt/serving-venv" } }));
-        (v.model as ModelValues).executor = "mp";
-        (v.model as ModelValues).engine = engine;
-    });
-}
-
-const SCENARIOS: Readonly<Record<string, Scenario>> = {
-    base: { clusterName: "dev", values: baseValues(), secretKeys: SECRET_KEYS },
-    baseAgain: { clusterName: "dev", values: baseValues(), secretKeys: SECRET_KEYS },
-    modelSource: {
-        clusterName: "dev",
-        values: withChange((v) => ((v.model as ModelValues).source = "Qwen/Qwen2.5-14B-Instruct")),
-        secretKeys: SECRET_KEYS,
-    },
-    servedName: {
-        clusterName: "dev",
-        values: withChange((v) => ((v.model as ModelValues).servedName = "qwen")),
-        secretKeys: SECRET_KEYS,
-    },
-    modelEnv: {
-        clusterName: "dev",
-        values: withChange((v) => ((v.model as ModelValues).env = { VLLM_USE_FLASHINFER_MOE_FP4: "1" })),
-        secretKeys: SECRET_KEYS,
-    },
-    dockerOptions: {
-        clusterName: "dev",
-        values: withChange((v) => {
-            const [a] = v.nodes as Record<string, unknown>[];
-            a.runtime = { kind: "docker", extraOptions: ["--ulimit=nofile=1048576:1048576", "--cap-add=IPC_LOCK"] };
-        }),
-        secretKeys: SECRET_KEYS,
-    },
-    readyTimeout: {
-        clusterName: "dev",
-        values: withChange((v) => ((v.model as ModelValues).readyTimeoutSeconds = 1800)),
-        secretKeys: SECRET_KEYS,
-    },
-    mtu: { clusterName: "dev", values: withChange((v) => (v.interconnect = { topology: "pair", mtu: 1500 })), secretKeys: SECRET_KEYS },
-    ncclDebug: { clusterName: "dev", values: withChange((v) => (v.nccl = { debug: "INFO" })), secretKeys: SECRET_KEYS },
-    apiKey: {
-        clusterName: "dev",
-        values: withChange((v) => (v.apiKey = "graph-test-rotated-key-fedcba9876543210")),
-        secretKeys: SECRET_KEYS,
-    },
-    withCheck: { clusterName: "dev", values: withChange((v) => (v.check = { enabled: true })), secretKeys: SECRET_KEYS },
-    withRdmaBandwidth: {
-        clusterName: "dev",
-        values: withChange((v) => {
-            v.check = { enabled: true };
-            v.interconnect = { topology: "pair", mtu: 9000, linkCheck: { rdmaBandwidth: { enabled: true, minGbps: 80 } } };
-        }),
-        secretKeys: SECRET_KEYS,
-    },
-    withCheckDebug: {
-        clusterName: "dev",
-        values: withChange((v) => {
-            v.check = { enabled: true };
-            v.nccl = { debug: "INFO" };
-        }),
-        secretKeys: SECRET_KEYS,
-    },
-    pinnedHostKey: {
-        clusterName: "dev",
-        values: withChange((v) => {
-            const nodes = v.nodes as Record<string, Record<string, unknown>>[];
-            nodes[0].ssh = { ...nodes[0].ssh, hostKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIConfiguredConfiguredConfiguredConfigured" };
-        }),
-        secretKeys: SECRET_KEYS,
-    },
-    // spark-a's SSH step last ran before the provider recorded the key it presented (it printed it);
-    // spark-b's neither recorded nor printed one.
-    hostKeyUnknown: { clusterName: "dev", values: withChange(() => undefined), secretKeys: SECRET_KEYS, hostKeys: { "spark-a": "printed", "spark-b": "none" } },
-    secretsGeneration: { clusterName: "dev", values: withChange((v) => (v.secretsGeneration = "2")), secretKeys: SECRET_KEYS },
-    rayToken: {
-        clusterName: "dev",
-        values: withChange((v) => (v.rayAuthToken = RAY_TOKEN)),
-        secretKeys: [...SECRET_KEYS, "rayAuthToken"],
-    },
-    sparkThor: {
-        clusterName: "dev",
-        values: {
-            nodes: [
-                sparkForThor(),
-                {
-                    name: "thor-1",
-                    kind: "thor",
-                    ssh: { host: "10.0.0.27" },
-                    runtime: { kind: "venv", path: "/opt/vllm-venv" },
-                    interconnect: [{ name: "mgbe0_0", address: "192.168.100.27/24" }],
-                },
-            ],
-            interconnect: { topology: "pair" },
-            model: { source: "Qwen/Qwen2.5-7B-Instruct", tensorParallel: 1, pipelineParallel: 2, executor: "ray" },
-            sshPrivateKey: SSH_KEY,
-            apiKey: API_KEY,
-        },
-        secretKeys: SECRET_KEYS,
-    },
-    thorUnnamed: {
-        clusterName: "dev",
-        values: {
-            nodes: [
-                sparkForThor(),
-                {
-                    name: "thor-1",
-                    kind: "thor",
-                    ssh: { host: "10.0.0.27" },
-                    runtime: { kind: "venv", path: "/opt/vllm-venv" },
-                    interconnect: [{ address: "192.168.100.27/24" }],
-                },
-            ],
-            model: { source: "Qwen/Qwen2.5-7B-Instruct", tensorParallel: 1, pipelineParallel: 2 },
-            sshPrivateKey: SSH_KEY,
-            apiKey: API_KEY,
-        },
-        secretKeys: SECRET_KEYS,
-    },
-    mp: {
-        clusterName: "dev",
-        values: withChange((v) => ((v.model as ModelValues).executor = "mp")),
-        secretKeys: SECRET_KEYS,
-    },
-    // The engine switch (issue 21): the same venv nodes, mp executor, vLLM then SGLang.
-    mpVenv: { clusterName: "dev", values: withVenvMp("vllm"), secretKeys: SECRET_KEYS },
-    mpVenvSglang: { clusterName: "dev", values: withVenvMp("sglang"), secretKeys: SECRET_KEYS },
-    localModel: {
-        clusterName: "dev",
-        // With the mp executor: the ray executor refuses a local path outside the HF cache on docker nodes.
-        values: withChange((v) => {
-            (v.model as ModelValues).source = "/models/qwen2.5-7b";
-            (v.model as ModelValues).executor = "mp";
-        }),
-        secretKeys: SECRET_KEYS,
-    },
-    removeCache: {
-        clusterName: "dev",
-        values: withChange((v) => ((v.model as ModelValues).removeCacheOnDestroy = true)),
-        secretKeys: SECRET_KEYS,
-    },
-    paused: {
-        clusterName: "dev",
-        values: withChange((v) => ((v.model as ModelValues).paused = true)),
-        secretKeys: SECRET_KEYS,
-    },
-    mpPaused: {
-        clusterName: "dev",
-        values: withChange((v) => {
-            (v.model as ModelValues).executor = "mp";
-            (v.model as ModelValues).paused = true;
-        }),
-        secretKeys: SECRET_KEYS,
-    },
-    unpaused: {
-        clusterName: "dev",
-        values: withChange((v) => ((v.model as ModelValues).paused = false)),
-        secretKeys: SECRET_KEYS,
-    },
-    openWebui: {
-        clusterName: "dev",
-        values: withChange((v) => {
-            v.frontend = { openWebui: { enabled: true, adminEmail: "admin@example.com", runtime: { kind: "venv", wheelhouse: "/srv/wheels" } } };
-            v.openWebuiAdminPassword = OPEN_WEBUI_PASSWORD;
-        }),
-        secretKeys: [...SECRET_KEYS, "openWebuiAdminPassword"],
-    },
-    openWebuiOff: {
-        clusterName: "dev",
-        values: withChange((v) => (v.frontend = { openWebui: { enabled: false } })),
-        secretKeys: SECRET_KEYS,
-    },
-    ring4: { clusterName: "dev", values: ringValues(), secretKeys: SECRET_KEYS },
-    metrics: { clusterName: "dev", values: withChange((v) => (v.metrics = { enabled: true })), secretKeys: SECRET_KEYS },
-    firewallOff: { clusterName: "dev", values: withChange((v) => (v.firewall = { enabled: false })), secretKeys: SECRET_KEYS },
-    apiAllowed: { clusterName: "dev", values: withChange((v) => (v.firewall = { apiAllowFrom: ["192.168.1.0/24"] })), secretKeys: SECRET_KEYS },
-};
+import {
+    API_KEY,
+    HF_TOKEN,
+    MOCK_IMAGE_ID,
+    ModelValues,
+    OPEN_WEBUI_PASSWORD,
+    RAY_TOKEN,
+    RING,
+    SCENARIOS,
+    SECRET_KEYS,
+    SSH_KEY_BODY,
+    Scenario,
+    sshHostKey,
+    mockStdout,
+    withChange,
+} from "../support/graphScenarios";
 
 type ScenarioName = keyof typeof SCENARIOS;
 
@@ -496,6 +271,30 @@ const RAY_PAIR: Readonly<Record<string, string>> = {
     "dev-root-secret": RANDOM_SECRET,
 };
 
+/** The plan of a scenario, evaluated with what the mocks report (test/support/planGraph.ts). */
+function planOf(scenario: Scenario): ReturnType<typeof evaluatePlan> {
+    const config = parseConfig({ values: scenario.values, secretKeys: new Set(scenario.secretKeys) });
+    const secrets: Record<string, string | undefined> = {
+        apiKey: config.apiKey.reveal(),
+        hfToken: config.hfToken?.reveal(),
+        rayAuthToken: config.rayAuthToken?.reveal(),
+        openWebuiAdminPassword: config.openWebui?.adminPassword.reveal(),
+    };
+    return evaluatePlan(clusterPlan(scenario.clusterName, config), scenario.clusterName, config, {
+        stdout: (step) => mockStdout(scenario, step),
+        hostKey: (node) => config.nodes.find((n) => n.name === node)?.ssh.hostKey ?? (sshHostKey(scenario, `${node}-ssh`) === "none" ? "" : MOCK_HOST_KEY),
+        secret: (key) => secrets[key] ?? "",
+        derived: (purpose) => mockDerivedSecret(purpose, config.secretsGeneration),
+    });
+}
+
+/** Whether a planned resource is under a retired node's component (its commands are transformed). */
+function retiredUnder(resources: readonly PlannedResource[], r: PlannedResource): boolean {
+    const byName = new Map(resources.map((x) => [x.name, x]));
+    for (let at = byName.get(r.parent); at !== undefined; at = byName.get(at.parent)) if (at.retired) return true;
+    return false;
+}
+
 describe("every scenario builds with the expected resource types only", () => {
     for (const name of Object.keys(SCENARIOS).filter((n) => n !== "thorUnnamed" && n !== "hostKeyUnknown")) {
         it(name, async () => {
@@ -506,6 +305,50 @@ describe("every scenario builds with the expected resource types only", () => {
                 assert.match(r.type, /^(spark-cluster:index:[A-Za-z]+|spark-remote:index:(Step|RandomSecret))$/);
                 assert.equal(r.custom, r.type === COMMAND || r.type === RANDOM_SECRET, `${r.name}: only steps and the root secret are custom resources`);
             }
+        });
+    }
+});
+
+describe("the materializer registers exactly what the plan says (components/materialize.ts)", () => {
+    for (const name of Object.keys(SCENARIOS).filter((n) => n !== "thorUnnamed" && n !== "hostKeyUnknown")) {
+        it(name, async () => {
+            const result = await scenario(name);
+            const planned = planOf(SCENARIOS[name]);
+            const recorded = result.resources.filter((r) => r.parent !== undefined);
+            assert.deepEqual(recorded.map((r) => r.name).sort(), planned.resources.map((r) => r.name).sort(), "the same resources");
+            const byName = new Map(planned.resources.map((r) => [r.name, r]));
+            for (const r of recorded) {
+                const p = byName.get(r.name) as PlannedResource;
+                assert.deepEqual(
+                    {
+                        type: r.type,
+                        parent: r.parent,
+                        dependsOn: r.dependsOn,
+                        aliasParents: r.aliasParents,
+                        createTimeout: r.createTimeout,
+                        deleteBeforeReplace: r.deleteBeforeReplace,
+                    },
+                    {
+                        type: p.type,
+                        parent: p.parent,
+                        dependsOn: p.dependsOn,
+                        aliasParents: p.aliasParents,
+                        createTimeout: p.createTimeout,
+                        deleteBeforeReplace: p.deleteBeforeReplace,
+                    },
+                    r.name,
+                );
+                if (r.type !== COMMAND || p.retired || retiredUnder(planned.resources, p)) continue;
+                for (const key of ["create", "delete", "read", "logging"] as const) assert.equal(r.inputs[key], p.inputs[key], `${r.name}: ${key}`);
+                assert.equal(r.inputs.stdin !== undefined, p.inputs.stdin !== undefined, `${r.name}: stdin`);
+                if (p.inputs.stdin !== undefined)
+                    assert.equal((r.inputs.stdin as Record<string, unknown>)[SECRET_SIG_KEY], SECRET_SIG, `${r.name}: stdin is secret`);
+                // A list with a secret in it is registered as a secret list (the SDK marks the whole input).
+                const secret = (t: unknown) => typeof t === "object" && t !== null && SECRET_SIG_KEY in t;
+                const triggers = secret(r.inputs.triggers) ? "<secret>" : r.inputs.triggers;
+                assert.deepEqual(triggers, p.inputs.triggers?.includes("<secret>") ? "<secret>" : p.inputs.triggers, `${r.name}: triggers`);
+            }
+            assert.deepEqual([...result.warnings].sort(), [...planned.warnings].sort(), "the same warnings");
         });
     }
 });

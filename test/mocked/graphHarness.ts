@@ -12,8 +12,7 @@
  * `node build/test/mocked/graphHarness.js <out.json>` with the scenario on stdin. stdout is left
  * to Pulumi's own log lines.
  *
- * The mocks answer like the lab: a `*-probe` step (ibdev2netdev) reports the Spark's twins Up
- * (nothing on a node named thor-*, which has no RoCE), the PFC step reports `status=enabled`.
+ * The mocks answer like the lab (test/support/graphScenarios.ts, mockStdout).
  * Any resource type other than `spark-cluster:index:*` or `spark-remote:index:Step`/`RandomSecret` is recorded
  * as unexpected and fails its registration.
  */
@@ -21,24 +20,10 @@ import type { RoceChain } from "../../components/render/roceChain";
 import * as fs from "node:fs";
 import * as pulumi from "@pulumi/pulumi";
 import { parseConfig } from "../../config";
-import { LAB_IBDEV2NETDEV, MOCK_HOST_KEY, message, setCommandMocks, untilSettledOrStalled } from "../support/mockHarness";
+import { MOCK_HOST_KEY, message, setCommandMocks, untilSettledOrStalled } from "../support/mockHarness";
+import { type Scenario, mockStdout, sshHostKey } from "../support/graphScenarios";
 
-/** What graph.test.ts sends to the harness. */
-export interface Scenario {
-    /** The SparkCluster's name (the stack name in index.ts). */
-    clusterName: string;
-    /** Stack config values below the spark-cluster: namespace. */
-    values: Record<string, unknown>;
-    /** Keys set with --secret. */
-    secretKeys: string[];
-    /**
-     * What each node's mocked SSH step reports of its host key, by node name: "presented" (the
-     * default) the key its handshake presented (`presentedHostKey`) and printed, as this provider
-     * records it; "printed" only the printed one (a step last run before the provider recorded
-     * keys); "none" neither.
-     */
-    hostKeys?: Record<string, "presented" | "printed" | "none">;
-}
+export type { Scenario } from "../support/graphScenarios";
 
 /** One registered resource. */
 export interface RecordedResource {
@@ -74,39 +59,7 @@ export interface ScenarioResult {
     outputs: { endpoint?: string; servedModel?: string; transport?: string; dashboard?: string; roce?: Record<string, RoceChain> };
 }
 
-/** The image ID a mocked engine probe reports on a node of the docker runtime (as docker prints one: sha256 and 64 hex digits). */
-export const MOCK_IMAGE_ID = `sha256:${"5c".repeat(32)}`;
-
 const EXPECTED_TYPE = /^(spark-cluster:index:[A-Za-z]+|spark-remote:index:(Step|RandomSecret))$/;
-
-/** How the node of an SSH step `name` reports its host key in `scenario`. */
-function sshHostKey(scenario: Scenario, name: string): "presented" | "printed" | "none" {
-    return scenario.hostKeys?.[name.replace(/-ssh$/, "")] ?? "presented";
-}
-
-/** The `stdout` a mocked step reports. */
-function mockStdout(scenario: Scenario, name: string): string {
-    if (name.endsWith("-ssh")) {
-        const printed = sshHostKey(scenario, name) === "none" ? "" : `host-key=${MOCK_HOST_KEY}\n`;
-        return `ssh ok: ${name.replace(/-ssh$/, "")}\n${printed}`;
-    }
-    if (name.endsWith("-vllm-probe")) {
-        // What the default image (and a venv of the same vLLM) reports: every node agrees.
-        // (An SGLang probe, model.engine sglang, reads its own line.)
-        return `vllm-version=0.31.0\nsglang-version=0.5.23\n${name.startsWith("thor-") ? "" : `image-id=${MOCK_IMAGE_ID}\n`}`;
-    }
-    if (name.endsWith("-lldp-probe")) {
-        // As on the lab's nodes: no lldpd.
-        return "lldp=absent\n";
-    }
-    if (name.endsWith("-probe")) {
-        return name.startsWith("thor-") ? "" : LAB_IBDEV2NETDEV;
-    }
-    if (name.endsWith("-roce-apply")) {
-        return "[spark-cluster] PFC 0,0,0,1,0,0,0,0 set\nstatus=enabled: test";
-    }
-    return "";
-}
 
 /**
  * The names of a dependsOn list. A Promise (a step made after its dependents, such as the

@@ -62,7 +62,7 @@ const HARNESS_MODE = "SPARK_PREVIEW_HARNESS_MODE";
  * The `stdout` a mocked step reports (like the lab: a Spark's twins are Up). The SSH step prints the
  * host key and records no `presentedHostKey`, as one last run before the provider recorded it: its
  * later steps are pinned to the printed key at preview as at up (an output a state lacks is unknown
- * in a preview; components/clusterNode.ts, recordedPresentedKey).
+ * in a preview; components/materialize.ts, recordedPresentedKey).
  */
 function mockStdout(name: string): string {
     if (name.endsWith("-ssh")) {

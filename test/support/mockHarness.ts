@@ -9,15 +9,11 @@
 import * as pulumi from "@pulumi/pulumi";
 import { deriveSecret } from "../../components/clusterSecrets";
 
+export { LAB_IBDEV2NETDEV, MOCK_HOST_KEY } from "./graphScenarios";
+
 /** The key and value Pulumi marks a serialized secret with (runtime/rpc.ts). */
 export const SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d";
 export const SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270";
-
-/** ibdev2netdev on a lab Spark: both twins, linked up. */
-export const LAB_IBDEV2NETDEV = "rocep1s0f1 port 1 ==> enp1s0f1np1 (Up)\nroceP2p1s0f1 port 1 ==> enP2p1s0f1np1 (Up)\n";
-
-/** The host key a mocked SSH step reports. */
-export const MOCK_HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGraphTestHostKeyGraphTestHostKeyGraphTest";
 
 export interface CommandMocks {
     /** The `stdout` the mocked step `name` reports (its state is its inputs, this stdout and an empty stderr). */

@@ -1,6 +1,7 @@
 // The import graph of config/: facts before rules before resolve, no phase importing a later
 // one, nothing from outside config/, and no cycle; and of components/render/ (its host/ folder
-// included): no cycle. Read from the sources, so a new import that breaks the order fails here.
+// included): no cycle; and of components/plan/: no cycle, and no Pulumi reached from it. Read from
+// the sources, so a new import that breaks the order fails here.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
@@ -148,6 +149,36 @@ describe("components/render/ import graph", () => {
         assert.ok(graph.get("engine")?.includes("vllm"), "engine imports vllm");
         assert.ok(graph.get("vllm")?.includes("host/shell"), "vllm imports host/shell");
         assert.ok(graph.get("host/envFile")?.includes("host/runtime"), "host/envFile imports host/runtime");
+    });
+
+    it("has no cycle", () => {
+        assert.equal(findCycle(graph)?.join(" → "), undefined);
+    });
+});
+
+describe("components/plan/: the cluster as data", () => {
+    const PLAN_DIR = path.join(findRepoRoot(), "components", "plan");
+    const graph = moduleGraph(PLAN_DIR);
+
+    it("reads the plan's modules", () => {
+        assert.ok(graph.get("clusterPlan")?.includes("types"), `plan modules: ${[...graph.keys()].join(", ")}`);
+    });
+
+    it("imports no Pulumi, directly or through what it imports from components/ (the materializer makes resources)", () => {
+        const reached = new Set<string>();
+        const visit = (file: string): void => {
+            if (reached.has(file)) return;
+            reached.add(file);
+            const source = fs.readFileSync(file, "utf8");
+            assert.doesNotMatch(source, /from\s+"@pulumi\//, `${path.relative(findRepoRoot(), file)} imports Pulumi`);
+            for (const spec of importsOf(source)) {
+                const target = path.resolve(path.dirname(file), spec);
+                const candidate = [`${target}.ts`, path.join(target, "index.ts")].find((f) => fs.existsSync(f));
+                if (candidate !== undefined && candidate.startsWith(path.join(findRepoRoot(), "components"))) visit(candidate);
+            }
+        };
+        for (const name of graph.keys()) visit(path.join(PLAN_DIR, `${name}.ts`));
+        assert.ok(reached.size > graph.size, "the plan's imports were followed");
     });
 
     it("has no cycle", () => {

@@ -224,8 +224,8 @@ const IMAGE_ID = `sha256:${"4e".repeat(32)}`;
 
 /**
  * The units as the components render them (renderRayUnit, renderVllmUnit), with the argv each runs;
- * two docker units through their plans with the probed image's ID (components/rayNode.ts,
- * components/vllmServer.ts), one docker unit without an ID (the tag).
+ * two docker units through their plans with the probed image's ID (components/plan/clusterPlan.ts
+ * makes them so), one docker unit without an ID (the tag).
  */
 const UNITS: readonly { name: string; unit: string; argv: string[]; runtime: Runtime; preStart?: string[][] }[] = [
     {
