@@ -341,12 +341,17 @@ describe("the materializer registers exactly what the plan says (components/mate
                 if (r.type !== COMMAND || p.retired || retiredUnder(planned.resources, p)) continue;
                 for (const key of ["create", "delete", "read", "logging"] as const) assert.equal(r.inputs[key], p.inputs[key], `${r.name}: ${key}`);
                 assert.equal(r.inputs.stdin !== undefined, p.inputs.stdin !== undefined, `${r.name}: stdin`);
-                if (p.inputs.stdin !== undefined)
+                if (p.inputs.stdin !== undefined) {
                     assert.equal((r.inputs.stdin as Record<string, unknown>)[SECRET_SIG_KEY], SECRET_SIG, `${r.name}: stdin is secret`);
+                    assert.equal((r.inputs.stdin as Record<string, unknown>).value, p.secretValues.stdin, `${r.name}: stdin`);
+                }
                 // A list with a secret in it is registered as a secret list (the SDK marks the whole input).
                 const secret = (t: unknown) => typeof t === "object" && t !== null && SECRET_SIG_KEY in t;
                 const triggers = secret(r.inputs.triggers) ? "<secret>" : r.inputs.triggers;
                 assert.deepEqual(triggers, p.inputs.triggers?.includes("<secret>") ? "<secret>" : p.inputs.triggers, `${r.name}: triggers`);
+                if (secret(r.inputs.triggers)) {
+                    assert.deepEqual((r.inputs.triggers as Record<string, unknown>).value, p.secretValues.triggers, `${r.name}: the triggers' values`);
+                }
             }
             assert.deepEqual([...result.warnings].sort(), [...planned.warnings].sort(), "the same warnings");
         });

@@ -35,6 +35,8 @@ export interface PlannedResource {
     retired: boolean;
     /** A step's inputs as NodeHost.command makes them (create with its header, delete and read as root); stdin and secret triggers as "<secret>". */
     inputs: { create?: string; delete?: string; read?: string; logging?: string; stdin?: string; triggers?: string[] };
+    /** The values behind "<secret>": stdin's, and the triggers'. */
+    secretValues: { stdin?: string; triggers?: string[] };
 }
 
 /** The plan's resources in order, its warnings and its outputs, for the cluster `cluster` of `config`. */
@@ -86,7 +88,7 @@ export function evaluatePlan(
     const resources: PlannedResource[] = [];
     const nodeOf = new Map(config.nodes.map((n) => [n.name, n]));
     for (const item of plan.items) {
-        const common = { dependsOn: [] as string[], aliasParents: [] as string[], deleteBeforeReplace: false, retired: false, inputs: {} };
+        const common = { dependsOn: [] as string[], aliasParents: [] as string[], deleteBeforeReplace: false, retired: false, inputs: {}, secretValues: {} };
         if (item.kind === "secret") {
             resources.push({ ...common, kind: "secret", type: "spark-remote:index:RandomSecret", name: item.name, parent: cluster });
         } else if (item.kind === "component") {
@@ -123,8 +125,12 @@ export function evaluatePlan(
                     ...(spec.delete !== undefined ? { delete: wrap(resolve(spec.delete)) } : {}),
                     ...(spec.read !== undefined ? { read: wrap(resolve(spec.read)) } : {}),
                     ...(spec.logging !== undefined ? { logging: spec.logging } : {}),
-                    ...(spec.stdin !== undefined ? { stdin: (resolve(spec.stdin), "<secret>") } : {}),
-                    ...(spec.triggers !== undefined ? { triggers: spec.triggers.map((t) => (isSecret(t) ? (resolve(t), "<secret>") : resolve(t))) } : {}),
+                    ...(spec.stdin !== undefined ? { stdin: "<secret>" } : {}),
+                    ...(spec.triggers !== undefined ? { triggers: spec.triggers.map((t) => (isSecret(t) ? "<secret>" : resolve(t))) } : {}),
+                },
+                secretValues: {
+                    ...(spec.stdin !== undefined ? { stdin: resolve(spec.stdin) } : {}),
+                    ...(spec.triggers !== undefined ? { triggers: spec.triggers.map((t) => resolve(t)) } : {}),
                 },
             });
         }
