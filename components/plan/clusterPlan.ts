@@ -30,7 +30,7 @@ import { clusterFindings, contactProbeFor } from "../render/nodeCheck";
 import { openWebuiPlan } from "../render/openWebui";
 import { pfcPlan } from "../render/pfc";
 import { type EngineProbeResult, type RoceDevice, engineProbeReadScript, hardwareProbe, rayProbe } from "../render/probe";
-import { rayPlan } from "../render/ray";
+import { type RayStartSpec, rayPlan } from "../render/ray";
 import { rdmaBandwidthProbe } from "../render/rdmaBandwidth";
 import { type RoceChain, roceChainPlan } from "../render/roceChain";
 import { takeOverPlan } from "../render/takeOver";
@@ -606,18 +606,7 @@ function servingLayers(plan: PlanBuilder, nodeValues: readonly NodeValues[]): { 
         rayToken = config.rayAuthToken ? "secret:rayAuthToken" : plan.derived(SECRET_PURPOSES.rayAuthToken);
         const rayNode = (name: string, role: "head" | "worker", after: readonly string[]) => {
             const node = config.nodes.find((n) => n.name === name) as NodeConfig;
-            const spec = {
-                nodeIp: node.ip,
-                headIp: config.head.ip,
-                port: config.ray.port,
-                gpus: node.gpus,
-                numCpus: config.ray.numCpus,
-                objectStoreMemoryMb: config.ray.objectStoreMemoryMb,
-                dashboardHost: config.ray.dashboardHost,
-                dashboardPort: config.ray.dashboardPort,
-                ports: config.ray,
-                role,
-            };
+            const spec = rayStartSpec(config, node, role);
             const component = `${name}-ray-${role}`;
             const rayOf = role === "head" ? rayPlan(spec, node.runtime, config.watchdog) : rayPlan(spec, node.runtime);
             const unit = plan.value(`${component}.unit`, [valueOf(`${name}.envHash`), valuesOf(name).imageId], (envHash: string, imageId?: string) =>
@@ -694,6 +683,22 @@ function servingLayers(plan: PlanBuilder, nodeValues: readonly NodeValues[]): { 
         rayLayout && rayToken ? { members: rayLayout.members, token: rayToken } : undefined,
     );
     return { headServer: head, ...(dashboard !== undefined ? { dashboard } : {}) };
+}
+
+/** `ray start`'s settings for `node` as the head or a worker. */
+export function rayStartSpec(config: Config, node: NodeConfig, role: "head" | "worker"): RayStartSpec {
+    return {
+        role,
+        nodeIp: node.ip,
+        headIp: config.head.ip,
+        port: config.ray.port,
+        gpus: node.gpus,
+        numCpus: config.ray.numCpus,
+        objectStoreMemoryMb: config.ray.objectStoreMemoryMb,
+        dashboardHost: config.ray.dashboardHost,
+        dashboardPort: config.ray.dashboardPort,
+        ports: config.ray,
+    };
 }
 
 /** What the engine renders for one server. */

@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { type Config, parseConfig } from "../../config";
 import { resolveRdmaRails } from "../../config/resolve";
 import { SSH_READY_SCRIPT } from "../../components/hostKey";
+import { rayStartSpec } from "../../components/plan/clusterPlan";
 import { ncclCheckPlan } from "../../components/render/check";
 import { engineStrategy } from "../../components/render/engine";
 import { firewallPlan } from "../../components/render/firewall";
@@ -149,22 +150,7 @@ function renderedScripts(config: Config): Map<string, string> {
         );
         if (ray) {
             const isHead = node.name === ray.head;
-            const plan = rayPlan(
-                {
-                    role: isHead ? "head" : "worker",
-                    nodeIp: node.ip,
-                    headIp: config.head.ip,
-                    port: config.ray.port,
-                    gpus: node.gpus,
-                    numCpus: config.ray.numCpus,
-                    objectStoreMemoryMb: config.ray.objectStoreMemoryMb,
-                    dashboardHost: config.ray.dashboardHost,
-                    dashboardPort: config.ray.dashboardPort,
-                    ports: config.ray,
-                },
-                node.runtime,
-                config.watchdog,
-            );
+            const plan = rayPlan(rayStartSpec(config, node, isHead ? "head" : "worker"), node.runtime, config.watchdog);
             const step = `${node.name}-ray-${isHead ? "head" : "worker"}`;
             const unit = plan.unit("0123456789abcdef");
             add(`${step}-auth`, plan.auth.create, plan.auth.delete, plan.auth.read, plan.authFile("token"));
