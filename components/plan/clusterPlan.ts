@@ -41,6 +41,8 @@ import { type ClusterPlan, type Derived, type PlanItem, type PlannedStep, type P
 const stdoutOf = (step: string): Ref => `step:${step}:stdout`;
 /** The reference to one of the plan's shared values. */
 const valueOf = (name: string): Ref => `value:${name}`;
+/** One of the plan's shared values as an output (an output given as a reference would be its text). */
+const output = (ref: Ref): Derived<unknown> => derive([ref], (value: unknown) => value);
 
 /** The `status=…` line a host step prints last (PFC, firewall), or why there is none. */
 export function statusLine(stdout: string): string {
@@ -210,7 +212,7 @@ function nodeProbes(plan: PlanBuilder, node: NodeConfig): { values: NodeValues; 
     const { config } = plan;
     const n = node.name;
     const child = nodeChild(n);
-    plan.component("ClusterNode", n, { roce: valueOf(`${n}.roceStatus`) }, node.retired ? { retired: true } : {});
+    plan.component("ClusterNode", n, { roce: output(valueOf(`${n}.roceStatus`)) }, node.retired ? { retired: true } : {});
     // A root login's step is the root check it always was; another user's proves it can become root, and says how.
     const ssh = plan.step({
         name: `${n}-ssh`,
@@ -347,7 +349,7 @@ function hostLayers(plan: PlanBuilder, node: NodeConfig, values: NodeValues, pro
     let firewall: string | undefined;
     if (config.firewall.enabled) {
         firewall = `${n}-firewall`;
-        plan.component("Firewall", firewall, { status: valueOf(`${n}.firewallStatus`) }, { ...child, after: probe });
+        plan.component("Firewall", firewall, { status: output(valueOf(`${n}.firewallStatus`)) }, { ...child, after: probe });
         const apply = plan.step({ name: `${firewall}-apply`, node: n, parent: firewall, spec: firewallPlan(node.firewall).step, after: [] });
         plan.value(`${n}.firewallStatus`, [stdoutOf(apply)], statusLine);
         statusWarning(plan, apply, firewall);
@@ -374,7 +376,7 @@ function hostLayers(plan: PlanBuilder, node: NodeConfig, values: NodeValues, pro
     plan.component(
         "NetplanInterconnect",
         interconnect,
-        { netplan: derive([netplan], (p: ReturnType<typeof netplanPlan>) => p.netplan), links: valueOf(`${n}.interconnectLinks`) },
+        { netplan: derive([netplan], (p: ReturnType<typeof netplanPlan>) => p.netplan), links: output(valueOf(`${n}.interconnectLinks`)) },
         // The interconnect waits for the probes and the cluster's checks (and the take-over).
         { ...child, after: takeOver ? [...probe, takeOver] : probe },
     );
@@ -417,7 +419,7 @@ function hostLayers(plan: PlanBuilder, node: NodeConfig, values: NodeValues, pro
                 roce,
             ),
         );
-        plan.component("RocePfc", pfc, { status: valueOf(`${n}.roceStatus`) }, { ...child, after: [interconnect] });
+        plan.component("RocePfc", pfc, { status: output(valueOf(`${n}.roceStatus`)) }, { ...child, after: [interconnect] });
         const apply = plan.step({
             name: `${pfc}-apply`,
             node: n,
@@ -563,7 +565,7 @@ function checkLayers(plan: PlanBuilder, node: NodeConfig, fabricSteps: readonly 
         plan.component(
             "ClusterCheck",
             check,
-            { result: valueOf(`${n}.checkResult`) },
+            { result: output(valueOf(`${n}.checkResult`)) },
             { ...nodeChild(n), after: [interconnect, nccl, ...(firewall ? [firewall] : []), ...(rdma ? [rdma] : []), ...fabricSteps] },
         );
         const step = plan.step({
@@ -615,7 +617,7 @@ function servingLayers(plan: PlanBuilder, nodeValues: readonly NodeValues[]): { 
             plan.component(
                 role === "head" ? "RayHead" : "RayWorker",
                 component,
-                { unit, ...(role === "head" ? { address: rayLayout.address, dashboard: rayLayout.dashboard.access } : {}) },
+                { unit: output(unit), ...(role === "head" ? { address: rayLayout.address, dashboard: rayLayout.dashboard.access } : {}) },
                 { ...nodeChild(name), after },
             );
             const auth = plan.step({
@@ -950,7 +952,7 @@ function clusterOutputs(plan: PlanBuilder, probed: Map<string, { values: NodeVal
                   (...versions: (string | undefined)[]) => Object.fromEntries(nodes.map((n, i) => [n.name, rayAuthStatus(versions[i])])),
               )
             : derive([], () => everyNode(executor.rayUnused)),
-        vllm: valueOf(`${cluster}.engineVersions`),
+        vllm: output(valueOf(`${cluster}.engineVersions`)),
         ...(dashboard !== undefined ? { dashboard } : {}),
         ...(config.openWebui !== undefined ? { openWebui: config.openWebui.access } : {}),
         ...(config.metrics !== undefined ? { metrics: config.metrics.access } : {}),

@@ -354,6 +354,9 @@ describe("the materializer registers exactly what the plan says (components/mate
                 }
             }
             assert.deepEqual([...result.warnings].sort(), [...planned.warnings].sort(), "the same warnings");
+            for (const key of Object.keys(result.outputs) as (keyof typeof result.outputs)[]) {
+                assert.deepEqual(result.outputs[key], planned.outputs[key], `the cluster's output ${key}`);
+            }
         });
     }
 });

@@ -78,6 +78,15 @@ describe("the plan of every config is a well-formed graph", () => {
                 }
                 seen.add(item.name);
             }
+            // An output is a value, never the text of a reference to one.
+            const reference = /^(step|secret|derived|value):/;
+            for (const item of plan.items) {
+                if (item.kind !== "component") continue;
+                for (const [key, value] of Object.entries(item.outputs))
+                    assert.ok(!(typeof value === "string" && reference.test(value)), `${item.name}.${key}: ${String(value)}`);
+            }
+            for (const [key, value] of Object.entries(plan.outputs))
+                assert.ok(!(typeof value === "string" && reference.test(value)), `${key}: ${String(value)}`);
             // Every value resolves from what the nodes report, and every script is text.
             const { resources } = evaluated(scenario);
             for (const r of resources.filter((x) => x.kind === "step")) assert.ok(typeof r.inputs.create === "string" && r.inputs.create.length > 0, r.name);
