@@ -69,6 +69,11 @@ export const SECRET_KEYS = ["sshPrivateKey", "apiKey", "hfToken"];
 export const RAY_TOKEN = "0123456789abcdef0123456789abcdef-rotated";
 export const OPEN_WEBUI_PASSWORD = "graph-test-open-webui-admin-password";
 
+/** A Thor on a venv, cabled to spark-a by its one interface `iface`. */
+function thorNode(iface: Record<string, string>): Record<string, unknown> {
+    return { name: "thor-1", kind: "thor", ssh: { host: "10.0.0.27" }, runtime: { kind: "venv", path: "/opt/vllm-venv" }, interconnect: [iface] };
+}
+
 /** spark-a cabled to a Thor: one link, so one interface. */
 export function sparkForThor(): Record<string, unknown> {
     return { ...sparkPair()[0], interconnect: [{ name: "enp1s0f1np1", address: "192.168.100.11/24" }] };
@@ -205,16 +210,7 @@ export const SCENARIOS: Readonly<Record<string, Scenario>> = {
     sparkThor: {
         clusterName: "dev",
         values: {
-            nodes: [
-                sparkForThor(),
-                {
-                    name: "thor-1",
-                    kind: "thor",
-                    ssh: { host: "10.0.0.27" },
-                    runtime: { kind: "venv", path: "/opt/vllm-venv" },
-                    interconnect: [{ name: "mgbe0_0", address: "192.168.100.27/24" }],
-                },
-            ],
+            nodes: [sparkForThor(), thorNode({ name: "mgbe0_0", address: "192.168.100.27/24" })],
             interconnect: { topology: "pair" },
             model: { source: "Qwen/Qwen2.5-7B-Instruct", tensorParallel: 1, pipelineParallel: 2, executor: "ray" },
             sshPrivateKey: SSH_KEY,
@@ -225,16 +221,7 @@ export const SCENARIOS: Readonly<Record<string, Scenario>> = {
     thorUnnamed: {
         clusterName: "dev",
         values: {
-            nodes: [
-                sparkForThor(),
-                {
-                    name: "thor-1",
-                    kind: "thor",
-                    ssh: { host: "10.0.0.27" },
-                    runtime: { kind: "venv", path: "/opt/vllm-venv" },
-                    interconnect: [{ address: "192.168.100.27/24" }],
-                },
-            ],
+            nodes: [sparkForThor(), thorNode({ address: "192.168.100.27/24" })],
             model: { source: "Qwen/Qwen2.5-7B-Instruct", tensorParallel: 1, pipelineParallel: 2 },
             sshPrivateKey: SSH_KEY,
             apiKey: API_KEY,
