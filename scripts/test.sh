@@ -5,7 +5,7 @@
 #   scripts/test.sh          every tier, lint and the Go tests (CI)
 #   scripts/test.sh --fast   `npm test`: the tiers without the lab (test/unit, test/mocked,
 #                            test/process) after the type check; no lint, no Go tests, no lab;
-#                            two test files at a time, and the property tests with 40 samples
+#                            three test files at a time (some wait more than they compute), and the property tests with 40 samples
 #                            (SPARK_PROPERTY_COUNT; their own defaults here: 150 a key, 300)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -36,7 +36,7 @@ if ((fast)); then
   echo "== Node tests without the lab: test/unit, test/mocked, test/process (${#found[@]} files; lint: npm run lint; the whole suite: scripts/test.sh)"
   started=$(date +%s)
   rc=0
-  SPARK_PROPERTY_COUNT="${SPARK_PROPERTY_COUNT:-40}" node --test --test-concurrency=2 "${found[@]}" || rc=$?
+  SPARK_PROPERTY_COUNT="${SPARK_PROPERTY_COUNT:-40}" node --test --test-concurrency=3 "${found[@]}" || rc=$?
   echo "== ${#found[@]} test files in $(( $(date +%s) - started )) s"
   exit "${rc}"
 fi
