@@ -1,9 +1,9 @@
 // The cabling check against LLDP: where lldpd runs on a node, its neighbours (as
 // `lldpcli show neighbors -f json0` reports them) must be the cables of interconnect.cables,
 // port for port; a mismatch is refused naming both ends. Pure: the probe (`lldpProbe`) prints the
-// JSON and reads it, `cablingCheckScript` judges what it read. ClusterNode runs the probe
-// (`<node>-lldp-probe`) and the check (`<node>-cabling-check`) on every mesh or ring node, before
-// anything changes on any node.
+// JSON and reads it, `cablingCheckScript` judges what it read. The cluster's plan
+// (components/plan/clusterPlan.ts) runs the probe (`<node>-lldp-probe`) and the check
+// (`<node>-cabling-check`) on every mesh or ring node, before anything changes on any node.
 //
 // Format: lldpcli's `json0` output, in which every value is a list, so one neighbour and several
 // read alike (`-f json` turns a single value into an object and keys a chassis by its name).

@@ -47,7 +47,7 @@ export interface RoceChain {
     peermem?: string;
 }
 
-/** The RoCE settings a cluster's nodes render, from the resolved config: one decision, read by ClusterNode and the tests. */
+/** The RoCE settings a cluster's nodes render, from the resolved config: one decision, read by the cluster's plan and the tests. */
 export interface RoceChainPlan {
     /** NCCL_IB_TC: set on the roce transport only. */
     trafficClass?: number;
