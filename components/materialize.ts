@@ -53,11 +53,11 @@ export function materialize(plan: ClusterPlan, cluster: pulumi.ComponentResource
         if (found === undefined) throw new pulumi.ResourceError(`internal: the plan names ${name} before it is made`, cluster);
         return found;
     };
-    const secrets: Record<string, () => pulumi.Output<string>> = {
-        apiKey: () => pulumi.secret(config.apiKey.reveal()),
-        hfToken: () => pulumi.secret(config.hfToken?.reveal() ?? ""),
-        rayAuthToken: () => pulumi.secret(config.rayAuthToken?.reveal() ?? ""),
-        openWebuiAdminPassword: () => pulumi.secret(config.openWebui?.adminPassword.reveal() ?? ""),
+    const secrets: Record<string, { reveal(): string } | undefined> = {
+        apiKey: config.apiKey,
+        hfToken: config.hfToken,
+        rayAuthToken: config.rayAuthToken,
+        openWebuiAdminPassword: config.openWebui?.adminPassword,
     };
     const ref = (r: Ref): pulumi.Output<unknown> => {
         const [kind, ...rest] = r.split(":");
@@ -68,8 +68,11 @@ export function materialize(plan: ClusterPlan, cluster: pulumi.ComponentResource
                 if (output === "hostKey") return hostKeyOf(hosts.get(step.replace(/-ssh$/, "")) as NodeHosts, steps);
                 return (resource(step) as Step).stdout;
             }
-            case "secret":
-                return (secrets[name] ?? (() => undefinedSecret(name, cluster)))();
+            case "secret": {
+                const secret = secrets[name];
+                if (secret === undefined) throw new pulumi.ResourceError(`internal: the plan uses the secret ${name}, which the config does not have`, cluster);
+                return pulumi.secret(secret.reveal());
+            }
             case "derived":
                 if (root === undefined) throw new pulumi.ResourceError(`internal: ${name} derives from the root secret before it is made`, cluster);
                 return pulumi.secret((root as RandomSecret).value.apply((value) => deriveSecret(value, name)));
@@ -94,6 +97,7 @@ export function materialize(plan: ClusterPlan, cluster: pulumi.ComponentResource
     }
     /** A script as it is when the plan has it as text (the provider's input then has no output around it), else resolved. */
     const input = <T>(value: Val<T>): pulumi.Input<T> => (isDerived(value) ? resolve(value) : value);
+    const inputs = (values: Readonly<Record<string, Val<unknown>>>) => Object.fromEntries(Object.entries(values).map(([key, value]) => [key, input(value)]));
 
     for (const item of plan.items) {
         if (item.kind === "secret") {
@@ -119,15 +123,9 @@ export function materialize(plan: ClusterPlan, cluster: pulumi.ComponentResource
     }
     for (const item of plan.items) {
         if (item.kind !== "component") continue;
-        (components.get(item.name) as PlannedComponentResource).done(
-            Object.fromEntries(Object.entries(item.outputs).map(([key, value]) => [key, isDerived(value) ? resolve(value) : value])),
-        );
+        (components.get(item.name) as PlannedComponentResource).done(inputs(item.outputs));
     }
-    return { outputs: Object.fromEntries(Object.entries(plan.outputs).map(([key, value]) => [key, isDerived(value) ? resolve(value) : value])) };
-}
-
-function undefinedSecret(name: string, cluster: pulumi.Resource): never {
-    throw new pulumi.ResourceError(`internal: the plan uses the secret ${name}, which the config has no place for`, cluster);
+    return { outputs: inputs(plan.outputs) };
 }
 
 /** A planned component's options: its parent, the alias to where it was before, what it runs after, a retired node's transformation. */

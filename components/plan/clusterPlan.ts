@@ -188,13 +188,15 @@ export function clusterPlan(cluster: string, config: Config): ClusterPlan {
     plan.values[`${cluster}.engineVersions`] = derive([stdoutOf(engineCheck)], (out: string) => engineVersionsOf(out, config.nodes));
 
     // Every node's host layers: firewall, interconnect, PFC, NCCL, the link and NCCL checks.
-    const forwarding = config.nodes.flatMap((node) => {
+    const layers = config.nodes.map((node) => {
         const p = probed.get(node.name) as { values: NodeValues; probes: string[] };
         return hostLayers(plan, node, p.values, [...p.probes, engineCheck]);
     });
-    for (const node of config.nodes) {
-        checkLayers(plan, node, node.fabric !== undefined ? forwarding : []);
-        plan.hostReady.set(node.name, [...(plan.hostReady.get(node.name) ?? []), ...forwarding]);
+    const forwarding = layers.flatMap((l) => (l.forwarding ? [l.forwarding] : []));
+    for (const [i, node] of config.nodes.entries()) {
+        const check = checkLayers(plan, node, layers[i], node.fabric !== undefined ? forwarding : []);
+        const { interconnect, nccl, firewall, rdma } = layers[i];
+        plan.hostReady.set(node.name, [interconnect, nccl, ...(firewall ? [firewall] : []), ...(check ? [check] : []), ...(rdma ? [rdma] : []), ...forwarding]);
     }
 
     const serving = servingLayers(plan, nodeValues);
@@ -322,9 +324,9 @@ function clusterWarnings(plan: PlanBuilder): void {
 /**
  * A node's host layers after the cluster's checks (`probe`: what they wait for): the take-over of
  * other tools' claims, the firewall, the interconnect, forwarding (a mesh or ring), PFC and NCCL's
- * files, and the RDMA bandwidth test. Returns the node's forwarding step, if any.
+ * files, and the RDMA bandwidth test. Returns their names.
  */
-function hostLayers(plan: PlanBuilder, node: NodeConfig, values: NodeValues, probe: string[]): string[] {
+function hostLayers(plan: PlanBuilder, node: NodeConfig, values: NodeValues, probe: string[]): HostLayers {
     const { config } = plan;
     const n = node.name;
     const child = nodeChild(n);
@@ -536,17 +538,23 @@ function hostLayers(plan: PlanBuilder, node: NodeConfig, values: NodeValues, pro
     } else {
         plan.value(`${n}.links`, [valueOf(`${n}.interconnectLinks`)], (a: string[]) => a);
     }
-    plan.hostReady.set(n, [interconnect, nccl, ...(firewall ? [firewall] : []), ...(rdmaStep ? [rdmaStep] : [])]);
-    return forwarding ? [forwarding] : [];
+    return { interconnect, nccl, ...(firewall ? { firewall } : {}), ...(rdmaStep ? { rdma: rdmaStep } : {}), ...(forwarding ? { forwarding } : {}) };
 }
 
-/** A node's NCCL check rank (check.enabled) and node_exporter (metrics.enabled), after its host layers. */
-function checkLayers(plan: PlanBuilder, node: NodeConfig, fabricSteps: readonly string[]): void {
+/** A node's host layers by what they are (undefined: the node has none of it). */
+interface HostLayers {
+    interconnect: string;
+    nccl: string;
+    firewall?: string;
+    rdma?: string;
+    forwarding?: string;
+}
+
+/** A node's NCCL check rank (check.enabled) and node_exporter (metrics.enabled), after its host layers; the check's name, if any. */
+function checkLayers(plan: PlanBuilder, node: NodeConfig, layers: HostLayers, fabricSteps: readonly string[]): string | undefined {
     const { config } = plan;
     const n = node.name;
-    const [interconnect, nccl, ...rest] = plan.hostReady.get(n) as string[];
-    const firewall = config.firewall.enabled ? `${n}-firewall` : undefined;
-    const rdma = rest.find((s) => s === `${n}-rdma-bandwidth`);
+    const { interconnect, nccl, firewall, rdma } = layers;
     let check: string | undefined;
     if (config.check.enabled) {
         // Rank 0 on the head, whose address every rank dials; the workers in config order.
@@ -578,7 +586,6 @@ function checkLayers(plan: PlanBuilder, node: NodeConfig, fabricSteps: readonly 
         });
         plan.value(`${n}.checkResult`, [stdoutOf(step)], checkOf.summary);
     }
-    plan.hostReady.set(n, [interconnect, nccl, ...(firewall ? [firewall] : []), ...(check ? [check] : []), ...(rdma ? [rdma] : [])]);
     // metrics.enabled: node_exporter on the node's cluster address (the firewall keeps it to the members).
     if (config.metrics !== undefined) {
         plan.step({
@@ -589,6 +596,7 @@ function checkLayers(plan: PlanBuilder, node: NodeConfig, fabricSteps: readonly 
             after: [interconnect, ...(firewall ? [firewall] : [])],
         });
     }
+    return check;
 }
 
 /** Ray (ray executor), the model sync, and the engine's servers; the head's server and the dashboard, when there are. */
