@@ -47,7 +47,8 @@ export function evaluatePlan(
     fixtures: PlanFixtures,
 ): { resources: PlannedResource[]; warnings: string[]; outputs: Record<string, unknown> } {
     const memo = new Map<string, unknown>();
-    const secretRefs = new Set<string>();
+    /** Whether each shared value is secret, once known. */
+    const secretValues = new Map<string, boolean>();
     const ref = (r: Ref): unknown => {
         const [kind, ...rest] = r.split(":");
         if (kind === "step") {
@@ -74,12 +75,12 @@ export function evaluatePlan(
         );
     };
     const secretValue = (name: string): boolean => {
-        if (!secretRefs.has(`checked:${name}`)) {
-            secretRefs.add(`checked:${name}`);
+        if (!secretValues.has(name)) {
+            secretValues.set(name, false); // while its uses are read: a value that used itself would not recurse
             const planned = plan.values[name];
-            if (planned !== undefined && isSecret(planned)) secretRefs.add(name);
+            secretValues.set(name, planned !== undefined && isSecret(planned));
         }
-        return secretRefs.has(name);
+        return secretValues.get(name) === true;
     };
     function resolve<T>(value: Val<T>): T {
         return isDerived(value) ? value.make(value.uses.map(ref) as never[]) : value;
