@@ -20,6 +20,7 @@ import {
     chat,
     mainPid,
     newSession,
+    nodeReport,
     pulumi,
     pulumiWithConfig,
     removeSession,
@@ -322,7 +323,14 @@ describe("blast radius: each everyday change touches exactly what it must (previ
             // steps; CI's previews are tested in test/process): one run of the program instead of two.
             const before = pids();
             const start = Date.now();
-            const diff = pulumiWithConfig(session, "up", "--yes", "--skip-preview", "--diff", "--show-full-output");
+            let diff: string;
+            try {
+                diff = pulumiWithConfig(session, "up", "--yes", "--skip-preview", "--diff", "--show-full-output");
+            } catch (err) {
+                // What the nodes were doing when the up failed, at the end of the message (CI keeps its last lines).
+                (err as Error).message += `\n== the nodes after the failed up:\n${members.map((node) => nodeReport(node)).join("\n")}`;
+                throw err;
+            }
             const seconds = Math.round((Date.now() - start) / 1000);
             assert.ok(!diff.includes(apiKey), "the diff shows no secret");
             // What changes reads as the changed lines of what we render: no heredoc delimiter or

@@ -172,6 +172,36 @@ export function linkLocalState(node: NodeName, interfaces: readonly string[]): R
     );
 }
 
+/**
+ * A few lines on the state of a node, for the message of a test that failed on it (CI keeps the last
+ * 30 lines of each failure): each unit of ours (state, main PID, restarts, result), what listens on
+ * TCP, the containers, journald, MemAvailable, which restart gates stopped their unit, and the node's
+ * last journal lines (but our SSH sessions'). Best effort: a node
+ * that does not answer says so.
+ */
+export function nodeReport(node: NodeName, journalLines = 6): string {
+    const script = [
+        `for u in $(systemctl list-units --all --no-legend --plain 'spark-cluster*' | awk '{ print $1 }'); do`,
+        `  echo "unit $(systemctl show -p Id -p ActiveState -p SubState -p MainPID -p NRestarts -p Result "$u" | cut -d= -f2 | paste -sd' ')"`,
+        "done",
+        `echo "listening: $(ss -Hltn | awk '{ print $4 }' | paste -sd' ')"`,
+        `echo "containers: $( (docker ps -a --format '{{.Names}} {{.Status}}' 2>/dev/null || echo none) | paste -sd';')"`,
+        `echo "journald $(systemctl is-active systemd-journald); $(grep MemAvailable /proc/meminfo)"`,
+        `echo "gate stopped: $(ls ${GATE_STATE_DIR}/*/stopped 2>/dev/null | paste -sd' ')"`,
+        // Not our own SSH sessions' lines.
+        `journalctl -n 300 -o short-precise --no-pager | grep -vE 'sshd\\[|systemd-logind|session-[0-9]+\\.scope|user@0|user-runtime-dir' | tail -n ${journalLines} | cut -c1-200`,
+    ].join("\n");
+    try {
+        return ssh(node, script, 30)
+            .trim()
+            .split("\n")
+            .map((line) => `${node}: ${line}`)
+            .join("\n");
+    } catch (err) {
+        return `${node}: no report (${(err as Error).message.split("\n")[0]})`;
+    }
+}
+
 export function mainPid(node: NodeName, unit: string): string {
     return ssh(node, `systemctl show -p MainPID --value ${unit}.service`).trim();
 }

@@ -3,7 +3,7 @@
  * resource's type, name, inputs as the engine would receive them, parent and explicit dependsOn.
  *
  * Pulumi's mocks live in the SDK's store, one per process unless a program runs inside the SDK's
- * own `withLocalStorage` (what its automation server does for each inline program), so graph.test.ts
+ * own `withLocalStorage` (what its automation server does for each inline program), so materialize.test.ts
  * runs a batch of scenarios in one process, one after the other, each in a store of its own:
  * `node build/test/mocked/graphHarness.js --batch <dir>` with `{ name: scenario }` (stack config
  * values and the names of the secret keys) as JSON on stdin writes `<dir>/<name>.json` for each.
@@ -16,48 +16,16 @@
  * Any resource type other than `spark-cluster:index:*` or `spark-remote:index:Step`/`RandomSecret` is recorded
  * as unexpected and fails its registration.
  */
-import type { RoceChain } from "../../components/render/roceChain";
 import * as fs from "node:fs";
 import * as pulumi from "@pulumi/pulumi";
 import { parseConfig } from "../../config";
 import { MOCK_HOST_KEY, message, setCommandMocks, untilSettledOrStalled } from "../support/mockHarness";
 import { type Scenario, mockStdout, sshHostKey } from "../support/graphScenarios";
+import type { RecordedResource, ScenarioResult } from "../support/planGraph";
 
 export type { Scenario } from "../support/graphScenarios";
 
-/** One registered resource. */
-export interface RecordedResource {
-    type: string;
-    name: string;
-    custom: boolean;
-    /** The inputs as the mock monitor received them; a secret is `{ [SECRET_SIG_KEY]: SECRET_SIG, value }`. */
-    inputs: Record<string, unknown>;
-    /** The parent's name; undefined for the SparkCluster itself (its parent is the stack). */
-    parent?: string;
-    /** Names of the resources given in the `dependsOn` option, in order. */
-    dependsOn: string[];
-    /** The `replaceOnChanges` option (a step sets `triggers[*]` itself). */
-    replaceOnChanges: string[];
-    /** The `deleteBeforeReplace` option. */
-    deleteBeforeReplace: boolean;
-    /** The `customTimeouts` option's create timeout, if any. */
-    createTimeout?: string;
-    /** The `aliases` option, each as the name of the parent it names (`(stack)` for none). */
-    aliasParents: string[];
-}
-
-/** What the harness writes back. */
-export interface ScenarioResult {
-    resources: RecordedResource[];
-    /** Type tokens outside spark-cluster:index:*, spark-remote:index:Step and spark-remote:index:RandomSecret. */
-    unexpectedTypes: string[];
-    /** Errors raised while building or registering (message only). */
-    errors: string[];
-    /** What the program warned (pulumi.log.warn; the mock has no engine, so the SDK prints it with console.warn). */
-    warnings: string[];
-    /** The SparkCluster's outputs. */
-    outputs: { endpoint?: string; servedModel?: string; transport?: string; dashboard?: string; roce?: Record<string, RoceChain> };
-}
+export type { RecordedResource, ScenarioResult } from "../support/planGraph";
 
 const EXPECTED_TYPE = /^(spark-cluster:index:[A-Za-z]+|spark-remote:index:(Step|RandomSecret))$/;
 
@@ -182,7 +150,7 @@ function sdkLocalStorage(): (<T>(run: () => Promise<T>) => Promise<T>) | undefin
     }
 }
 
-/** Exit status of a batch this SDK cannot run in one process (graph.test.ts then runs one process per scenario). */
+/** Exit status of a batch this SDK cannot run in one process (materialize.test.ts then runs one process per scenario). */
 export const NO_LOCAL_STORAGE_EXIT = 3;
 
 /** Each scenario of `batch` in turn, each in a store of its own; `<dir>/<name>.json` for each. */

@@ -1,9 +1,10 @@
 /**
- * The cluster configs the graph tests build (test/mocked/graph.test.ts on Pulumi's mocks,
- * test/unit/clusterPlan.test.ts on the plan alone), and what a mocked step reports of the node it
- * ran on: like the lab, a `*-probe` step (ibdev2netdev) reports the Spark's twins Up (nothing on a
+ * The cluster configs the graph tests build (test/unit/graph.test.ts and test/unit/clusterPlan.test.ts
+ * on the plan alone, test/mocked/materialize.test.ts a few of them on Pulumi's mocks), and what a
+ * mocked step reports of the node it ran on: like the lab, a `*-probe` step (ibdev2netdev) reports the Spark's twins Up (nothing on a
  * node named thor-*, which has no RoCE), the PFC step reports `status=enabled`.
  */
+import { deriveSecret } from "../../components/clusterSecrets";
 import { sparkPair } from "./fixtures";
 
 /** ibdev2netdev on a lab Spark: both twins, linked up. */
@@ -27,6 +28,20 @@ export interface Scenario {
      * keys); "none" neither.
      */
     hostKeys?: Record<string, "presented" | "printed" | "none">;
+}
+
+/** The key and value Pulumi marks a serialized secret with (runtime/rpc.ts); a recorded graph marks its secrets so too. */
+export const SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d";
+export const SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270";
+
+/** The value the mocks give a RandomSecret (`spark-remote:index:RandomSecret`) of this name and generation. */
+export function mockRandomSecret(name: string, generation: string): string {
+    return `mock random secret of ${name}, generation ${generation}`;
+}
+
+/** A secret the program derives from the mocked root secret of stack `dev` (generation "1", the default, unless given). */
+export function mockDerivedSecret(purpose: string, generation = "1"): string {
+    return deriveSecret(mockRandomSecret("dev-root-secret", generation), purpose);
 }
 
 /** The image ID a mocked engine probe reports on a node of the docker runtime (as docker prints one: sha256 and 64 hex digits). */

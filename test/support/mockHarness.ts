@@ -7,13 +7,9 @@
  * code with a dynamic `import()` once {@link setCommandMocks} resolved (this module imports none).
  */
 import * as pulumi from "@pulumi/pulumi";
-import { deriveSecret } from "../../components/clusterSecrets";
+import { mockRandomSecret } from "./graphScenarios";
 
-export { LAB_IBDEV2NETDEV, MOCK_HOST_KEY } from "./graphScenarios";
-
-/** The key and value Pulumi marks a serialized secret with (runtime/rpc.ts). */
-export const SECRET_SIG_KEY = "4dabf18193072939515e22adb298388d";
-export const SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270";
+export { LAB_IBDEV2NETDEV, MOCK_HOST_KEY, SECRET_SIG, SECRET_SIG_KEY, mockDerivedSecret, mockRandomSecret } from "./graphScenarios";
 
 export interface CommandMocks {
     /** The `stdout` the mocked step `name` reports (its state is its inputs, this stdout and an empty stderr). */
@@ -57,16 +53,6 @@ export async function setCommandMocks(mocks: CommandMocks): Promise<void> {
         mocks.stack ?? "dev",
         mocks.preview ?? false,
     );
-}
-
-/** The value the mocks give a RandomSecret (`spark-remote:index:RandomSecret`) of this name and generation. */
-export function mockRandomSecret(name: string, generation: string): string {
-    return `mock random secret of ${name}, generation ${generation}`;
-}
-
-/** A secret the program derives from the mocked root secret of stack `dev` (generation "1", the default, unless given). */
-export function mockDerivedSecret(purpose: string, generation = "1"): string {
-    return deriveSecret(mockRandomSecret("dev-root-secret", generation), purpose);
 }
 
 export function message(err: unknown): string {

@@ -3,8 +3,8 @@
  * the graph tests (test/support/graphScenarios.ts): a well-formed graph (each name once, each
  * parent and each step it runs after planned before it, each value it uses made), its values
  * resolved from fixtures of what the nodes report (test/support/planGraph.ts), and the orderings
- * the cluster relies on. test/mocked/graph.test.ts checks that the materializer registers exactly
- * this plan, and the graph's details on Pulumi's mocks.
+ * the cluster relies on. test/unit/graph.test.ts reads the graph's details from the same plan;
+ * test/mocked/materialize.test.ts checks that the materializer registers exactly this plan.
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";

@@ -1,112 +1,42 @@
 /**
- * The resource graph SparkCluster builds, on Pulumi's mock monitor: which resources exist, their
- * types, parents and explicit dependencies, what changes when one config key changes, and where
- * secrets go. Each scenario runs in a store of its own (Pulumi's mocks live in the SDK's store), in
- * one of two processes: see test/mocked/graphHarness.ts, which installs test/support/mockHarness.ts
- * before it loads the components.
+ * The resource graph of a SparkCluster, read from its plan (components/plan/clusterPlan.ts) with no
+ * Pulumi, no mock and no subprocess: which resources exist, their types, parents and explicit
+ * dependencies, what changes when one config key changes, and where secrets go. Each scenario's
+ * graph is its plan evaluated with what the mocks report (test/support/planGraph.ts, planResult),
+ * in the shape Pulumi's mock monitor records it; test/mocked/materialize.test.ts checks that the
+ * materializer registers exactly that, and tests what only it makes (each step's connection).
  */
 import { describe, it, test } from "node:test";
 import assert from "node:assert/strict";
-import { execFile, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { createHmac } from "node:crypto";
-import * as fs from "node:fs";
-import * as os from "node:os";
-import * as path from "node:path";
 import { SECRET_PURPOSES } from "../../components/clusterSecrets";
-import { clusterPlan } from "../../components/plan/clusterPlan";
-import { parseConfig } from "../../config";
-import { PlannedResource, evaluatePlan } from "../support/planGraph";
-import { NO_LOCAL_STORAGE_EXIT, RecordedResource, ScenarioResult } from "./graphHarness";
-import { MOCK_HOST_KEY, SECRET_SIG, SECRET_SIG_KEY, mockDerivedSecret } from "../support/mockHarness";
+import { RecordedResource, ScenarioResult, planResult } from "../support/planGraph";
+import { SECRET_SIG, SECRET_SIG_KEY, mockDerivedSecret } from "../support/graphScenarios";
 import { WAIT_EXCEPTIONS, loopsIn, waitException } from "../support/waitLoops";
 import {
     API_KEY,
     HF_TOKEN,
     MOCK_IMAGE_ID,
-    ModelValues,
     OPEN_WEBUI_PASSWORD,
     RAY_TOKEN,
     RING,
     SCENARIOS,
-    SECRET_KEYS,
-    SSH_KEY_BODY,
-    Scenario,
-    sshHostKey,
-    mockStdout,
-    withChange,
 } from "../support/graphScenarios";
 
 type ScenarioName = keyof typeof SCENARIOS;
 
-/**
- * Every scenario, in two batches (the machine has few cores): each batch one process that builds
- * its scenarios one after the other, each in a store of its own (graphHarness.ts, `--batch`). Where
- * the SDK cannot do that, each scenario of the batch runs in its own process, one at a time.
- */
-const HARNESS = path.join(__dirname, "graphHarness.js");
-const BATCHES = Math.max(1, Math.min(2, os.availableParallelism()));
-const results = new Map<string, Promise<ScenarioResult>>();
+const planned = new Map<string, ScenarioResult>();
 
-function readResult(name: string, file: string, err: Error | null, output: string): ScenarioResult {
-    if (!fs.existsSync(file)) throw new Error(`scenario ${name} wrote no result (${err?.message ?? "no error"}):\n${output}`);
-    return JSON.parse(fs.readFileSync(file, "utf8")) as ScenarioResult;
-}
-
-/** `node graphHarness.js ARGS` with `input` on stdin: its error (if any) and its stdout and stderr. */
-function harness(args: string[], input: string, timeoutMs: number): Promise<{ err: (Error & { code?: unknown }) | null; output: string }> {
-    return new Promise((resolve) => {
-        const child = execFile(process.execPath, [HARNESS, ...args], { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) =>
-            resolve({ err, output: `${stdout}\n${stderr}` }),
-        );
-        child.stdin?.end(input);
-    });
-}
-
-async function runBatch(batch: Readonly<Record<string, Scenario>>): Promise<Map<string, ScenarioResult>> {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "graph-"));
-    const names = Object.keys(batch);
-    try {
-        const { err, output } = await harness(["--batch", dir], JSON.stringify(batch), 60_000 * names.length);
-        const found = new Map<string, ScenarioResult>();
-        if (err?.code === NO_LOCAL_STORAGE_EXIT) {
-            for (const name of names) {
-                const file = path.join(dir, `${name}.json`);
-                const one = await harness([file], JSON.stringify(batch[name]), 60_000);
-                found.set(name, readResult(name, file, one.err, one.output));
-            }
-        } else {
-            for (const name of names) found.set(name, readResult(name, path.join(dir, `${name}.json`), err, output));
-        }
-        return found;
-    } finally {
-        fs.rmSync(dir, { recursive: true, force: true });
-    }
-}
-
-// Start every scenario now; the tests await the one they need.
-{
-    const names = Object.keys(SCENARIOS);
-    for (let b = 0; b < BATCHES; b++) {
-        const batch = names.filter((_, i) => i % BATCHES === b);
-        const done = runBatch(Object.fromEntries(batch.map((name) => [name, SCENARIOS[name]])));
-        for (const name of batch)
-            results.set(
-                name,
-                done.then((found) => found.get(name) as ScenarioResult),
-            );
-    }
-    for (const result of results.values()) result.catch(() => undefined);
-}
-
-function scenario(name: ScenarioName): Promise<ScenarioResult> {
-    const result = results.get(name);
-    if (result === undefined) throw new Error(`no scenario ${name}`);
+/** A scenario's graph from its plan (made once). */
+function scenario(name: ScenarioName): ScenarioResult {
+    const known = planned.get(name);
+    if (known !== undefined) return known;
+    const one = SCENARIOS[name];
+    if (one === undefined) throw new Error(`no scenario ${name}`);
+    const result = planResult(one);
+    planned.set(name, result);
     return result;
-}
-
-/** A scenario of one test only, in a process of its own. */
-async function runAlone(name: string, one: Scenario): Promise<ScenarioResult> {
-    return (await runBatch({ [name]: one })).get(name) as ScenarioResult;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -189,15 +119,26 @@ function changedNames(a: ScenarioResult, b: ScenarioResult): string[] {
  * component standing for all its descendants), and whatever its ancestors wait for (a child
  * registers only after its parent, and the parent only after its own dependsOn).
  */
-function waitsFor(result: ScenarioResult, name: string, seen = new Set<string>()): Set<string> {
-    const resources = byName(result);
-    const childrenOf = (parent: string) => result.resources.filter((r) => r.parent === parent);
-    const descendants = (parent: string): RecordedResource[] => childrenOf(parent).flatMap((c) => [c, ...descendants(c.name)]);
-    const out = new Set<string>();
+function waitsFor(result: ScenarioResult, name: string): Set<string> {
+    let known = waitsMemo.get(result);
+    if (known === undefined) waitsMemo.set(result, (known = new Map()));
+    return waitsForIn(result, known, name, new Set());
+}
+
+/** Each graph's answers so far (a ring's graph asks for the same resources many times over). */
+const waitsMemo = new WeakMap<ScenarioResult, Map<string, Set<string>>>();
+
+function waitsForIn(result: ScenarioResult, known: Map<string, Set<string>>, name: string, seen: Set<string>): Set<string> {
+    const done = known.get(name);
+    if (done !== undefined) return done;
     if (seen.has(name)) {
         assert.fail(`dependency cycle through ${name}`);
     }
     seen.add(name);
+    const resources = byName(result);
+    const childrenOf = (parent: string) => result.resources.filter((r) => r.parent === parent);
+    const descendants = (parent: string): RecordedResource[] => childrenOf(parent).flatMap((c) => [c, ...descendants(c.name)]);
+    const out = new Set<string>();
     const self = resources.get(name);
     assert.ok(self, `no resource ${name}`);
     for (const dep of self.dependsOn) {
@@ -208,16 +149,18 @@ function waitsFor(result: ScenarioResult, name: string, seen = new Set<string>()
             if (t.custom) {
                 out.add(t.name);
             }
-            for (const w of waitsFor(result, t.name, new Set(seen))) {
+            for (const w of waitsForIn(result, known, t.name, seen)) {
                 out.add(w);
             }
         }
     }
     if (self.parent) {
-        for (const w of waitsFor(result, self.parent, new Set(seen))) {
+        for (const w of waitsForIn(result, known, self.parent, seen)) {
             out.add(w);
         }
     }
+    seen.delete(name);
+    known.set(name, out);
     return out;
 }
 
@@ -271,99 +214,9 @@ const RAY_PAIR: Readonly<Record<string, string>> = {
     "dev-root-secret": RANDOM_SECRET,
 };
 
-/** The plan of a scenario, evaluated with what the mocks report (test/support/planGraph.ts). */
-function planOf(scenario: Scenario): ReturnType<typeof evaluatePlan> {
-    const config = parseConfig({ values: scenario.values, secretKeys: new Set(scenario.secretKeys) });
-    const secrets: Record<string, string | undefined> = {
-        apiKey: config.apiKey.reveal(),
-        hfToken: config.hfToken?.reveal(),
-        rayAuthToken: config.rayAuthToken?.reveal(),
-        openWebuiAdminPassword: config.openWebui?.adminPassword.reveal(),
-    };
-    return evaluatePlan(clusterPlan(scenario.clusterName, config), scenario.clusterName, config, {
-        stdout: (step) => mockStdout(scenario, step),
-        hostKey: (node) => config.nodes.find((n) => n.name === node)?.ssh.hostKey ?? (sshHostKey(scenario, `${node}-ssh`) === "none" ? "" : MOCK_HOST_KEY),
-        secret: (key) => secrets[key] ?? "",
-        derived: (purpose) => mockDerivedSecret(purpose, config.secretsGeneration),
-    });
-}
-
-/** Whether a planned resource is under a retired node's component (its commands are transformed). */
-function retiredUnder(resources: readonly PlannedResource[], r: PlannedResource): boolean {
-    const byName = new Map(resources.map((x) => [x.name, x]));
-    for (let at = byName.get(r.parent); at !== undefined; at = byName.get(at.parent)) if (at.retired) return true;
-    return false;
-}
-
-describe("every scenario builds with the expected resource types only", () => {
-    for (const name of Object.keys(SCENARIOS).filter((n) => n !== "thorUnnamed" && n !== "hostKeyUnknown")) {
-        it(name, async () => {
-            const result = await scenario(name);
-            assert.deepEqual(result.unexpectedTypes, []);
-            assert.deepEqual(result.errors, []);
-            for (const r of result.resources) {
-                assert.match(r.type, /^(spark-cluster:index:[A-Za-z]+|spark-remote:index:(Step|RandomSecret))$/);
-                assert.equal(r.custom, r.type === COMMAND || r.type === RANDOM_SECRET, `${r.name}: only steps and the root secret are custom resources`);
-            }
-        });
-    }
-});
-
-describe("the materializer registers exactly what the plan says (components/materialize.ts)", () => {
-    for (const name of Object.keys(SCENARIOS).filter((n) => n !== "thorUnnamed" && n !== "hostKeyUnknown")) {
-        it(name, async () => {
-            const result = await scenario(name);
-            const planned = planOf(SCENARIOS[name]);
-            const recorded = result.resources.filter((r) => r.parent !== undefined);
-            assert.deepEqual(recorded.map((r) => r.name).sort(), planned.resources.map((r) => r.name).sort(), "the same resources");
-            const byName = new Map(planned.resources.map((r) => [r.name, r]));
-            for (const r of recorded) {
-                const p = byName.get(r.name) as PlannedResource;
-                assert.deepEqual(
-                    {
-                        type: r.type,
-                        parent: r.parent,
-                        dependsOn: r.dependsOn,
-                        aliasParents: r.aliasParents,
-                        createTimeout: r.createTimeout,
-                        deleteBeforeReplace: r.deleteBeforeReplace,
-                    },
-                    {
-                        type: p.type,
-                        parent: p.parent,
-                        dependsOn: p.dependsOn,
-                        aliasParents: p.aliasParents,
-                        createTimeout: p.createTimeout,
-                        deleteBeforeReplace: p.deleteBeforeReplace,
-                    },
-                    r.name,
-                );
-                if (r.type !== COMMAND || p.retired || retiredUnder(planned.resources, p)) continue;
-                for (const key of ["create", "delete", "read", "logging"] as const) assert.equal(r.inputs[key], p.inputs[key], `${r.name}: ${key}`);
-                assert.equal(r.inputs.stdin !== undefined, p.inputs.stdin !== undefined, `${r.name}: stdin`);
-                if (p.inputs.stdin !== undefined) {
-                    assert.equal((r.inputs.stdin as Record<string, unknown>)[SECRET_SIG_KEY], SECRET_SIG, `${r.name}: stdin is secret`);
-                    assert.equal((r.inputs.stdin as Record<string, unknown>).value, p.secretValues.stdin, `${r.name}: stdin`);
-                }
-                // A list with a secret in it is registered as a secret list (the SDK marks the whole input).
-                const secret = (t: unknown) => typeof t === "object" && t !== null && SECRET_SIG_KEY in t;
-                const triggers = secret(r.inputs.triggers) ? "<secret>" : r.inputs.triggers;
-                assert.deepEqual(triggers, p.inputs.triggers?.includes("<secret>") ? "<secret>" : p.inputs.triggers, `${r.name}: triggers`);
-                if (secret(r.inputs.triggers)) {
-                    assert.deepEqual((r.inputs.triggers as Record<string, unknown>).value, p.secretValues.triggers, `${r.name}: the triggers' values`);
-                }
-            }
-            assert.deepEqual([...result.warnings].sort(), [...planned.warnings].sort(), "the same warnings");
-            for (const key of Object.keys(result.outputs) as (keyof typeof result.outputs)[]) {
-                assert.deepEqual(result.outputs[key], planned.outputs[key], `the cluster's output ${key}`);
-            }
-        });
-    }
-});
-
 describe("a two-Spark Ray cluster", () => {
     it("has exactly these resources, with these types", async () => {
-        const result = await scenario("base");
+        const result = scenario("base");
         assert.deepEqual(
             Object.fromEntries(result.resources.map((r) => [r.name, r.type]).sort(([a], [b]) => a.localeCompare(b))),
             Object.fromEntries(Object.entries(RAY_PAIR).sort(([a], [b]) => a.localeCompare(b))),
@@ -371,7 +224,7 @@ describe("a two-Spark Ray cluster", () => {
     });
 
     it("parents each node to the cluster, each layer to its node, and each step to its layer", async () => {
-        const result = await scenario("base");
+        const result = scenario("base");
         const parents = Object.fromEntries(result.resources.map((r) => [r.name, r.parent ?? "(stack)"]));
         assert.deepEqual(parents, {
             dev: "(stack)",
@@ -425,7 +278,7 @@ describe("a two-Spark Ray cluster", () => {
     });
 
     it("keeps the URNs a stack deployed before ClusterNode has: every child of a node aliases its old parent, the cluster", async () => {
-        const result = await scenario("base");
+        const result = scenario("base");
         const nodes = new Set(result.resources.filter((r) => r.type === COMPONENT("ClusterNode")).map((r) => r.name));
         assert.deepEqual([...nodes], ["spark-a", "spark-b"]);
         for (const r of result.resources) {
@@ -435,7 +288,7 @@ describe("a two-Spark Ray cluster", () => {
     });
 
     it("names each node after itself and every other child `${parent}-<step>`", async () => {
-        const result = await scenario("base");
+        const result = scenario("base");
         for (const r of result.resources.filter((r) => r.parent !== undefined)) {
             const prefix = r.parent === "dev" ? /^(spark-[ab]|dev-model|dev-node-check|dev-vllm-check|dev-root-secret)$/ : new RegExp(`^${r.parent}-[a-z-]+$`);
             assert.match(r.name, prefix, `${r.name} (parent ${r.parent})`);
@@ -443,7 +296,7 @@ describe("a two-Spark Ray cluster", () => {
     });
 
     it("declares these explicit dependencies", async () => {
-        const result = await scenario("base");
+        const result = scenario("base");
         const dependsOn = Object.fromEntries(result.resources.filter((r) => r.dependsOn.length > 0).map((r) => [r.name, r.dependsOn]));
         assert.deepEqual(dependsOn, {
             "spark-a-probe": ["spark-a-ssh"],
@@ -501,7 +354,7 @@ describe("a two-Spark Ray cluster", () => {
     });
 
     it("orders the host layers and the services (transitively)", async () => {
-        const result = await scenario("base");
+        const result = scenario("base");
         const after = (name: string, ...before: string[]) => {
             const waits = waitsFor(result, name);
             for (const b of before) {
@@ -555,16 +408,15 @@ describe("a two-Spark Ray cluster", () => {
     });
 
     it("checks every node's vLLM on the head before anything changes, and shows each node's version", async () => {
-        const result = await scenario("base");
+        const result = scenario("base");
         const check = scriptOf(commandText(get(result, "dev-vllm-check"), "create") ?? "").script;
         assert.match(check, new RegExp(`^echo 'spark-a: vLLM 0\\.31\\.0 \\(the image nvcr\\.io/nvidia/vllm:26\\.10-py3, ${MOCK_IMAGE_ID}\\)'$`, "m"));
         assert.match(check, /^echo 'spark-b: vLLM 0\.31\.0 /m);
         assert.doesNotMatch(check, /exit 1/, "the mocked nodes agree and run what is rendered");
-        assert.deepEqual(get(result, "dev-vllm-check").inputs.connection, get(result, "spark-a-probe").inputs.connection);
     });
 
     it("starts each node's serving units (Ray, vLLM) by the image ID its probe found, and reads the tag back on refresh", async () => {
-        const result = await scenario("base");
+        const result = scenario("base");
         for (const unit of ["spark-a-ray-head-unit", "spark-b-ray-worker-unit", "spark-a-vllm-unit"]) {
             const script = scriptOf(commandText(get(result, unit), "create") ?? "").script;
             assert.match(script, new RegExp(`^ExecStart=/usr/bin/docker run .* -- ${MOCK_IMAGE_ID} `, "m"), `${unit} starts the image by its ID`);
@@ -580,7 +432,7 @@ describe("a two-Spark Ray cluster", () => {
     });
 
     it("every command line runs a script that passes bash -n, through sudo -n for a non-root user", async () => {
-        const result = await scenario("base");
+        const result = scenario("base");
         const commands = result.resources.filter((r) => r.type === COMMAND);
         assert.ok(commands.length > 0);
         for (const r of commands) {
@@ -626,7 +478,7 @@ describe("a two-Spark Ray cluster", () => {
         const unexplained: string[] = [];
         const used = new Set<(typeof WAIT_EXCEPTIONS)[number]>();
         for (const name of Object.keys(SCENARIOS).filter((n) => n !== "thorUnnamed")) {
-            const result = await scenario(name);
+            const result = scenario(name);
             for (const r of result.resources.filter((r) => r.type === COMMAND)) {
                 for (const key of ["create", "delete", "read"] as const) {
                     const text = plain(r.inputs[key]);
@@ -649,7 +501,7 @@ describe("a two-Spark Ray cluster", () => {
     });
 
     it("detects spark-b's twins and both HCAs from ibdev2netdev", async () => {
-        const result = await scenario("base");
+        const result = scenario("base");
         const netplan = scriptOf(commandText(get(result, "spark-b-interconnect-apply"), "create") ?? "").script;
         assert.match(netplan, /^ {4}enp1s0f1np1:\n[\s\S]*^ {8}- 192\.168\.100\.12\/24$/m);
         assert.match(netplan, /^ {4}enP2p1s0f1np1:\n[\s\S]*^ {8}- 192\.168\.101\.12\/24$/m);
@@ -664,7 +516,7 @@ describe("a two-Spark Ray cluster", () => {
     });
 
     it("exports the endpoint on the head's SSH address, the transport and each node's PFC status", async () => {
-        const result = await scenario("base");
+        const result = scenario("base");
         const peermem = "not loaded: a spark's GB10 does not support GPUDirect RDMA (nvidia-peermem fails to load there); NCCL goes through host memory";
         const chain = { status: "enabled: test", priority: 3, trust: "dscp", dscp: 26, trafficClass: 106, peermem };
         assert.deepEqual(result.outputs.roce, { "spark-a": chain, "spark-b": chain });
@@ -674,7 +526,7 @@ describe("a two-Spark Ray cluster", () => {
     });
 
     it("renders the same inputs on a second run (a second `pulumi up` has nothing to change)", async () => {
-        assert.deepEqual(changedNames(await scenario("base"), await scenario("baseAgain")), []);
+        assert.deepEqual(changedNames(scenario("base"), scenario("baseAgain")), []);
     });
 });
 
@@ -682,7 +534,7 @@ describe("a ring of four Sparks (interconnect.topology: ring)", () => {
     const FABRIC_STEP = /-(forwarding|lldp-probe|cabling-check)$/;
 
     it("a forwarding step only where a path needs one; the cabling checked against LLDP on every node", async () => {
-        const result = await scenario("ring4");
+        const result = scenario("ring4");
         const names = result.resources.map((r) => r.name);
         assert.deepEqual(
             names.filter((n) => FABRIC_STEP.test(n)).sort(),
@@ -692,7 +544,7 @@ describe("a ring of four Sparks (interconnect.topology: ring)", () => {
     });
 
     it("nothing changes on any node before every node's cabling is checked; whatever crosses the ring waits for every forwarding step", async () => {
-        const result = await scenario("ring4");
+        const result = scenario("ring4");
         const waits = (name: string) => waitsFor(result, name);
         for (const node of RING) {
             const fabric = waits(`${node}-interconnect-apply`);
@@ -710,7 +562,7 @@ describe("a ring of four Sparks (interconnect.topology: ring)", () => {
     });
 
     it("a pair has none of the ring's steps, and no dependency on them", async () => {
-        const result = await scenario("base");
+        const result = scenario("base");
         assert.deepEqual(
             result.resources.map((r) => r.name).filter((n) => FABRIC_STEP.test(n)),
             [],
@@ -720,8 +572,8 @@ describe("a ring of four Sparks (interconnect.topology: ring)", () => {
 
 describe("what one config key changes", () => {
     it("model.source: the model sync steps (replaced, the old one deleted first) and the vLLM unit with its readiness check", async () => {
-        const base = await scenario("base");
-        const changed = changedNames(base, await scenario("modelSource"));
+        const base = scenario("base");
+        const changed = changedNames(base, scenario("modelSource"));
         assert.deepEqual(changed, ["dev-model-download", "dev-model-pull-spark-b", "dev-model-serve", "spark-a-vllm-ready", "spark-a-vllm-unit"]);
         for (const name of ["dev-model-download", "dev-model-pull-spark-b", "dev-model-serve"]) {
             const step = get(base, name);
@@ -731,20 +583,20 @@ describe("what one config key changes", () => {
     });
 
     it("model.servedName: only the vLLM unit and its readiness check", async () => {
-        const changed = changedNames(await scenario("base"), await scenario("servedName"));
+        const changed = changedNames(scenario("base"), scenario("servedName"));
         assert.deepEqual(changed, ["spark-a-vllm-ready", "spark-a-vllm-unit"]);
     });
 
     it("model.executor: Ray and vLLM steps only; the hardware probe and the host layers stay as they are", async () => {
-        const changed = changedNames(await scenario("base"), await scenario("mp"));
+        const changed = changedNames(scenario("base"), scenario("mp"));
         assert.ok(changed.includes("spark-a-vllm-unit") && changed.includes("spark-a-ray-probe"), changed.join(", "));
         const hostLayers = changed.filter((name) => /-(ssh|probe|interconnect|roce|nccl|firewall)(-|$)/.test(name) && !/-ray-probe$/.test(name));
         assert.deepEqual(hostLayers, [], "a changed probe would make every layer that reads its output an update in the preview");
     });
 
     it("model.engine vllm -> sglang: only the serving layer (each rank's secrets, unit, follower, rank 0's readiness) and the engine's probe and check; every host layer and the model sync keep their inputs", async () => {
-        const vllm = await scenario("mpVenv");
-        const sglang = await scenario("mpVenvSglang");
+        const vllm = scenario("mpVenv");
+        const sglang = scenario("mpVenvSglang");
         assert.deepEqual(vllm.errors, []);
         assert.deepEqual(sglang.errors, []);
         const shape = (r: RecordedResource) => `${r.type} ${r.name} <- ${r.parent ?? ""}`;
@@ -786,23 +638,23 @@ describe("what one config key changes", () => {
     });
 
     it("model.env: only the vLLM units (each rank's environment) and the readiness check that follows them", async () => {
-        const base = await scenario("base");
-        const changed = await scenario("modelEnv");
+        const base = scenario("base");
+        const changed = scenario("modelEnv");
         assert.deepEqual(changedNames(base, changed), ["spark-a-vllm-ready", "spark-a-vllm-unit"]);
         assert.match(String(plain(get(changed, "spark-a-vllm-unit").inputs.create)), /VLLM_USE_FLASHINFER_MOE_FP4=1/);
     });
 
     it("runtime.extraOptions: only that node's serving units (Ray, vLLM) and the checks that follow them", async () => {
-        const base = await scenario("base");
-        const changed = await scenario("dockerOptions");
+        const base = scenario("base");
+        const changed = scenario("dockerOptions");
         assert.deepEqual(changedNames(base, changed), ["spark-a-ray-head-ready", "spark-a-ray-head-unit", "spark-a-vllm-ready", "spark-a-vllm-unit"]);
         for (const unit of ["spark-a-ray-head-unit", "spark-a-vllm-unit"])
             assert.match(String(plain(get(changed, unit).inputs.create)), / --ulimit=nofile=1048576:1048576 --cap-add=IPC_LOCK --env-file /);
     });
 
     it("model.readyTimeoutSeconds: only the readiness check, whose Pulumi timeout covers the longer wait", async () => {
-        const base = await scenario("base");
-        const changed = await scenario("readyTimeout");
+        const base = scenario("base");
+        const changed = scenario("readyTimeout");
         assert.deepEqual(changedNames(base, changed), ["spark-a-vllm-ready"]);
         assert.match(String(plain(get(changed, "spark-a-vllm-ready").inputs.create)), /sc_wait 1800 /);
         assert.equal(get(base, "spark-a-vllm-ready").createTimeout, "20m");
@@ -810,11 +662,11 @@ describe("what one config key changes", () => {
     });
 
     it("interconnect.mtu: only the netplan steps, not the NCCL files or the Ray and vLLM units", async () => {
-        assert.deepEqual(changedNames(await scenario("base"), await scenario("mtu")), ["spark-a-interconnect-apply", "spark-b-interconnect-apply"]);
+        assert.deepEqual(changedNames(scenario("base"), scenario("mtu")), ["spark-a-interconnect-apply", "spark-b-interconnect-apply"]);
     });
 
     it("nccl.debug: the NCCL files, and (through the env hash) the Ray and vLLM units that read them", async () => {
-        assert.deepEqual(changedNames(await scenario("base"), await scenario("ncclDebug")), [
+        assert.deepEqual(changedNames(scenario("base"), scenario("ncclDebug")), [
             "spark-a-nccl-files",
             "spark-a-ray-head-ready",
             "spark-a-ray-head-unit",
@@ -826,8 +678,8 @@ describe("what one config key changes", () => {
     });
 
     it("apiKey: only vLLM's secrets step's stdin (it restarts its unit when the file changed); the readiness check runs again; no internal secret changes", async () => {
-        const base = await scenario("base");
-        const rotated = await scenario("apiKey");
+        const base = scenario("base");
+        const rotated = scenario("apiKey");
         assert.deepEqual(changedNames(base, rotated), ["spark-a-vllm-ready", "spark-a-vllm-secrets"]);
         // The probe re-runs through its (secret) triggers: vLLM restarted for the new key; its script is the same.
         const ready = ["create", "triggers"].filter(
@@ -842,8 +694,8 @@ describe("what one config key changes", () => {
     });
 
     it("secretsGeneration: a new root secret, the steps that carry what is derived from it (the Ray token's, the model sync's), and the engine's probe (Ray restarts under it)", async () => {
-        const base = await scenario("base");
-        const rotated = await scenario("secretsGeneration");
+        const base = scenario("base");
+        const rotated = scenario("secretsGeneration");
         assert.deepEqual(changedNames(base, rotated), [
             "dev-model-pull-spark-b",
             "dev-model-serve",
@@ -874,7 +726,7 @@ describe("what one config key changes", () => {
     });
 
     it("the root secret is our provider's RandomSecret, a child of the cluster, its value a secret output; nothing derives from the API key", async () => {
-        const result = await scenario("base");
+        const result = scenario("base");
         const roots = result.resources.filter((r) => r.type === RANDOM_SECRET);
         assert.deepEqual(
             roots.map((r) => [r.name, r.parent]),
@@ -886,13 +738,13 @@ describe("what one config key changes", () => {
             (purpose) => createHmac("sha256", API_KEY).update(`spark-cluster ${purpose}`).digest("hex"),
         );
         for (const name of ["base", "openWebui"]) {
-            const text = JSON.stringify((await scenario(name)).resources.map((r) => r.inputs));
+            const text = JSON.stringify(scenario(name).resources.map((r) => r.inputs));
             for (const old of fromApiKey) assert.ok(!text.includes(old), `${name}: a secret derived from the API key reaches a step`);
         }
     });
 
     it("a stack that carries no internal secret (mp, a local model, no Open WebUI) draws no root secret", async () => {
-        const result = await scenario("localModel");
+        const result = scenario("localModel");
         assert.deepEqual(result.errors, []);
         assert.deepEqual(
             result.resources.filter((r) => r.type === RANDOM_SECRET),
@@ -903,8 +755,8 @@ describe("what one config key changes", () => {
 
 describe("model.paused", () => {
     it("ray executor: only the head's vLLM layer leaves the graph; every other resource keeps its inputs, Ray and the model sync included", async () => {
-        const base = await scenario("base");
-        const paused = await scenario("paused");
+        const base = scenario("base");
+        const paused = scenario("paused");
         assert.deepEqual(paused.errors, []);
         assert.deepEqual(changedNames(base, paused), ["spark-a-vllm", "spark-a-vllm-ready", "spark-a-vllm-secrets", "spark-a-vllm-unit"]);
         const names = new Set(paused.resources.map((r) => r.name));
@@ -919,7 +771,7 @@ describe("model.paused", () => {
     });
 
     it("mp executor: every rank's vLLM layer (units, follower, secrets, probe) leaves; nothing else changes", async () => {
-        assert.deepEqual(changedNames(await scenario("mp"), await scenario("mpPaused")), [
+        assert.deepEqual(changedNames(scenario("mp"), scenario("mpPaused")), [
             "spark-a-vllm",
             "spark-a-vllm-ready",
             "spark-a-vllm-secrets",
@@ -932,20 +784,7 @@ describe("model.paused", () => {
     });
 
     it("paused: false is the graph without the key: resuming re-creates exactly what pausing removed", async () => {
-        assert.deepEqual(changedNames(await scenario("base"), await scenario("unpaused")), []);
-    });
-
-    it("a paused value that is not a boolean is refused before any resource exists, naming the key", async () => {
-        const result = await runAlone("pausedText", {
-            clusterName: "dev",
-            values: withChange((v) => ((v.model as ModelValues).paused = "yes")),
-            secretKeys: SECRET_KEYS,
-        });
-        assert.deepEqual(result.resources, []);
-        assert.ok(
-            result.errors.some((e) => /spark-cluster:model\.paused: /.test(e)),
-            result.errors.join("\n"),
-        );
+        assert.deepEqual(changedNames(scenario("base"), scenario("unpaused")), []);
     });
 });
 
@@ -953,14 +792,14 @@ describe("secrets", () => {
     it("rotating a secret updates the secrets step in place: no replacement whose delete would remove the new file", async () => {
         // A step makes `triggers` replaceOnChanges; a create-before-delete replacement would
         // write /etc/spark-cluster/vllm.env, then run the old step's delete on the same path.
-        const step = get(await scenario("base"), "spark-a-vllm-secrets");
+        const step = get(scenario("base"), "spark-a-vllm-secrets");
         const replacedOnRotation = step.inputs.triggers !== undefined && step.replaceOnChanges.includes("triggers[*]");
         assert.ok(!replacedOnRotation || step.deleteBeforeReplace, "replaced create-before-delete on every rotation");
         assert.equal(step.inputs.update, undefined, "no update command: a changed stdin re-runs create");
     });
 
     it("the vLLM unit stays readable (not a secret) and carries nothing derived from the secrets", async () => {
-        const result = await scenario("base");
+        const result = scenario("base");
         const create = get(result, "spark-a-vllm-unit").inputs.create;
         assert.ok(!isSecret(create), "the unit's create is plain, so `pulumi preview --diff` shows unit changes");
         assert.doesNotMatch(String(create), /vllm\.env: [0-9a-f]/);
@@ -968,7 +807,7 @@ describe("secrets", () => {
 
     for (const name of ["base", "mp", "sparkThor"] as const) {
         it(`${name}: the API key reaches only the secrets step's stdin, and the HF token only the download's, as secrets`, async () => {
-            const result = await scenario(name);
+            const result = scenario(name);
             const secretsSteps = result.resources.filter((r) => r.name.endsWith("-vllm-secrets")).map((r) => r.name);
             assert.ok(secretsSteps.length > 0);
             for (const needle of name === "sparkThor" ? [API_KEY] : [API_KEY, HF_TOKEN]) {
@@ -992,7 +831,7 @@ describe("secrets", () => {
     }
 
     it("the Ray token (derived from the root secret) reaches only each Ray node's auth step's stdin, as a secret", async () => {
-        const result = await scenario("base");
+        const result = scenario("base");
         const token = mockDerivedSecret(SECRET_PURPOSES.rayAuthToken);
         const found = result.resources.flatMap((r) => occurrences(r.inputs, token).map((o) => ({ resource: r.name, ...o })));
         assert.deepEqual(found, [
@@ -1011,7 +850,7 @@ describe("secrets", () => {
     });
 
     it("the model sync secret (derived from the root secret) reaches only the serve and pull steps' stdin, as a secret", async () => {
-        const result = await scenario("base");
+        const result = scenario("base");
         const secret = mockDerivedSecret(SECRET_PURPOSES.modelSync("Qwen/Qwen2.5-7B-Instruct"));
         const found = result.resources.flatMap((r) => occurrences(r.inputs, secret).map((o) => ({ resource: r.name, ...o })));
         assert.deepEqual(found, [
@@ -1024,79 +863,17 @@ describe("secrets", () => {
 
     it("an explicit rayAuthToken is used as it is (the way to rotate it)", async () => {
         const token = RAY_TOKEN;
-        const result = await scenario("rayToken");
+        const result = scenario("rayToken");
         assert.deepEqual(
             result.resources.flatMap((r) => occurrences(r.inputs, token).map((o) => r.name + ":" + o.path)),
             ["spark-a-ray-head-auth:stdin", "spark-b-ray-worker-auth:stdin"],
         );
     });
-
-    it("every command but the SSH step checks the host key the SSH step recorded on first contact", async () => {
-        const result = await scenario("base");
-        for (const r of result.resources.filter((r) => r.type === COMMAND)) {
-            const connection = plain(r.inputs.connection) as { hostKey?: string };
-            assert.equal(connection.hostKey, r.name.endsWith("-ssh") ? undefined : MOCK_HOST_KEY, r.name);
-        }
-    });
-
-    it("a stack deployed before keys were recorded keeps the printed key; a node with no known key runs nothing after its SSH step, naming the fix", async () => {
-        const result = await scenario("hostKeyUnknown");
-        assert.ok(
-            result.errors.some((e) => e.includes("no SSH host key is known for node spark-b") && e.includes("nodes[].ssh.hostKey")),
-            `errors: ${JSON.stringify(result.errors)}`,
-        );
-        const commands = result.resources.filter((r) => r.type === COMMAND);
-        const onA = commands.filter((r) => r.name.startsWith("spark-a-") && !r.name.endsWith("-ssh"));
-        assert.ok(onA.length > 0, "spark-a's later steps register");
-        for (const r of onA) assert.equal((plain(r.inputs.connection) as { hostKey?: string }).hostKey, MOCK_HOST_KEY, r.name);
-        assert.deepEqual(
-            commands.filter((r) => (plain(r.inputs.connection) as { host: string }).host === "10.0.0.12").map((r) => r.name),
-            ["spark-b-ssh"],
-            "no step but the SSH step reaches spark-b",
-        );
-    });
-
-    it("every command's connection says what to do when its node cannot be reached: which node, retired, --continue-on-error", async () => {
-        const result = await scenario("base");
-        const nodeAt: Record<string, string> = { "10.0.0.11": "spark-a (root@10.0.0.11:22)", "10.0.0.12": "spark-b (ubuntu@10.0.0.12:22)" };
-        const commands = result.resources.filter((r) => r.type === COMMAND);
-        assert.ok(commands.length > 10);
-        for (const r of commands) {
-            const connection = plain(r.inputs.connection) as { host: string; unreachableHint?: string };
-            const hint = connection.unreachableHint ?? "";
-            assert.ok(hint.startsWith(`spark-cluster: node ${nodeAt[connection.host]} could not be reached over SSH. What to do next:`), `${r.name}: ${hint}`);
-            for (const part of [
-                "`pulumi up --continue-on-error`",
-                "`pulumi destroy --continue-on-error`",
-                "set `retired: true` on the node named",
-                "`pulumi destroy --run-program`",
-            ])
-                assert.ok(hint.includes(part), `${r.name}: the hint lacks ${part}`);
-        }
-    });
-
-    it("a configured host key is checked by every command, the SSH step included", async () => {
-        const result = await scenario("pinnedHostKey");
-        const pinned = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIConfiguredConfiguredConfiguredConfigured";
-        for (const r of result.resources.filter((r) => r.type === COMMAND && r.name.startsWith("spark-a-"))) {
-            assert.equal((plain(r.inputs.connection) as { hostKey?: string }).hostKey, pinned, r.name);
-        }
-        const outputs = result.outputs as { hostKeys?: Record<string, string> };
-        assert.ok(outputs.hostKeys === undefined || /^SHA256:/.test(outputs.hostKeys["spark-a"]));
-    });
-
-    it("the SSH private key reaches only the connections, as a secret", async () => {
-        const result = await scenario("base");
-        const found = result.resources.flatMap((r) => occurrences(r.inputs, SSH_KEY_BODY).map((o) => ({ resource: r.name, ...o })));
-        const commands = result.resources.filter((r) => r.type === COMMAND).map((r) => r.name);
-        assert.deepEqual(found.map((f) => f.resource).sort(), [...commands].sort());
-        assert.ok(found.every((f) => f.path === "connection.privateKey" && f.secret));
-    });
 });
 
 describe("a Spark + Thor cluster on sockets", () => {
     it("has no RocePfc on any node and disables NET/IB everywhere", async () => {
-        const result = await scenario("sparkThor");
+        const result = scenario("sparkThor");
         assert.deepEqual(
             result.resources.filter((r) => r.type === COMPONENT("RocePfc")).map((r) => r.name),
             [],
@@ -1116,7 +893,7 @@ describe("a Spark + Thor cluster on sockets", () => {
     });
 
     it("runs Ray on the Thor from its venv, and vLLM eagerly", async () => {
-        const result = await scenario("sparkThor");
+        const result = scenario("sparkThor");
         const worker = scriptOf(commandText(get(result, "thor-1-ray-worker-unit"), "create") ?? "").script;
         assert.match(worker, /^ExecStart=\/opt\/vllm-venv\/bin\/ray start --block --node-ip-address=192\.168\.100\.27 /m);
         assert.doesNotMatch(worker, /docker/);
@@ -1124,22 +901,11 @@ describe("a Spark + Thor cluster on sockets", () => {
         assert.match(vllm, / --pipeline-parallel-size 2 /);
         assert.match(vllm, / --enforce-eager/);
     });
-
-    it("a Thor whose interface name is left out is refused before any resource exists", async () => {
-        // A Thor has no RoCE, so ibdev2netdev (the only detection) could not find its interface.
-        const result = await scenario("thorUnnamed");
-        assert.deepEqual(result.unexpectedTypes, []);
-        assert.deepEqual(result.resources, []);
-        assert.ok(
-            result.errors.some((e) => /spark-cluster:nodes\[1\]\.interconnect\[0\]\.name: is required on a thor/.test(e)),
-            `errors: ${JSON.stringify(result.errors)}`,
-        );
-    });
 });
 
 describe("the mp executor", () => {
     it("has no Ray, a VllmServer per node, and a readiness check on rank 0 only", async () => {
-        const result = await scenario("mp");
+        const result = scenario("mp");
         const types = result.resources.map((r) => r.type);
         assert.ok(!types.includes(COMPONENT("RayHead")) && !types.includes(COMPONENT("RayWorker")));
         assert.deepEqual(
@@ -1172,7 +938,7 @@ describe("the mp executor", () => {
     });
 
     it("makes rank 1 headless, points both at the head, and waits for each node's own host layers", async () => {
-        const result = await scenario("mp");
+        const result = scenario("mp");
         const rank0 = scriptOf(commandText(get(result, "spark-a-vllm-unit"), "create") ?? "").script;
         const rank1 = scriptOf(commandText(get(result, "spark-b-vllm-unit"), "create") ?? "").script;
         assert.match(rank0, / --nnodes 2 --node-rank 0 --master-addr 192\.168\.100\.11 --master-port 29501 --host 0\.0\.0\.0 --port 8000/);
@@ -1202,7 +968,7 @@ describe("the mp executor", () => {
 
 describe("the model", () => {
     it("a Hugging Face id: downloaded once on the head, served by the head, pulled by each other node (the Thor too)", async () => {
-        const result = await scenario("sparkThor");
+        const result = scenario("sparkThor");
         const steps = result.resources.filter((r) => r.parent === "dev-model").map((r) => r.name);
         assert.deepEqual(steps.sort(), ["dev-model-download", "dev-model-pull-thor-1", "dev-model-serve"]);
         const download = scriptOf(commandText(get(result, "dev-model-download"), "create") ?? "").script;
@@ -1220,8 +986,8 @@ describe("the model", () => {
     });
 
     it("destroy leaves the model in every cache; model.removeCacheOnDestroy changes only the deletes", async () => {
-        const base = await scenario("base");
-        const remove = await scenario("removeCache");
+        const base = scenario("base");
+        const remove = scenario("removeCache");
         for (const name of ["dev-model-download", "dev-model-pull-spark-b"]) {
             const keep = scriptOf(commandText(get(base, name), "delete") ?? "").script;
             assert.match(keep, /model caches are your data/);
@@ -1235,7 +1001,7 @@ describe("the model", () => {
     });
 
     it("a local path: checked on every node (read-only, nothing to delete), served as it is, vLLM offline", async () => {
-        const result = await scenario("localModel");
+        const result = scenario("localModel");
         const steps = result.resources.filter((r) => r.parent === "dev-model");
         assert.deepEqual(steps.map((r) => r.name).sort(), ["dev-model-check-spark-a", "dev-model-check-spark-b"]);
         for (const step of steps) {
@@ -1255,14 +1021,14 @@ describe("the model", () => {
     });
 });
 
-test("every scenario process finished", async () => {
-    await Promise.all(Object.keys(SCENARIOS).map((name) => scenario(name)));
+test("every scenario's plan evaluates (thorUnnamed's config is refused: test/mocked/materialize.test.ts)", () => {
+    for (const name of Object.keys(SCENARIOS).filter((n) => n !== "thorUnnamed")) assert.ok(scenario(name).resources.length > 10, name);
 });
 
 describe("the RDMA bandwidth test (interconnect.linkCheck.rdmaBandwidth)", () => {
     it("is absent by default; on, one step per node after its interconnect, PFC and firewall: spark-a serves both rails, spark-b connects", async () => {
-        assert.ok(!(await scenario("base")).resources.some((r) => r.name.endsWith("-rdma-bandwidth")));
-        const result = await scenario("withRdmaBandwidth");
+        assert.ok(!scenario("base").resources.some((r) => r.name.endsWith("-rdma-bandwidth")));
+        const result = scenario("withRdmaBandwidth");
         for (const [node, role] of [
             ["spark-a", "serving on port"],
             ["spark-b", "connecting from"],
@@ -1281,7 +1047,7 @@ describe("the RDMA bandwidth test (interconnect.linkCheck.rdmaBandwidth)", () =>
 
 describe("the NCCL check (check.enabled)", () => {
     it("runs one rank per node, head first, after the host layers and before Ray and vLLM", async () => {
-        const result = await scenario("withCheck");
+        const result = scenario("withCheck");
         for (const [node, rank] of [
             ["spark-a", 0],
             ["spark-b", 1],
@@ -1300,14 +1066,14 @@ describe("the NCCL check (check.enabled)", () => {
     });
 
     it("with the RDMA bandwidth test on, runs after it (the two would share the links)", async () => {
-        const result = await scenario("withRdmaBandwidth");
+        const result = scenario("withRdmaBandwidth");
         for (const node of ["spark-a", "spark-b"]) {
             assert.deepEqual(get(result, `${node}-check`).dependsOn, [`${node}-interconnect`, `${node}-nccl`, `${node}-firewall`, `${node}-rdma-bandwidth`]);
         }
     });
 
     it("runs again when the NCCL environment changes", async () => {
-        const changed = changedNames(await scenario("withCheck"), await scenario("withCheckDebug"));
+        const changed = changedNames(scenario("withCheck"), scenario("withCheckDebug"));
         assert.ok(changed.includes("spark-a-check-nccl") && changed.includes("spark-b-check-nccl"), changed.join(", "));
     });
 });
@@ -1323,12 +1089,12 @@ describe("frontend.openWebui", () => {
     ];
 
     it("off (the default, or enabled: false) registers nothing and changes nothing", async () => {
-        assert.deepEqual(changedNames(await scenario("base"), await scenario("openWebuiOff")), []);
-        assert.equal((await scenario("openWebuiOff")).resources.length, (await scenario("base")).resources.length);
+        assert.deepEqual(changedNames(scenario("base"), scenario("openWebuiOff")), []);
+        assert.equal(scenario("openWebuiOff").resources.length, scenario("base").resources.length);
     });
 
     it("on: only its own steps are added, under the head, after the head's vLLM; every other resource is as before", async () => {
-        const [base, ui] = [await scenario("base"), await scenario("openWebui")];
+        const [base, ui] = [scenario("base"), scenario("openWebui")];
         assert.deepEqual(ui.errors, []);
         const before = new Set(base.resources.map((r) => r.name));
         assert.deepEqual(
@@ -1353,7 +1119,7 @@ describe("frontend.openWebui", () => {
     });
 
     it("the admin password, the API key and the session key reach only the env step's stdin (and vLLM's), as secrets", async () => {
-        const ui = await scenario("openWebui");
+        const ui = scenario("openWebui");
         const needles: [string, string[]][] = [
             [OPEN_WEBUI_PASSWORD, ["spark-a-open-webui-env"]],
             [mockDerivedSecret(SECRET_PURPOSES.openWebuiSessionKey), ["spark-a-open-webui-env"]],
@@ -1375,7 +1141,7 @@ describe("frontend.openWebui", () => {
 
 describe("metrics (metrics.enabled)", () => {
     it("on: node_exporter on each node after its host layers, Prometheus on the head after every exporter and the head's vLLM; only the facts steps change (they read the packages)", async () => {
-        const [base, on] = [await scenario("base"), await scenario("metrics")];
+        const [base, on] = [scenario("base"), scenario("metrics")];
         assert.deepEqual(on.errors, []);
         const before = new Set(base.resources.map((r) => r.name));
         assert.deepEqual(
@@ -1402,7 +1168,7 @@ describe("metrics (metrics.enabled)", () => {
 
 describe("firewall.enabled", () => {
     it("off: a warning says what listens unguarded; on (the default), no warning about it", async () => {
-        const [base, off] = [await scenario("base"), await scenario("firewallOff")];
+        const [base, off] = [scenario("base"), scenario("firewallOff")];
         assert.deepEqual(off.errors, []);
         assert.deepEqual(
             off.warnings.filter((w) => /firewall\.enabled/.test(w)),
@@ -1422,7 +1188,7 @@ describe("firewall.enabled", () => {
 
 describe("the API's exposure", () => {
     it("beyond loopback with no firewall.apiAllowFrom (the default), up and preview warn, naming the endpoint and the fix; with ranges, no warning", async () => {
-        const [base, allowed] = [await scenario("base"), await scenario("apiAllowed")];
+        const [base, allowed] = [scenario("base"), scenario("apiAllowed")];
         assert.deepEqual(allowed.errors, []);
         const open = (r: ScenarioResult) => r.warnings.filter((w) => /^the API \(/.test(w));
         assert.equal(open(base).length, 1);
@@ -1431,6 +1197,6 @@ describe("the API's exposure", () => {
             /^the API \(http:\/\/10\.0\.0\.11:8000\/v1\) answers anyone who reaches spark-a on port 8000, in plain HTTP: .* Set firewall\.apiAllowFrom /,
         );
         assert.deepEqual(open(allowed), []);
-        assert.equal((await scenario("firewallOff")).warnings.filter((w) => /^the API \(/.test(w)).length, 1, "no firewall: open too");
+        assert.equal(scenario("firewallOff").warnings.filter((w) => /^the API \(/.test(w)).length, 1, "no firewall: open too");
     });
 });
