@@ -21,7 +21,8 @@
 # (what scripts/pulumi.sh does for a user; nothing runs on a host). Exit 0 only
 # when NEW shows no change, or exactly the changes SPARK_EXPECTED_CHANGES lists
 # (`name(op)`, comma-separated: what NEW changes on purpose on every deployed
-# stack, e.g. the serving units starting their image by its ID since issue 36).
+# stack, e.g. the serving units starting their image by its ID since issue 36), and
+# the stack's outputs after NEW's up are OLD's (but those SPARK_CHANGED_OUTPUTS lists).
 set -euo pipefail
 venv=0
 if [ "${1:-}" = --venv ]; then venv=1; shift; fi
@@ -100,6 +101,7 @@ deployed="$work/old"
 side_pulumi old up --stack dev --yes --skip-preview --non-interactive >"$work/up-old.log" 2>&1 \
   || { tail -n 40 "$work/up-old.log" >&2; echo "check-no-change: up with $old failed" >&2; exit 1; }
 tail -n 3 "$work/up-old.log"
+side_pulumi old stack output --stack dev --json --non-interactive >"$work/outputs-old.json"
 
 if [ -f "$work/new/toolchain/migrate-provider.js" ]; then
   side_pulumi new stack export --stack dev --file "$work/exported.json"
@@ -144,6 +146,21 @@ allowed="${SPARK_NEW_COMPONENTS:-}" expected="${SPARK_EXPECTED_CHANGES:-}" node 
 pulumi up --stack dev --yes --skip-preview --non-interactive >"$work/up-new.log" 2>&1 \
   || { tail -n 40 "$work/up-new.log" >&2; echo "check-no-change: up with $new failed" >&2; exit 1; }
 pulumi up --stack dev --yes --expect-no-changes --non-interactive
+# The stack's outputs (what a user reads: the endpoint, each node's facts) as OLD left them; secret
+# ones compare as "[secret]". SPARK_CHANGED_OUTPUTS lists (comma-separated) the outputs NEW changes
+# on purpose.
+pulumi stack output --stack dev --json --non-interactive >"$work/outputs-new.json"
+changed_outputs="${SPARK_CHANGED_OUTPUTS:-}" node -e '
+  const fs = require("fs");
+  const [before, after] = process.argv.slice(1, 3).map((f) => JSON.parse(fs.readFileSync(f, "utf8")));
+  const allowed = (process.env.changed_outputs || "").split(",").filter(Boolean);
+  const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort();
+  const changed = keys.filter((k) => JSON.stringify(before[k]) !== JSON.stringify(after[k]));
+  const bad = changed.filter((k) => !allowed.includes(k));
+  for (const k of bad) console.error(`check-no-change: the output ${k} changed: ${JSON.stringify(before[k])} -> ${JSON.stringify(after[k])}`);
+  console.log(`check-no-change: ${keys.length - changed.length} of ${keys.length} outputs unchanged` + (changed.length > bad.length ? `, changed as SPARK_CHANGED_OUTPUTS lists: ${changed.filter((k) => allowed.includes(k)).join(", ")}` : ""));
+  process.exit(bad.length > 0 ? 1 : 0);
+' "$work/outputs-old.json" "$work/outputs-new.json"
 types=$(pulumi stack export --stack dev | node -e '
   const state = JSON.parse(require("fs").readFileSync(0, "utf8"));
   const types = new Set((state.deployment.resources ?? []).filter((r) => r.custom).map((r) => r.type));

@@ -175,7 +175,7 @@ export function linkLocalState(node: NodeName, interfaces: readonly string[]): R
 /**
  * A few lines on the state of a node, for the message of a test that failed on it (CI keeps the last
  * 30 lines of each failure): each unit of ours (state, main PID, restarts, result), what listens on
- * TCP, the containers, journald, MemAvailable, which restart gates stopped their unit, and the node's
+ * TCP, the containers, journald, MemAvailable, the disks' use, which restart gates stopped their unit, and the node's
  * last journal lines (but our SSH sessions'). Best effort: a node
  * that does not answer says so.
  */
@@ -186,7 +186,7 @@ export function nodeReport(node: NodeName, journalLines = 6): string {
         "done",
         `echo "listening: $(ss -Hltn | awk '{ print $4 }' | paste -sd' ')"`,
         `echo "containers: $( (docker ps -a --format '{{.Names}} {{.Status}}' 2>/dev/null || echo none) | paste -sd';')"`,
-        `echo "journald $(systemctl is-active systemd-journald); $(grep MemAvailable /proc/meminfo)"`,
+        `echo "journald $(systemctl is-active systemd-journald); $(grep MemAvailable /proc/meminfo); disk used: $(df --output=target,pcent / /var/lib/docker /tmp 2>/dev/null | tail -n +2 | sort -u | paste -sd' ')"`,
         `echo "gate stopped: $(ls ${GATE_STATE_DIR}/*/stopped 2>/dev/null | paste -sd' ')"`,
         // Not our own SSH sessions' lines.
         `journalctl -n 300 -o short-precise --no-pager | grep -vE 'sshd\\[|systemd-logind|session-[0-9]+\\.scope|user@0|user-runtime-dir' | tail -n ${journalLines} | cut -c1-200`,
