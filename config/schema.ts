@@ -421,6 +421,13 @@ export const ModelSchema = z.strictObject({
      */
     removeCacheOnDestroy: z.boolean().optional().meta({ example: "false" }),
     /**
+     * Parallel rsync streams each other node pulls a Hugging Face model from the head with (the
+     * model's files split between them by size, then one pass over the whole tree): one stream is
+     * bound by a core's checksumming and copying, well below a Spark's interconnect. 1-16; 1 is a
+     * single pass. Defaults to 4.
+     */
+    syncStreams: z.int().min(1).max(16).default(4).meta({ example: "8" }),
+    /**
      * Stop serving and keep everything else. `true`: the next `up` stops and removes the vLLM
      * layer on every node (its units, the follower units of the mp executor, the root-only secrets
      * file, the readiness probe), which frees the GPU memory; the network, PFC, NCCL, firewall,

@@ -19,12 +19,15 @@ esac
 ./scripts/bootstrap.sh
 source scripts/env.sh
 
-echo "== host tools the tests run (Debian packages): nft checks the rendered firewall rules, netplan reads the rendered netplan files"
+echo "== host tools the tests run (Debian packages): nft checks the rendered firewall rules, netplan reads the rendered netplan files, rsync runs the model sync's scripts"
 if ! command -v nft >/dev/null; then
   apt-get install -y -q nftables >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q nftables >/dev/null; }
 fi
 if ! command -v netplan >/dev/null; then
   apt-get install -y -q netplan.io >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q netplan.io >/dev/null; }
+fi
+if ! command -v rsync >/dev/null; then
+  apt-get install -y -q rsync >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q rsync >/dev/null; }
 fi
 
 echo "== typecheck (tsc, strict, incremental: build/.tsbuildinfo; the JavaScript by tsconfig.js.json)"

@@ -734,6 +734,7 @@ function modelSyncSteps(plan: PlanBuilder): string {
         source: config.model.source,
         localModel: config.localModel,
         removeCacheOnDestroy: config.model.removeCacheOnDestroy === true,
+        syncStreams: config.model.syncStreams,
         withToken: config.hfToken !== undefined,
         head: specOf(config.head),
         workers: workers.map(specOf),

@@ -22,9 +22,11 @@
 //   file while serving). The firewall already keeps everyone but members off the port. It stops
 //   once every worker reported (an rsync `done-<node>` module it lists after checking its copy),
 //   when a worker does not connect within 10 min, or after the overall bound.
-// - **pull-<node>** (each other node): waits (bounded) for the head to serve, then
-//   `rsync -a --partial-dir` into its own cache: resumable, up to 5 attempts, rsync's overall
-//   progress every 10 s; checks the snapshot vLLM will resolve (refs/main and its config.json).
+// - **pull-<node>** (each other node): waits (bounded) for the head to serve, copies the model's
+//   files in model.syncStreams rsync streams at once (one stream is bound by a core, below the
+//   interconnect), then `rsync -a --partial-dir` of the whole tree into its own cache: resumable,
+//   up to 5 attempts, the bytes, rate or rsync's overall progress every 10 s, the rate achieved at
+//   the end; checks the snapshot vLLM will resolve (refs/main and its config.json).
 //
 // Unchanged detection, three layers: (1) the steps' inputs hold the model id, so a second `up`
 // with the same model runs none of them (the Pulumi engine's diff); (2) when they do run again
@@ -318,13 +320,18 @@ export interface ModelPullSpec {
     headIp: string;
     /** Defaults to {@link MODEL_SYNC_PORT}. */
     port?: number;
+    /** Parallel rsync streams for the model's files (model.syncStreams); 1: the single pass alone. Defaults to 1. */
+    streams?: number;
 }
 
 /**
  * A worker pulls the model from the head over the interconnect: it waits (bounded) for the head
- * to serve, then `rsync -a --partial-dir` into its own cache (resumable; files already there with
- * the same size and mtime are skipped; up to 5 attempts), printing rsync's overall progress every
- * 10 s; it checks the snapshot vLLM will read, records what it holds, and tells the head. When
+ * to serve; with `streams` > 1 it lists the model's regular files and copies them in that many
+ * rsync streams at once, each file to the stream with the fewest bytes so far, largest first (a
+ * best effort: whatever it leaves, the single pass copies); then `rsync -a --partial-dir` of the
+ * whole tree into its own cache (resumable; files already there with the same size and mtime are
+ * skipped; up to 5 attempts), printing the progress every 10 s; it checks the snapshot vLLM will
+ * read, records what it holds, tells the head, and prints the bytes it pulled and the rate. When
  * its copy is exactly what it recorded after an earlier pull, it copies nothing.
  */
 export function modelPullScript(spec: ModelPullSpec): string {
@@ -347,24 +354,24 @@ export function modelPullScript(spec: ModelPullSpec): string {
         `if ! command -v rsync >/dev/null; then sc_log "rsync is not installed on ${spec.node}: install it (apt-get install rsync)"; exit 1; fi`,
         `mkdir -p "$sync_dir" "$repo" && chmod 700 "$sync_dir"`,
         `log=$sync_dir/pull.log`,
-        `cleanup() { [ -z "\${pid:-}" ] || kill "$pid" 2>/dev/null || true; rm -f "$log"; }`,
+        `streams=()`,
+        `cleanup() { [ -z "\${pid:-}" ] || kill "$pid" 2>/dev/null || true; for p in "\${streams[@]}"; do kill "$p" 2>/dev/null || true; done; rm -f "$log" "$sync_dir"/list "$sync_dir"/stream-*; }`,
         `trap cleanup EXIT`,
-        `start=$(date +%s); shown=$start`,
-        `until serving; do`,
-        `  now=$(date +%s)`,
-        `  if [ $(( now - start )) -ge ${MODEL_SYNC_LIMITS.serveStart} ]; then`,
-        `    sc_log "${spec.head} did not serve $model on ${spec.headIp}:${port} within ${MODEL_SYNC_LIMITS.serveStart} s: see the output of its serve step"; exit 1`,
-        `  fi`,
-        `  if [ $(( now - shown )) -ge 10 ]; then sc_log "waiting for ${spec.head} to serve $model ($(( now - start )) s)"; shown=$now; fi`,
-        `  sleep 2`,
-        `done`,
+        `if ! sc_wait ${MODEL_SYNC_LIMITS.serveStart} "${spec.head} to serve $model on ${spec.headIp}:${port}" serving; then`,
+        `  sc_log "${spec.head} did not serve $model on ${spec.headIp}:${port} within ${MODEL_SYNC_LIMITS.serveStart} s: see the output of its serve step"; exit 1`,
+        `fi`,
         `start=$(date +%s)`,
+        `start_ns=$(date +%s%N)`,
+        `bytes() { du -sb "$repo" 2>/dev/null | cut -f1; }`,
+        `rate_of() { awk -v b="$1" -v ms="$2" 'BEGIN { printf "%.1f MB/s", b / (ms > 0 ? ms : 1) / 1000 }'; }`,
+        `before=$(bytes)`,
+        ...parallelPullLines(spec, base),
         `for attempt in 1 2 3 4 5; do`,
         `  sc_log "pulling $model from ${spec.head} (${spec.headIp}) into $repo, attempt $attempt"`,
         `  rsync -a --partial-dir=.rsync-partial --exclude='*.incomplete' --timeout=120 --contimeout=20 --info=progress2 --no-inc-recursive ${base}/model-${spec.node}/ "$repo/" > "$log" 2>&1 &`,
         `  pid=$!; shown=$(date +%s)`,
         `  while kill -0 "$pid" 2>/dev/null; do`,
-        `    sleep 2`,
+        `    sleep 0.5`,
         `    now=$(date +%s)`,
         `    if [ $(( now - start )) -ge ${MODEL_SYNC_LIMITS.pull} ]; then sc_log "gave up after ${MODEL_SYNC_LIMITS.pull} s pulling $model"; tail -n 5 "$log" | tr '\\r' '\\n'; exit 1; fi`,
         `    if [ $(( now - shown )) -ge 10 ]; then`,
@@ -380,8 +387,55 @@ export function modelPullScript(spec: ModelPullSpec): string {
         `if ! snapshot_ok; then sc_log "the copy in $repo has no snapshot with config.json for refs/main"; exit 1; fi`,
         `record_manifest`,
         `if ! tell_head; then sc_log "could not tell ${spec.head} that ${spec.node} holds $model"; exit 1; fi`,
-        `sc_log "${spec.node} holds $model: $(size_of) in $repo, pulled in $(( $(date +%s) - start )) s"`,
+        `took_ms=$(( ($(date +%s%N) - start_ns) / 1000000 )); pulled=$(( $(bytes) - before ))`,
+        `sc_log "${spec.node} holds $model: $(size_of) in $repo; pulled $(( pulled / 1048576 )) MiB in $(( took_ms / 1000 )) s ($(rate_of "$pulled" "$took_ms"), ${streamCount(spec)} stream(s))"`,
     ]);
+}
+
+function streamCount(spec: ModelPullSpec): number {
+    return spec.streams ?? 1;
+}
+
+/**
+ * The parallel pass of a pull (streams > 1): the module's regular files (`rsync --list-only`, plain
+ * sizes) dealt to the streams largest first, each to the one with the fewest bytes so far; one
+ * `rsync --files-from` per stream, side by side, with the bytes in the repository and the rate
+ * every 10 s, bounded by the pull's limit. It fails soft: the single pass after it copies what it
+ * left, and decides.
+ */
+function parallelPullLines(spec: ModelPullSpec, base: string): string[] {
+    const n = streamCount(spec);
+    if (n <= 1) return [];
+    const rsync = `rsync --contimeout=20 --timeout=120`;
+    return [
+        `streams_alive() { for p in "\${streams[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }`,
+        `parallel_pull() {`,
+        `  if ! ${rsync} --list-only -r --no-human-readable ${base}/model-${spec.node}/ > "$sync_dir/list" 2>&1; then`,
+        `    sc_log "could not list $model on ${spec.head}: $(tail -n 1 "$sync_dir/list")"; return 1`,
+        `  fi`,
+        `  rm -f "$sync_dir"/stream-*`,
+        // perms, size, date, time, name: the name is the rest of the line after the fourth field.
+        `  total=$(awk '$1 ~ /^-/ { name = $0; sub(/^[^ ]+ +[0-9]+ +[^ ]+ +[^ ]+ /, "", name); print $2 "\t" name }' "$sync_dir/list" | sort -t "$(printf '\t')" -k1,1nr | awk -F '\t' -v n=${n} -v dir="$sync_dir" '{ b = 0; for (i = 1; i < n; i++) if (load[i] < load[b]) b = i; load[b] += $1; print $2 > (dir "/stream-" b) } END { for (i = 0; i < n; i++) t += load[i]; print t + 0 }')`,
+        `  sc_log "pulling $model from ${spec.head} (${spec.headIp}) in ${n} streams: $(( total / 1048576 )) MiB in $(ls "$sync_dir"/stream-* 2>/dev/null | wc -l) lists"`,
+        `  for list in "$sync_dir"/stream-*; do`,
+        `    [ -e "$list" ] || continue`,
+        `    ${rsync} -a --partial-dir=.rsync-partial --files-from="$list" ${base}/model-${spec.node}/ "$repo/" > "$list.log" 2>&1 &`,
+        `    streams+=("$!")`,
+        `  done`,
+        `  shown=$(date +%s); rc=0`,
+        `  while streams_alive; do`,
+        `    sleep 0.5; now=$(date +%s)`,
+        `    if [ $(( now - start )) -ge ${MODEL_SYNC_LIMITS.pull} ]; then sc_log "gave up after ${MODEL_SYNC_LIMITS.pull} s pulling $model"; exit 1; fi`,
+        `    if [ $(( now - shown )) -ge 10 ]; then`,
+        `      got=$(( $(bytes) - before )); sc_log "pulling $model: $(( got / 1048576 )) of $(( total / 1048576 )) MiB in $(( now - start )) s ($(rate_of "$got" $(( (now - start) * 1000 ))), ${n} streams)"; shown=$now`,
+        `    fi`,
+        `  done`,
+        `  for p in "\${streams[@]}"; do wait "$p" || rc=$?; done`,
+        `  streams=()`,
+        `  if [ "$rc" != 0 ]; then sc_log "a stream ended with rsync's $rc: $(cat "$sync_dir"/stream-*.log | tr '\r' '\n' | grep -v '^[[:space:]]*$' | tail -n 2 | paste -sd' ')"; return 1; fi`,
+        `}`,
+        `parallel_pull || sc_log "the parallel pass did not copy everything: the single pass copies the rest"`,
+    ];
 }
 
 export interface ModelCacheRemovalSpec {
@@ -467,6 +521,8 @@ export interface ModelSyncSpec {
     localModel: boolean;
     /** model.removeCacheOnDestroy. */
     removeCacheOnDestroy: boolean;
+    /** model.syncStreams: the parallel streams of each pull. */
+    syncStreams: number;
     /** An hfToken is set: the download reads it from stdin. */
     withToken: boolean;
     head: ModelSyncNodeSpec;
@@ -534,7 +590,7 @@ export function modelSyncPlan(spec: ModelSyncSpec): ModelSyncStep[] {
         steps.push({
             name: `pull-${worker.node}`,
             node: worker.node,
-            create: modelPullScript({ repoId: source, node: worker.node, head: head.node, headIp: head.ip }),
+            create: modelPullScript({ repoId: source, node: worker.node, head: head.node, headIp: head.ip, streams: spec.syncStreams }),
             delete: modelCacheRemovalScript({ repoId: source, node: worker.node, remove }),
             stdin: "syncSecret",
             keyed: true,

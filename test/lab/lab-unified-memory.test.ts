@@ -88,6 +88,7 @@ describe("unified memory: the model sync fills the page cache, the unit's memory
             source: repoId,
             localModel: false,
             removeCacheOnDestroy: false,
+            syncStreams: 4,
             withToken: false,
             head: nodeSpec("spark-a", "10.77.0.11"),
             workers: [nodeSpec("spark-b", "10.77.0.12")],

@@ -103,11 +103,6 @@ export const WAIT_EXCEPTIONS: readonly WaitException[] = [
     },
     {
         step: /-model-pull-[^/]+$/,
-        header: "until serving; do",
-        why: "each worker's pull (<cluster>-model-pull-<node>, create): waits for the head to serve, bounded by MODEL_SYNC_LIMITS.serveStart",
-    },
-    {
-        step: /-model-pull-[^/]+$/,
         header: "for attempt in 1 2 3 4 5; do",
         why: "each worker's pull (<cluster>-model-pull-<node>, create): five rsync attempts, 5 s apart",
     },
@@ -115,6 +110,11 @@ export const WAIT_EXCEPTIONS: readonly WaitException[] = [
         step: /-model-pull-[^/]+$/,
         header: 'while kill -0 "$pid" 2>/dev/null; do',
         why: "each worker's pull (<cluster>-model-pull-<node>, create): watches rsync with its progress every 10 s, bounded by MODEL_SYNC_LIMITS.pull",
+    },
+    {
+        step: /-model-pull-[^/]+$/,
+        header: "while streams_alive; do",
+        why: "each worker's pull (<cluster>-model-pull-<node>, create): watches its parallel rsync streams with the bytes pulled and the rate every 10 s (sc_wait prints neither), bounded by MODEL_SYNC_LIMITS.pull",
     },
     {
         step: /-firewall-apply$/,

@@ -1014,6 +1014,7 @@ describe("a minimal config gets the documented defaults", () => {
             apiPort: 8000,
             apiHost: "0.0.0.0",
             masterPort: 29501,
+            syncStreams: 4,
         });
     });
 

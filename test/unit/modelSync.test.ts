@@ -51,7 +51,7 @@ const SCRIPTS: readonly { name: string; script: string }[] = [
     { name: "download.venv.sh", script: modelDownloadScript({ repoId: REPO, node: "thor-1", runtime: VENV, withToken: false }) },
     { name: "serve.sh", script: modelServeScript(SERVE) },
     { name: "serve-delete.sh", script: modelServeRemovalScript(REPO) },
-    { name: "pull.spark-b.sh", script: modelPullScript({ repoId: REPO, node: "spark-b", head: "spark-a", headIp: "192.168.100.11" }) },
+    { name: "pull.spark-b.sh", script: modelPullScript({ repoId: REPO, node: "spark-b", head: "spark-a", headIp: "192.168.100.11", streams: 4 }) },
     { name: "cache-keep.sh", script: modelCacheRemovalScript({ repoId: REPO, node: "spark-b", remove: false }) },
     { name: "cache-remove.sh", script: modelCacheRemovalScript({ repoId: REPO, node: "spark-b", remove: true }) },
     { name: "local-check.sh", script: localModelCheckScript("/models/qwen2.5-7b", "spark-b") },

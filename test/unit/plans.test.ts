@@ -122,7 +122,15 @@ describe("host layers' plans", () => {
         const head = { node: "spark-a", ip: "192.168.100.11", ips: ["192.168.100.11", "192.168.101.11"], runtime: DOCKER_DEFAULT };
         const worker = { node: "spark-b", ip: "192.168.100.12", ips: ["192.168.100.12", "192.168.101.12"], runtime: VENV };
         const repoId = "Qwen/Qwen2.5-7B-Instruct";
-        const steps = modelSyncPlan({ source: repoId, localModel: false, removeCacheOnDestroy: true, withToken: true, head, workers: [worker] });
+        const steps = modelSyncPlan({
+            source: repoId,
+            localModel: false,
+            removeCacheOnDestroy: true,
+            syncStreams: 4,
+            withToken: true,
+            head,
+            workers: [worker],
+        });
         assert.deepEqual(steps, [
             {
                 name: "download",
@@ -147,7 +155,7 @@ describe("host layers' plans", () => {
             {
                 name: "pull-spark-b",
                 node: "spark-b",
-                create: modelPullScript({ repoId, node: "spark-b", head: "spark-a", headIp: head.ip }),
+                create: modelPullScript({ repoId, node: "spark-b", head: "spark-a", headIp: head.ip, streams: 4 }),
                 delete: modelCacheRemovalScript({ repoId, node: "spark-b", remove: true }),
                 stdin: "syncSecret",
                 keyed: true,
@@ -155,12 +163,20 @@ describe("host layers' plans", () => {
                 timeout: "8h",
             },
         ]);
-        const alone = modelSyncPlan({ source: repoId, localModel: false, removeCacheOnDestroy: false, withToken: false, head, workers: [] });
+        const alone = modelSyncPlan({ source: repoId, localModel: false, removeCacheOnDestroy: false, syncStreams: 4, withToken: false, head, workers: [] });
         assert.deepEqual(
             alone.map((s) => [s.name, s.stdin]),
             [["download", undefined]],
         );
-        const local = modelSyncPlan({ source: "/models/m", localModel: true, removeCacheOnDestroy: false, withToken: false, head, workers: [worker] });
+        const local = modelSyncPlan({
+            source: "/models/m",
+            localModel: true,
+            removeCacheOnDestroy: false,
+            syncStreams: 4,
+            withToken: false,
+            head,
+            workers: [worker],
+        });
         assert.deepEqual(local, [
             { name: "check-spark-a", node: "spark-a", create: localModelCheckScript("/models/m", "spark-a"), keyed: false, after: [] },
             { name: "check-spark-b", node: "spark-b", create: localModelCheckScript("/models/m", "spark-b"), keyed: false, after: [] },

@@ -190,6 +190,7 @@ function renderedScripts(config: Config): Map<string, string> {
         source: config.model.source,
         localModel: config.localModel,
         removeCacheOnDestroy: false,
+        syncStreams: 4,
         withToken: config.hfToken !== undefined,
         head: syncNode(config.head),
         workers: config.workers.map(syncNode),
