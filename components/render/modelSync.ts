@@ -415,7 +415,7 @@ function parallelPullLines(spec: ModelPullSpec, base: string): string[] {
         `  fi`,
         `  rm -f "$sync_dir"/stream-*`,
         // perms, size, date, time, name: the name is the rest of the line after the fourth field.
-        `  total=$(awk '$1 ~ /^-/ { name = $0; sub(/^[^ ]+ +[0-9]+ +[^ ]+ +[^ ]+ /, "", name); print $2 "\t" name }' "$sync_dir/list" | sort -t "$(printf '\t')" -k1,1nr | awk -F '\t' -v n=${n} -v dir="$sync_dir" '{ b = 0; for (i = 1; i < n; i++) if (load[i] < load[b]) b = i; load[b] += $1; print $2 > (dir "/stream-" b) } END { for (i = 0; i < n; i++) t += load[i]; print t + 0 }')`,
+        `  total=$(awk '$1 ~ /^-/ { name = $0; sub(/^[^ ]+ +[0-9]+ +[^ ]+ +[^ ]+ /, "", name); print $2 "\\t" name }' "$sync_dir/list" | sort -t "$(printf '\\t')" -k1,1nr | awk -F '\\t' -v n=${n} -v dir="$sync_dir" '{ b = 0; for (i = 1; i < n; i++) if (load[i] < load[b]) b = i; load[b] += $1; print $2 > (dir "/stream-" b) } END { for (i = 0; i < n; i++) t += load[i]; print t + 0 }')`,
         `  sc_log "pulling $model from ${spec.head} (${spec.headIp}) in ${n} streams: $(( total / 1048576 )) MiB in $(ls "$sync_dir"/stream-* 2>/dev/null | wc -l) lists"`,
         `  for list in "$sync_dir"/stream-*; do`,
         `    [ -e "$list" ] || continue`,
@@ -432,7 +432,7 @@ function parallelPullLines(spec: ModelPullSpec, base: string): string[] {
         `  done`,
         `  for p in "\${streams[@]}"; do wait "$p" || rc=$?; done`,
         `  streams=()`,
-        `  if [ "$rc" != 0 ]; then sc_log "a stream ended with rsync's $rc: $(cat "$sync_dir"/stream-*.log | tr '\r' '\n' | grep -v '^[[:space:]]*$' | tail -n 2 | paste -sd' ')"; return 1; fi`,
+        `  if [ "$rc" != 0 ]; then sc_log "a stream ended with rsync's $rc: $(cat "$sync_dir"/stream-*.log | tr '\\r' '\\n' | grep -v '^[[:space:]]*$' | tail -n 2 | paste -sd' ')"; return 1; fi`,
         `}`,
         `parallel_pull || sc_log "the parallel pass did not copy everything: the single pass copies the rest"`,
     ];
