@@ -42,6 +42,8 @@ export const firewall = sparkCluster.firewall;
 export const ray = sparkCluster.ray;
 /** vLLM per node: the version in its runtime (and the image's ID), checked against what we render before anything changes. */
 export const vllm = sparkCluster.vllm;
+/** The model sync per node: what the last sync did there (each other node: the bytes it pulled from the head, the time, the rate and the streams). */
+export const modelSync = sparkCluster.modelSync;
 /** How to reach the Ray dashboard (bound to the head's loopback by default). */
 export const rayDashboard = sparkCluster.dashboard;
 /** Open WebUI (frontend.openWebui): the SSH tunnel to its page on the head's loopback, or its URL. */

@@ -45,6 +45,8 @@ export class SparkCluster extends pulumi.ComponentResource {
     public readonly ray: pulumi.Output<Record<string, string>>;
     /** vLLM per node: the version its runtime has, and the image's ID (docker). */
     public readonly vllm: pulumi.Output<Record<string, string>>;
+    /** The model sync per node: what the last sync did there (a worker: the bytes it pulled, the time, the rate and the streams). */
+    public readonly modelSync: pulumi.Output<Record<string, string>>;
     /** How to reach Open WebUI (frontend.openWebui), when it is on. */
     public readonly openWebui?: string;
     /** How to reach Prometheus on the head (metrics.enabled), when it is on. */
@@ -65,6 +67,7 @@ export class SparkCluster extends pulumi.ComponentResource {
         this.firewall = output("firewall");
         this.ray = output("ray");
         this.vllm = output("vllm");
+        this.modelSync = output("modelSync");
         this.openWebui = output("openWebui");
         this.metrics = output("metrics");
         this.registerOutputs({

@@ -23,7 +23,7 @@ import { nodeCheckScript } from "../render/firstContactFindings";
 import { contentHash } from "../render/host/shell";
 import { cablingCheckScript, lldpProbe } from "../render/lldp";
 import { exporterStep, prometheusStep } from "../render/metrics";
-import { modelSyncPlan } from "../render/modelSync";
+import { modelSyncPlan, pullSummary } from "../render/modelSync";
 import { type NcclSpec, ncclPlan } from "../render/nccl";
 import { linkCheck, type NetplanSpec, netplanPlan } from "../render/netplan";
 import { clusterFindings, contactProbeFor } from "../render/nodeCheck";
@@ -767,6 +767,15 @@ function modelSyncSteps(plan: PlanBuilder): string {
             ...(node.retired ? { retired: true as const } : {}),
         });
     }
+    // Per node, for the modelSync output: what the last sync did there.
+    for (const node of config.nodes) {
+        const what = config.localModel
+            ? derive([], () => "a local path: checked on the node, nothing copied")
+            : node === config.head
+              ? derive([], () => "the head: downloads the model and serves it to the other nodes")
+              : derive([stdoutOf(`${name}-pull-${node.name}`)], (out: string | undefined) => pullSummary(out));
+        plan.values[`${node.name}.modelSync`] = what;
+    }
     return name;
 }
 
@@ -962,6 +971,7 @@ function clusterOutputs(plan: PlanBuilder, probed: Map<string, { values: NodeVal
               )
             : derive([], () => everyNode(executor.rayUnused)),
         vllm: output(valueOf(`${cluster}.engineVersions`)),
+        modelSync: perNode((n) => valueOf(`${n.name}.modelSync`)),
         ...(dashboard !== undefined ? { dashboard } : {}),
         ...(config.openWebui !== undefined ? { openWebui: config.openWebui.access } : {}),
         ...(config.metrics !== undefined ? { metrics: config.metrics.access } : {}),

@@ -392,6 +392,21 @@ export function modelPullScript(spec: ModelPullSpec): string {
     ]);
 }
 
+/**
+ * What a worker's pull step printed, for the `modelSync` output: the bytes it pulled, how long it
+ * took, the rate and the streams (its closing line), or that it held the model already; what an
+ * older pull step printed (no rate) or nothing yet, as such.
+ */
+export function pullSummary(stdout: string | undefined): string {
+    const lines = (stdout ?? "").split("\n");
+    const pulled = lines.map((l) => /; (pulled \d+ MiB in \d+ s \([\d.]+ MB\/s, \d+ stream\(s\)\))$/.exec(l)).find((m) => m !== null);
+    if (pulled) return pulled[1];
+    if (lines.some((l) => / already holds .*: nothing to copy$/.test(l))) return "held it already: nothing copied";
+    const older = lines.map((l) => /, (pulled in \d+ s)$/.exec(l)).find((m) => m !== null);
+    if (older) return `${older[1]} (before the rate was recorded)`;
+    return "not pulled yet";
+}
+
 function streamCount(spec: ModelPullSpec): number {
     return spec.streams ?? 1;
 }

@@ -137,4 +137,26 @@ describe("the orderings the cluster relies on, read from the plan", () => {
         assert.ok(evaluated(SCENARIOS.base).warnings.some((w) => /answers anyone who reaches spark-a on port 8000/.test(w)));
         assert.ok(!evaluated(SCENARIOS.apiAllowed).warnings.some((w) => /answers anyone/.test(w)));
     });
+
+    it("the modelSync output: per node what the last sync did there, read from each pull step's output", () => {
+        const pulled =
+            "[spark-cluster] spark-b holds Qwen/Qwen2.5-7B-Instruct: 15G in /root/.cache/huggingface/hub/models--Qwen--Qwen2.5-7B-Instruct; pulled 14570 MiB in 38 s (402.1 MB/s, 4 stream(s))\n";
+        const { config, plan } = planned(SCENARIOS.base);
+        const outputs = evaluatePlan(plan, "dev", config, {
+            stdout: (step) => (step === "dev-model-pull-spark-b" ? pulled : mockStdout(SCENARIOS.base, step)),
+            hostKey: () => MOCK_HOST_KEY,
+            secret: (key) => `secret ${key}`,
+            derived: (purpose) => `derived ${purpose}`,
+        }).outputs;
+        assert.deepEqual(outputs.modelSync, {
+            "spark-a": "the head: downloads the model and serves it to the other nodes",
+            "spark-b": "pulled 14570 MiB in 38 s (402.1 MB/s, 4 stream(s))",
+        });
+        assert.deepEqual(evaluated(SCENARIOS.base).outputs.modelSync, {
+            "spark-a": "the head: downloads the model and serves it to the other nodes",
+            "spark-b": "not pulled yet",
+        });
+        for (const text of Object.values(evaluated(SCENARIOS.localModel).outputs.modelSync as Record<string, string>))
+            assert.equal(text, "a local path: checked on the node, nothing copied");
+    });
 });

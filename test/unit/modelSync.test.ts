@@ -28,6 +28,7 @@ import {
     modelPullScript,
     modelServeRemovalScript,
     modelServeScript,
+    pullSummary,
     renderModelRsyncdConf,
 } from "../../components/render/modelSync";
 import { renderVllmUnit } from "../../components/render/vllm";
@@ -204,6 +205,26 @@ describe("serving", () => {
             assert.match(own, /gave up after \d+ s/, `${name} is bounded`);
         }
         assert.match(modelServeScript(SERVE), /^timeout --kill-after=10 \d+ rsync --daemon/m, "the daemon dies on its own at the latest");
+    });
+});
+
+describe("the pull's summary (the modelSync output)", () => {
+    test("reads each form a pull step prints", () => {
+        // As the pull prints them (test/process/modelPull.test.ts runs it), the older form before the rate, the unchanged copy.
+        const cases: [string, string][] = [
+            [
+                "[spark-cluster] pulling lab/pull-test from head (127.0.0.1) in 16 streams: 2 MiB in 4 lists\n[spark-cluster] worker holds lab/pull-test: 2.1M in /root/.cache/huggingface/hub/models--lab--pull-test; pulled 2 MiB in 1 s (1.5 MB/s, 16 stream(s))\n",
+                "pulled 2 MiB in 1 s (1.5 MB/s, 16 stream(s))",
+            ],
+            [
+                "[spark-cluster] spark-b holds lab/tiny-chat: 1.2M in /root/.cache/huggingface/hub/models--lab--tiny-chat, pulled in 3 s\n",
+                "pulled in 3 s (before the rate was recorded)",
+            ],
+            ["[spark-cluster] spark-b already holds lab/tiny-chat (1.2M, unchanged since it was copied): nothing to copy\n", "held it already: nothing copied"],
+            ["", "not pulled yet"],
+        ];
+        for (const [stdout, summary] of cases) assert.equal(pullSummary(stdout), summary);
+        assert.equal(pullSummary(undefined), "not pulled yet");
     });
 });
 
