@@ -14,15 +14,7 @@ import { SECRET_PURPOSES } from "../../components/clusterSecrets";
 import { RecordedResource, ScenarioResult, planResult } from "../support/planGraph";
 import { SECRET_SIG, SECRET_SIG_KEY, mockDerivedSecret } from "../support/graphScenarios";
 import { WAIT_EXCEPTIONS, loopsIn, waitException } from "../support/waitLoops";
-import {
-    API_KEY,
-    HF_TOKEN,
-    MOCK_IMAGE_ID,
-    OPEN_WEBUI_PASSWORD,
-    RAY_TOKEN,
-    RING,
-    SCENARIOS,
-} from "../support/graphScenarios";
+import { API_KEY, HF_TOKEN, MOCK_IMAGE_ID, OPEN_WEBUI_PASSWORD, RAY_TOKEN, RING, SCENARIOS } from "../support/graphScenarios";
 
 type ScenarioName = keyof typeof SCENARIOS;
 
