@@ -53,9 +53,17 @@ async function syncOnce(streams: number): Promise<string> {
     ssh("spark-a", `rm -rf /var/lib/spark-cluster/model-sync`);
     const serve = modelServeScript({ repoId: REPO, node: "spark-a", headIp: HEAD_IP, workers: [{ node: "spark-b", ips: [WORKER_IP] }] });
     const pull = modelPullScript({ repoId: REPO, node: "spark-b", head: "spark-a", headIp: HEAD_IP, streams });
-    ssh("spark-a", `printf '%s' ${shellQuote(serve)} > /root/serve.sh && (echo ${SECRET} | setsid bash /root/serve.sh > /root/serve.log 2>&1 &)`);
+    ssh(
+        "spark-a",
+        `printf '%s' ${shellQuote(serve)} > /root/serve.sh && { echo ${SECRET} | setsid bash /root/serve.sh > /root/serve.log 2>&1 & echo $! > /root/serve.pid; }`,
+    );
     await sleep(1000);
     const out = ssh("spark-b", `printf '%s' ${shellQuote(pull)} > /root/pull.sh && echo ${SECRET} | bash /root/pull.sh 2>&1`, 1800);
+    // The serve step ends once it saw spark-b's done mark (it looks every 2 s): the next run's daemon needs the port.
+    ssh(
+        "spark-a",
+        `for i in $(seq 1 60); do kill -0 "$(cat /root/serve.pid)" 2>/dev/null || exit 0; sleep 1; done; echo "the serve step did not end"; cat /root/serve.log; exit 1`,
+    );
     const line = out.split("\n").find((l) => / pulled \d+ MiB in /.test(l));
     if (line === undefined) throw new Error(`the pull printed no rate:\n${out}`);
     return line.replace(/^\[spark-cluster\] /, "");
@@ -90,7 +98,7 @@ async function main(): Promise<void> {
         for (const streams of [1, 4, 1, 4]) console.log(`model sync, ${streams} stream(s): ${await syncOnce(streams)}`);
         for (const streams of [1, 4]) console.log(`iperf3 over the same link, ${streams} TCP stream(s): ${iperf(streams)}`);
     } finally {
-        ssh("spark-a", `rm -rf ${DIR} /var/lib/spark-cluster /root/serve.sh /root/serve.log`);
+        ssh("spark-a", `rm -rf ${DIR} /var/lib/spark-cluster /root/serve.sh /root/serve.log /root/serve.pid`);
         ssh("spark-b", `rm -rf ${DIR} /var/lib/spark-cluster /root/pull.sh`);
         addresses(false);
     }

@@ -110,7 +110,7 @@ describe("unified memory: the model sync fills the page cache, the unit's memory
         }
         assert.match(
             unitLog("spark-b", stepUnit("pull-spark-b")),
-            /spark-b holds lab\/uma-pagecache: \S+ in \/root\/\.cache\/huggingface\/hub\/models--lab--uma-pagecache, pulled in \d+ s/,
+            /spark-b holds lab\/uma-pagecache: \S+ in \/root\/\.cache\/huggingface\/hub\/models--lab--uma-pagecache; pulled 51\d MiB in \d+ s \([\d.]+ MB\/s, 4 stream\(s\)\)/,
         );
         assert.match(unitLog("spark-a", stepUnit("serve")), /every other node holds lab\/uma-pagecache; stopped serving it/);
         const written = cachedMiB("spark-b");
