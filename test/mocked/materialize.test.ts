@@ -16,8 +16,8 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { NO_LOCAL_STORAGE_EXIT, RecordedResource, ScenarioResult } from "./graphHarness";
-import { planResult } from "../support/planGraph";
-import { MOCK_HOST_KEY, ModelValues, SCENARIOS, SECRET_KEYS, SECRET_SIG, SECRET_SIG_KEY, SSH_KEY_BODY, Scenario, withChange } from "../support/graphScenarios";
+import { isSecret, occurrences, plain, planResult } from "../support/planGraph";
+import { MOCK_HOST_KEY, ModelValues, SCENARIOS, SECRET_KEYS, SSH_KEY_BODY, Scenario, withChange } from "../support/graphScenarios";
 
 /** The scenarios built on the mocks: every resource type and option of the plan, and the connections' cases. */
 const MOCKED = [
@@ -104,24 +104,6 @@ async function runAlone(name: string, one: Scenario): Promise<ScenarioResult> {
 
 const COMMAND = "spark-remote:index:Step";
 const RANDOM_SECRET = "spark-remote:index:RandomSecret";
-
-function isSecret(value: unknown): value is { value: unknown } {
-    return typeof value === "object" && value !== null && (value as Record<string, unknown>)[SECRET_SIG_KEY] === SECRET_SIG;
-}
-
-function plain(value: unknown): unknown {
-    return isSecret(value) ? value.value : value;
-}
-
-/** Every place a string containing `needle` sits in `value`, and whether it is inside a secret. */
-function occurrences(value: unknown, needle: string, at = "", secret = false): { path: string; secret: boolean }[] {
-    if (isSecret(value)) return occurrences(value.value, needle, at, true);
-    if (typeof value === "string") return value.includes(needle) ? [{ path: at, secret }] : [];
-    if (Array.isArray(value)) return value.flatMap((item, i) => occurrences(item, needle, `${at}[${i}]`, secret));
-    if (typeof value === "object" && value !== null)
-        return Object.entries(value).flatMap(([key, item]) => occurrences(item, needle, at ? `${at}.${key}` : key, secret));
-    return [];
-}
 
 /** A recorded resource without its connection (the plan has none: the materializer makes it from the node's config). */
 function withoutConnection(r: RecordedResource): RecordedResource {

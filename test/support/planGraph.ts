@@ -188,6 +188,26 @@ export interface ScenarioResult {
     outputs: { endpoint?: string; servedModel?: string; transport?: string; dashboard?: string; roce?: Record<string, RoceChain> };
 }
 
+/** Whether a recorded input is a secret (marked as Pulumi marks a serialized secret). */
+export function isSecret(value: unknown): value is { value: unknown } {
+    return typeof value === "object" && value !== null && (value as Record<string, unknown>)[SECRET_SIG_KEY] === SECRET_SIG;
+}
+
+/** A recorded input's value, secret or not. */
+export function plain(value: unknown): unknown {
+    return isSecret(value) ? value.value : value;
+}
+
+/** Every place a string containing `needle` sits in `value` (a recorded input), and whether it is inside a secret. */
+export function occurrences(value: unknown, needle: string, at = "", secret = false): { path: string; secret: boolean }[] {
+    if (isSecret(value)) return occurrences(value.value, needle, at, true);
+    if (typeof value === "string") return value.includes(needle) ? [{ path: at, secret }] : [];
+    if (Array.isArray(value)) return value.flatMap((item, i) => occurrences(item, needle, `${at}[${i}]`, secret));
+    if (typeof value === "object" && value !== null)
+        return Object.entries(value).flatMap(([key, item]) => occurrences(item, needle, at ? `${at}.${key}` : key, secret));
+    return [];
+}
+
 /** The plan of a scenario, evaluated with what the mocks report (graphScenarios.ts's mockStdout and host keys, the mocks' secrets). */
 export function planOf(scenario: Scenario): ReturnType<typeof evaluatePlan> {
     const config = parseConfig({ values: scenario.values, secretKeys: new Set(scenario.secretKeys) });

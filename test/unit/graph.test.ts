@@ -11,8 +11,8 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { createHmac } from "node:crypto";
 import { SECRET_PURPOSES } from "../../components/clusterSecrets";
-import { RecordedResource, ScenarioResult, planResult } from "../support/planGraph";
-import { SECRET_SIG, SECRET_SIG_KEY, mockDerivedSecret } from "../support/graphScenarios";
+import { RecordedResource, ScenarioResult, isSecret, occurrences, planResult, plain } from "../support/planGraph";
+import { mockDerivedSecret } from "../support/graphScenarios";
 import { WAIT_EXCEPTIONS, loopsIn, waitException } from "../support/waitLoops";
 import { API_KEY, HF_TOKEN, MOCK_IMAGE_ID, OPEN_WEBUI_PASSWORD, RAY_TOKEN, RING, SCENARIOS } from "../support/graphScenarios";
 
@@ -49,14 +49,6 @@ function get(result: ScenarioResult, name: string): RecordedResource {
     return resource;
 }
 
-function isSecret(value: unknown): value is { value: unknown } {
-    return typeof value === "object" && value !== null && (value as Record<string, unknown>)[SECRET_SIG_KEY] === SECRET_SIG;
-}
-
-function plain(value: unknown): unknown {
-    return isSecret(value) ? value.value : value;
-}
-
 /** A command input (create/delete) as a string, secret or not. */
 function commandText(resource: RecordedResource, key: "create" | "delete"): string | undefined {
     const value = plain(resource.inputs[key]);
@@ -79,23 +71,6 @@ function scriptOf(commandLine: string): { sudo: boolean; script: string } {
     assert.ok(match, `not a remoteCommand line: ${rest.slice(0, 80)}`);
     assert.ok(!match[2].replace(/'"'"'/g, "").includes("'"), "no quote inside but shellQuote's '\"'\"' escapes");
     return { sudo: match[1] !== undefined, script: match[2].replace(/'"'"'/g, "'") };
-}
-
-/** Every place a string containing `needle` sits in `value`, and whether it is inside a secret. */
-function occurrences(value: unknown, needle: string, at = "", secret = false): { path: string; secret: boolean }[] {
-    if (isSecret(value)) {
-        return occurrences(value.value, needle, at, true);
-    }
-    if (typeof value === "string") {
-        return value.includes(needle) ? [{ path: at, secret }] : [];
-    }
-    if (Array.isArray(value)) {
-        return value.flatMap((item, i) => occurrences(item, needle, `${at}[${i}]`, secret));
-    }
-    if (typeof value === "object" && value !== null) {
-        return Object.entries(value).flatMap(([key, item]) => occurrences(item, needle, at ? `${at}.${key}` : key, secret));
-    }
-    return [];
 }
 
 /** Names whose recorded inputs differ between two runs (or that exist in only one). */
