@@ -196,7 +196,7 @@ export function sglangPlan(spec: SglangServeSpec, runtime: Runtime): EnginePlan 
         api: { port: spec.apiPort, servedModel: spec.servedName },
         secretsFile: (apiKey) => renderSglangSecrets(apiKey),
         secrets: {
-            create: installFileFromStdinScript(SGLANG_SECRETS_PATH, "600", UNITS.sglang, followUnit === undefined ? "now" : "with-head"),
+            create: installFileFromStdinScript(SGLANG_SECRETS_PATH, "600", UNITS.sglang, followUnit === undefined ? "now" : "with-head", guard.clearDirs),
             delete: removeFilesScript([SGLANG_SECRETS_PATH], [CONFIG_DIR]),
             read: secretFileReadScript(SGLANG_SECRETS_PATH, "600"),
         },

@@ -298,7 +298,7 @@ export function vllmPlan(spec: VllmServeSpec, runtime: Runtime, rayAddress?: str
         api: { port: spec.apiPort, servedModel: spec.servedName },
         secretsFile: (apiKey) => renderVllmSecrets(reader, apiKey),
         secrets: {
-            create: installFileFromStdinScript(VLLM_SECRETS_PATH, "600", UNITS.vllm, followUnit === undefined ? "now" : "with-head"),
+            create: installFileFromStdinScript(VLLM_SECRETS_PATH, "600", UNITS.vllm, followUnit === undefined ? "now" : "with-head", guard.clearDirs),
             delete: removeFilesScript([VLLM_SECRETS_PATH], [CONFIG_DIR]),
             read: secretFileReadScript(VLLM_SECRETS_PATH, "600"),
         },

@@ -20,6 +20,8 @@ import { compareVersions, hcasFor, rayAuthStatus, resolveInterfaceNames } from "
 import { hardwareProbe, rayProbe } from "../../components/render/probe";
 import { HOST_KEY_PREFIX, SSH_READY_SCRIPT, hostKeyFingerprint, hostKeyToPin, noHostKeyMessage, recordedHostKey } from "../../components/hostKey";
 import { installFileFromStdinScript, installFilesScript, installUnitScript, removeFilesScript, removeUnitScript } from "../../components/render/host/files";
+import { journalTailLine } from "../../components/render/host/journal";
+import { gateDir } from "../../components/render/watchdog";
 import { HOST_LIB } from "../../components/render/host/lib";
 import { execBeside, runtimeStrategy } from "../../components/render/host/runtime";
 import { ncclCheckCommand } from "../../components/render/check";
@@ -321,6 +323,10 @@ const SCRIPTS: readonly { name: string; script: string }[] = [
     { name: "install-files.nccl.sh", script: installFilesScript(NCCL_FILES) },
     { name: "remove-files.nccl.sh", script: removeFilesScript([NCCL_CONF_PATH, RUNTIME_ENV_PATH], [CONFIG_DIR]) },
     { name: "install-file-from-stdin.vllm-secrets.sh", script: installFileFromStdinScript(VLLM_SECRETS_PATH, "600") },
+    {
+        name: "install-file-from-stdin.vllm-secrets-restart.sh",
+        script: installFileFromStdinScript(VLLM_SECRETS_PATH, "600", VLLM_UNIT, "now", [gateDir(VLLM_UNIT)]),
+    },
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -639,6 +645,26 @@ describe("host scripts", () => {
         matchSnapshot("render.install-files.nccl.sh", installFilesScript(NCCL_FILES));
         matchSnapshot("render.install-file-from-stdin.vllm-secrets.sh", installFileFromStdinScript(VLLM_SECRETS_PATH, "600"));
         matchSnapshot("render.remove-files.nccl.sh", removeFilesScript([NCCL_CONF_PATH, RUNTIME_ENV_PATH], [CONFIG_DIR]));
+    });
+
+    it("a new secrets file restarts its unit as a new series of the gate, and fails when the unit does not come back", () => {
+        // The CI of 6a1b363: an API key change restarted vLLM, the gate skipped the start (its
+        // state from the starts before), and the readiness check waited its 600 s for a unit that
+        // was inactive (systemd had failed to spawn the gate: "Failed at step CGROUP", exit 219,
+        // read as a skip). Now the gate's state goes first, a skipped start is tried once more,
+        // and a second one fails the step.
+        const script = installFileFromStdinScript(VLLM_SECRETS_PATH, "600", VLLM_UNIT, "now", [gateDir(VLLM_UNIT)]);
+        const clear = script.indexOf(`rm -rf ${shellQuote(gateDir(VLLM_UNIT))}`);
+        const restart = script.indexOf(`systemctl restart ${VLLM_UNIT}.service`);
+        const active = script.indexOf(`systemctl is-active --quiet ${VLLM_UNIT}.service; then`, restart);
+        assert.ok(clear > 0 && clear < restart, "the gate's state is removed before the restart");
+        assert.ok(active > restart, "the unit must be active after the restart");
+        assert.ok(script.indexOf(`systemctl start ${VLLM_UNIT}.service`, active) > active, "else it is started once more");
+        const tail = journalTailLine(VLLM_UNIT, 40);
+        assert.ok(script.slice(active).includes(`${tail}\n      exit 1\n`), "else the step prints the unit's log and fails");
+        // The rank of a multi-node engine restarts with its head: nothing cleared or restarted here.
+        const rank = installFileFromStdinScript(VLLM_SECRETS_PATH, "600", VLLM_UNIT, "with-head", [gateDir(VLLM_UNIT)]);
+        assert.ok(!rank.includes("rm -rf") && !rank.includes("systemctl restart"));
     });
 
     it("ray readiness counts ALIVE nodes and their GPUs in the GCS node table, and gives up when bounded", () => {

@@ -25,12 +25,38 @@ export function installFilesScript(files: readonly ManagedFile[]): string {
  * the script and out of its output). When it changed and `restartUnit` is
  * running, restarts it so the process reads the new values; a headless rank's (`with-head`) is
  * left running: its head's secrets change with it and restart the head, whose follower then
- * restarts the rank (see {@link UnitRestart}).
+ * restarts the rank (see {@link UnitRestart}). `clearDirs` (the unit's restart gate's state) are
+ * emptied before that restart, as the unit step does: a restart `up` asks for begins a new series
+ * of starts, so the gate cannot skip it for the starts before. The unit must then be active within
+ * 60 s (a skipped start leaves it inactive, with nothing else to say so), else it is started once
+ * more, and then the step fails with the unit's result and its last log lines.
  */
-export function installFileFromStdinScript(path: string, mode: "600" | "644", restartUnit?: string, restart: UnitRestart = "now"): string {
+export function installFileFromStdinScript(
+    path: string,
+    mode: "600" | "644",
+    restartUnit?: string,
+    restart: UnitRestart = "now",
+    clearDirs: readonly string[] = [],
+): string {
     const whenChanged = (unit: string): string[] =>
         restart === "now"
-            ? [`  systemctl restart ${unit}.service`, `  echo "restarted ${unit} for the new ${path}"`]
+            ? [
+                  ...clearDirs.map((dir) => `  rm -rf ${shellQuote(dir)}`),
+                  `  systemctl restart ${unit}.service`,
+                  `  if ! sc_wait 60 "${unit} to be active" systemctl is-active --quiet ${unit}.service; then`,
+                  // A start can fail before its gate ran (systemd: "Failed at step CGROUP spawning",
+                  // the old run's cgroup still going): exit 219, which systemd reads as the
+                  // condition skipping the start. The gate is cleared, so one more start is safe.
+                  `    sc_log "${unit} did not start again after the new ${path} ($(systemctl show -p Result --value ${unit}.service)): starting it once more"`,
+                  `    systemctl start ${unit}.service`,
+                  `    if ! sc_wait 60 "${unit} to be active" systemctl is-active --quiet ${unit}.service; then`,
+                  `      sc_log "${unit} is not running ($(systemctl show -p Result --value ${unit}.service)); last log lines:"`,
+                  `      ${journalTailLine(unit, 40)}`,
+                  `      exit 1`,
+                  `    fi`,
+                  `  fi`,
+                  `  echo "restarted ${unit} for the new ${path}"`,
+              ]
             : [`  sc_log "${unit} reads the new ${path} when its head's engine restarts next (its follower restarts it)"`];
     return bashScript([
         HOST_LIB,
