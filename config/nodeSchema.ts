@@ -89,7 +89,10 @@ export const DockerRuntimeSchema = z.strictObject({
     privileged: z.boolean().default(true).meta({ example: "true" }),
     /** Run the container with `--ulimit memlock=-1` (RDMA memory registration). Defaults to true. */
     memlockUnlimited: z.boolean().default(true).meta({ example: "true" }),
-    /** Mount the host's /dev/infiniband (RDMA devices) into the container. Defaults to true. */
+    /**
+     * Give the container the host's /dev/infiniband (RDMA devices): a bind mount with `privileged`;
+     * without it, `--device=/dev/infiniband` (each device under it) and `--cap-add=IPC_LOCK`. Defaults to true.
+     */
     infiniband: z.boolean().default(true).meta({ example: "true" }),
     /** Size of /dev/shm in the container, as docker reads it. Defaults to "16g". */
     shmSize: z

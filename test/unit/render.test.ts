@@ -23,7 +23,7 @@ import { installFileFromStdinScript, installFilesScript, installUnitScript, remo
 import { journalTailLine } from "../../components/render/host/journal";
 import { gateDir } from "../../components/render/watchdog";
 import { HOST_LIB } from "../../components/render/host/lib";
-import { execBeside, runtimeStrategy } from "../../components/render/host/runtime";
+import { dockerRunArgv, execBeside, runtimeStrategy } from "../../components/render/host/runtime";
 import { ncclCheckCommand } from "../../components/render/check";
 import {
     HEREDOC_DELIMITER,
@@ -645,6 +645,19 @@ describe("host scripts", () => {
         matchSnapshot("render.install-files.nccl.sh", installFilesScript(NCCL_FILES));
         matchSnapshot("render.install-file-from-stdin.vllm-secrets.sh", installFileFromStdinScript(VLLM_SECRETS_PATH, "600"));
         matchSnapshot("render.remove-files.nccl.sh", removeFilesScript([NCCL_CONF_PATH, RUNTIME_ENV_PATH], [CONFIG_DIR]));
+    });
+
+    it("RDMA's devices: the guides' bind mount when privileged, each device and IPC_LOCK without", () => {
+        const base = { kind: "docker" as const, image: "nvcr.io/nvidia/vllm:26.10-py3", memlockUnlimited: true, shmSize: "16g" };
+        const privileged = dockerRunArgv({ ...base, privileged: true, infiniband: true }, "x", []);
+        assert.ok(privileged.includes("--privileged") && privileged.join(" ").includes("-v /dev/infiniband:/dev/infiniband"));
+        const confined = dockerRunArgv({ ...base, privileged: false, infiniband: true }, "x", []);
+        assert.ok(!confined.includes("--privileged"));
+        // A bind mount of /dev/infiniband gives no access to its devices without privilege (the device cgroup).
+        assert.ok(!confined.join(" ").includes("/dev/infiniband:/dev/infiniband"));
+        assert.ok(confined.includes("--device=/dev/infiniband") && confined.includes("--cap-add=IPC_LOCK"));
+        const none = dockerRunArgv({ ...base, privileged: false, infiniband: false }, "x", []);
+        assert.ok(!none.join(" ").includes("infiniband") && !none.includes("--cap-add=IPC_LOCK"));
     });
 
     it("a new secrets file restarts its unit as a new series of the gate, and fails when the unit does not come back", () => {

@@ -57,7 +57,13 @@ export function dockerRunArgv(
     ];
     if (runtime.privileged) argv.push("--privileged");
     if (runtime.memlockUnlimited) argv.push("--ulimit", "memlock=-1");
-    if (runtime.infiniband) argv.push("-v", "/dev/infiniband:/dev/infiniband");
+    // RDMA's devices: privileged, the guides' bind mount; without privilege a bind mount gives no
+    // access to the device nodes (the container's device cgroup), so docker adds each device under
+    // /dev/infiniband (uverbs*, rdma_cm), with IPC_LOCK for the memory RDMA registers (pins).
+    if (runtime.infiniband) {
+        if (runtime.privileged) argv.push("-v", "/dev/infiniband:/dev/infiniband");
+        else argv.push("--device=/dev/infiniband", "--cap-add=IPC_LOCK");
+    }
     argv.push(
         "-v",
         `${HF_HOME_DIR}:${HF_HOME_DIR}`,
