@@ -35,7 +35,9 @@ const BEFORE_THE_RENAME = "8a51149";
  * apply that tries again after a daemon-reload's race (its update finds the file and addresses in
  * place, so it applies nothing). And the internal secrets move off the API key (issue 40, item 1):
  * the stack's root secret is created, and the steps that carry the Ray token and the model sync's
- * secret are updated with the ones derived from it.
+ * secret are updated with the ones derived from it. And the engine's secrets step's script clears
+ * the restart gate before a restart and checks the unit came back (71df7bd): an update that writes
+ * the same file, so it restarts nothing.
  */
 const EXPECTED_CHANGES = [
     "dev-model-pull-spark-b(update)",
@@ -47,6 +49,7 @@ const EXPECTED_CHANGES = [
     "spark-a-ray-head-ready(update)",
     "spark-a-ray-head-unit(update)",
     "spark-a-vllm-ready(replace)",
+    "spark-a-vllm-secrets(update)",
     "spark-a-vllm-unit(update)",
     "spark-b-firewall-apply(update)",
     "spark-b-interconnect-apply(update)",
