@@ -661,11 +661,10 @@ describe("host scripts", () => {
     });
 
     it("a new secrets file restarts its unit as a new series of the gate, and fails when the unit does not come back", () => {
-        // The CI of 6a1b363: an API key change restarted vLLM, the gate skipped the start (its
-        // state from the starts before), and the readiness check waited its 600 s for a unit that
-        // was inactive (systemd had failed to spawn the gate: "Failed at step CGROUP", exit 219,
-        // read as a skip). Now the gate's state goes first, a skipped start is tried once more,
-        // and a second one fails the step.
+        // The CI of 6a1b363: an API key change restarted vLLM, systemd failed to spawn its gate
+        // ("Failed at step CGROUP", exit 219, read as the condition skipping the start), and the
+        // readiness check waited its 600 s for a unit that was inactive. Now the gate's state goes
+        // first, a skipped start is tried once more, and a second one fails the step.
         const script = installFileFromStdinScript(VLLM_SECRETS_PATH, "600", VLLM_UNIT, "now", [gateDir(VLLM_UNIT)]);
         const clear = script.indexOf(`rm -rf ${shellQuote(gateDir(VLLM_UNIT))}`);
         const restart = script.indexOf(`systemctl restart ${VLLM_UNIT}.service`);
